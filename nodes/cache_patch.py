@@ -1,0 +1,96 @@
+"""Attach the step cache to a ComfyUI ModelPatcher through keyed wrappers.
+
+OUTER_SAMPLE creates a fresh TransformationVectorCache for every sampling run
+(each KSampler call, each stage of a two-stage Wan 2.2 graph) and drops it in a
+``finally``; DIFFUSION_MODEL routes every transformer call through it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import NamedTuple
+
+import comfy.model_patcher
+import comfy.patcher_extension
+
+from ..cachedsearch_core import StepCacheConfig, TransformationVectorCache
+
+WRAPPER_KEY = "cachedsearch_step_cache"
+CONFIG_OPTION = "cachedsearch_step_cache_config"
+RUN_OPTION = "cachedsearch_step_cache_run"
+# Optional list placed in transformer_options by a caller that wants each run's statistics.
+STATISTICS_SINK_OPTION = "cachedsearch_step_cache_statistics"
+
+_WRAPPER_TYPES = (comfy.patcher_extension.WrappersMP.OUTER_SAMPLE, comfy.patcher_extension.WrappersMP.DIFFUSION_MODEL)
+# ComfyUI marks each batch chunk 0 for the positive (cond) and 1 for the negative (uncond) prompt.
+_BRANCH_LABELS = ("cond", "uncond")
+
+log = logging.getLogger("CachedSearch")
+
+
+class _CacheRun(NamedTuple):
+    cache: TransformationVectorCache
+    # The transformer's input may carry extra channels (image-to-video concat); the cache sees the latent part.
+    latent_channels: int
+
+
+def attach_step_cache(model, config: StepCacheConfig):
+    """A clone of ``model`` with the cache; an earlier cache on it is replaced."""
+    patched = detach_step_cache(model)
+    patched.model_options["transformer_options"][CONFIG_OPTION] = config
+    patched.add_wrapper_with_key(_WRAPPER_TYPES[0], WRAPPER_KEY, _outer_sample_wrapper)
+    patched.add_wrapper_with_key(_WRAPPER_TYPES[1], WRAPPER_KEY, _diffusion_model_wrapper)
+    return patched
+
+
+def detach_step_cache(model):
+    """A clone of ``model`` without the cache; ``model`` itself is not modified."""
+    patched = model.clone()
+    for wrapper_type in _WRAPPER_TYPES:
+        patched.remove_wrappers_with_key(wrapper_type, WRAPPER_KEY)
+    patched.model_options.setdefault("transformer_options", {}).pop(CONFIG_OPTION, None)
+    return patched
+
+
+def step_cache_config(model) -> StepCacheConfig | None:
+    """The cache settings attached to ``model``, or None when it has no cache."""
+    if not model.get_wrappers(_WRAPPER_TYPES[1], WRAPPER_KEY):
+        return None
+    return model.model_options.get("transformer_options", {}).get(CONFIG_OPTION)
+
+
+def _outer_sample_wrapper(executor, noise, latent_image, sampler, sigmas, *args, **kwargs):
+    guider = executor.class_obj
+    shared_options = guider.model_options
+    config = shared_options["transformer_options"][CONFIG_OPTION]
+    cache = TransformationVectorCache(config, sigmas.tolist())
+    # The run's cache lives in a per-run copy of the options, so nothing outlives the run.
+    guider.model_options = comfy.model_patcher.create_model_options_clone(shared_options)
+    latent_channels = guider.model_patcher.model.latent_format.latent_channels
+    guider.model_options["transformer_options"][RUN_OPTION] = _CacheRun(cache, latent_channels)
+    try:
+        return executor(noise, latent_image, sampler, sigmas, *args, **kwargs)
+    finally:
+        guider.model_options = shared_options
+        statistics = cache.statistics
+        cache.reset()
+        log.info("CachedSearch cache (%s, tau %g): %s", config.mode.value, config.tau, statistics.summary())
+        sink = shared_options["transformer_options"].get(STATISTICS_SINK_OPTION)
+        if sink is not None:
+            sink.append(statistics)
+
+
+def _diffusion_model_wrapper(executor, *args, **kwargs):
+    options = kwargs.get("transformer_options")
+    if options is None:
+        options = args[-1]
+    run: _CacheRun | None = options.get(RUN_OPTION)
+    if run is None:
+        return executor(*args, **kwargs)
+    branch_keys = [(_BRANCH_LABELS[index], uuid) for index, uuid in zip(options["cond_or_uncond"], options["uuids"])]
+    return run.cache(
+        lambda: executor(*args, **kwargs),
+        args[0][:, : run.latent_channels],
+        options["sigmas"][0].item(),
+        branch_keys,
+    )

@@ -1,0 +1,207 @@
+"""Run the real ComfyUI engine for tests, the demo and benchmarks.
+
+Two levels, both with this repository installed as a custom-node pack beside
+the test-only synthetic-conditioning pack:
+- ``load_in_process``: imports ComfyUI into this process (CPU), for direct
+  node calls;
+- ``ComfyServer``: starts ``main.py`` as a subprocess on loopback, with a small
+  HTTP client for ``POST /prompt`` and ``/history``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+TEST_NODES_DIR = REPO_ROOT / "tests" / "comfy_test_nodes"
+EXTENSION_FOLDER = "cachedsearch"
+TEST_NODES_FOLDER = "cachedsearch_test_nodes"
+
+
+def comfyui_root() -> pathlib.Path:
+    """COMFYUI_PATH, else the ComfyUI that scripts/setup_env.sh prepared."""
+    configured = os.environ.get("COMFYUI_PATH")
+    if not configured:
+        recorded = REPO_ROOT / ".venv" / "comfyui-path"
+        configured = recorded.read_text().strip() if recorded.exists() else str(REPO_ROOT / ".comfyui")
+    root = pathlib.Path(configured).resolve()
+    if not (root / "main.py").exists():
+        raise RuntimeError(f"No ComfyUI at {root}: run `bash scripts/setup_env.sh` or set COMFYUI_PATH")
+    return root
+
+
+def prepare_base_directory(base_dir: pathlib.Path) -> pathlib.Path:
+    """A ComfyUI base directory whose custom_nodes hold this repo and the test nodes."""
+    custom_nodes = base_dir / "custom_nodes"
+    custom_nodes.mkdir(parents=True, exist_ok=True)
+    for name, target in ((EXTENSION_FOLDER, REPO_ROOT), (TEST_NODES_FOLDER, TEST_NODES_DIR)):
+        link = custom_nodes / name
+        if not link.exists():
+            link.symlink_to(target, target_is_directory=True)
+    for folder in ("models/diffusion_models", "models/vae", "input", "output", "temp", "user"):
+        (base_dir / folder).mkdir(parents=True, exist_ok=True)
+    return base_dir
+
+
+def load_in_process(base_dir: pathlib.Path):
+    """Import ComfyUI on the CPU with ``base_dir`` as its base directory; returns its ``nodes`` module."""
+    root = comfyui_root()
+    prepare_base_directory(base_dir)
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    import comfy.cli_args
+
+    comfy.cli_args.args.cpu = True  # must precede every other comfy import
+    comfy.cli_args.args.base_directory = str(base_dir)
+    comfy.cli_args.args.disable_api_nodes = True
+    import folder_paths
+    import nodes
+
+    folder_paths.set_output_directory(str(base_dir / "output"))
+    folder_paths.set_temp_directory(str(base_dir / "temp"))
+    folder_paths.set_input_directory(str(base_dir / "input"))
+    for folder in ("diffusion_models", "vae", "custom_nodes"):
+        target = base_dir / ("custom_nodes" if folder == "custom_nodes" else f"models/{folder}")
+        folder_paths.add_model_folder_path(folder, str(target), is_default=True)
+    if "CachedSearchApplyCache" not in nodes.NODE_CLASS_MAPPINGS:
+        asyncio.run(nodes.init_extra_nodes(init_custom_nodes=True, init_api_nodes=False))
+    return nodes
+
+
+def run_node(node_class, **inputs):
+    """Call a V1 or V3 node class directly; returns its result tuple."""
+    if hasattr(node_class, "FUNCTION") and not hasattr(node_class, "define_schema"):
+        return getattr(node_class(), node_class.FUNCTION)(**inputs)
+    output = node_class.execute(**inputs)
+    return output.result
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class ServerError(RuntimeError):
+    pass
+
+
+class ComfyServer:
+    """A real ComfyUI server (``main.py --cpu``) on a free loopback port."""
+
+    def __init__(self, base_dir: pathlib.Path, log_path: pathlib.Path | None = None, extra_args=()):
+        self.base_dir = prepare_base_directory(pathlib.Path(base_dir))
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path or self.base_dir / "server.log"
+        self.extra_args = list(extra_args)
+        self.client_id = uuid.uuid4().hex
+        self.process: subprocess.Popen | None = None
+
+    def __enter__(self) -> ComfyServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def start(self, timeout: float = 180.0) -> None:
+        root = comfyui_root()
+        command = [
+            sys.executable, str(root / "main.py"), "--cpu", "--listen", "127.0.0.1", "--port", str(self.port),
+            "--base-directory", str(self.base_dir), "--disable-api-nodes", "--disable-auto-launch",
+            *self.extra_args,
+        ]
+        log = open(self.log_path, "ab")
+        self.process = subprocess.Popen(command, cwd=root, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise ServerError(f"ComfyUI exited with {self.process.returncode}; see {self.log_path}:\n{self.log_tail()}")
+            try:
+                self.get("/system_stats")
+                return
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.5)
+        self.stop()
+        raise ServerError(f"ComfyUI did not answer within {timeout}s; see {self.log_path}")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def log_tail(self, characters: int = 4000) -> str:
+        return self.log_path.read_text(errors="replace")[-characters:] if self.log_path.exists() else ""
+
+    def request(self, method: str, path: str, payload=None):
+        data = None if payload is None else json.dumps(payload).encode()
+        request = urllib.request.Request(
+            self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                body = response.read()
+                return response.status, (json.loads(body) if body else None)
+        except urllib.error.HTTPError as error:
+            body = error.read()
+            try:
+                return error.code, json.loads(body)
+            except json.JSONDecodeError:
+                return error.code, body.decode(errors="replace")
+
+    def get(self, path: str):
+        status, body = self.request("GET", path)
+        if status != 200:
+            raise ServerError(f"GET {path} -> {status}: {body}")
+        return body
+
+    def queue_prompt(self, graph: dict) -> tuple[int, dict]:
+        """POST /prompt; returns (status, body) so tests can inspect validation errors."""
+        return self.request("POST", "/prompt", {"prompt": graph, "client_id": self.client_id})
+
+    def wait_for(self, prompt_id: str, timeout: float = 600.0) -> dict:
+        """Poll /history until the prompt finished; returns its history entry."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            history = self.get(f"/history/{prompt_id}")
+            if prompt_id in history:  # an entry appears only once the prompt finished or failed
+                return history[prompt_id]
+            if self.process is None or self.process.poll() is not None:
+                raise ServerError(f"ComfyUI exited while running {prompt_id}:\n{self.log_tail()}")
+            time.sleep(0.2)
+        raise ServerError(f"prompt {prompt_id} did not finish within {timeout}s")
+
+    def run_prompt(self, graph: dict, timeout: float = 600.0) -> dict:
+        status, body = self.queue_prompt(graph)
+        if status != 200:
+            raise ServerError(f"prompt rejected ({status}): {json.dumps(body, indent=1)}")
+        entry = self.wait_for(body["prompt_id"], timeout)
+        if entry["status"].get("status_str") != "success":
+            raise ServerError(f"prompt failed: {json.dumps(entry['status'], indent=1)}\n{self.log_tail()}")
+        return entry
+
+    def interrupt(self) -> None:
+        self.request("POST", "/interrupt", {})
+
+
+def loaded_extension(base_dir: pathlib.Path):
+    """This repository's package as ComfyUI imported it (after ``load_in_process``)."""
+    module_path = str(pathlib.Path(base_dir) / "custom_nodes" / EXTENSION_FOLDER)
+    return sys.modules[module_path.replace(".", "_x_")]

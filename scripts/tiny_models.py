@@ -1,0 +1,99 @@
+"""Tiny random-weight checkpoints with the real key names of Wan 2.1,
+HunyuanVideo and the Wan 2.1 VAE, so ComfyUI's own loaders detect and run
+them on a CPU in seconds.
+
+The modules are ComfyUI's own classes built at tiny width (what the loaders'
+detection reads back from the tensor shapes), filled from a seeded generator,
+and saved as safetensors. Requires ComfyUI to be importable.
+"""
+
+from __future__ import annotations
+
+import math
+import pathlib
+
+import torch
+from safetensors.torch import save_file
+
+# ComfyUI's official repackaged file names (used by the example workflows).
+WAN21_T2V_FILE = "wan2.1_t2v_1.3B_fp16.safetensors"
+HUNYUAN_T2V_FILE = "hunyuan_video_t2v_720p_bf16.safetensors"
+WAN21_VAE_FILE = "wan_2.1_vae.safetensors"
+
+TEXT_WIDTH = 4096  # umt5-xxl / llava-llama3 hidden size; fixed by model detection
+POOLED_WIDTH = 768  # clip-l pooled output used by HunyuanVideo's vector_in
+
+
+def _fill_deterministically(module: torch.nn.Module, seed: int) -> dict[str, torch.Tensor]:
+    """Scaled-normal weights, unit norm gains, small everything else."""
+    generator = torch.Generator().manual_seed(seed)
+    state = {}
+    for name, tensor in sorted(module.state_dict().items()):
+        shape = tuple(tensor.shape)
+        leaf = name.rsplit(".", 1)[-1]
+        if leaf in ("gamma", "scale") or (leaf == "weight" and len(shape) == 1 and "norm" in name):
+            value = torch.ones(shape)
+        elif leaf == "weight" and len(shape) >= 2:
+            fan_in = math.prod(shape[1:])
+            value = torch.randn(shape, generator=generator) / math.sqrt(fan_in)
+        else:
+            value = torch.randn(shape, generator=generator) * 0.02
+        state[name] = value.contiguous()
+    return state
+
+
+def wan21_t2v_state_dict(num_layers: int = 2, seed: int = 0) -> dict[str, torch.Tensor]:
+    import comfy.ldm.wan.model
+    import comfy.ops
+
+    # dim 128 -> detection reads num_heads = dim // 128 = 1.
+    model = comfy.ldm.wan.model.WanModel(
+        model_type="t2v", dim=128, ffn_dim=256, num_heads=1, num_layers=num_layers,
+        in_dim=16, out_dim=16, text_dim=TEXT_WIDTH, freq_dim=256, operations=comfy.ops.disable_weight_init,
+    )
+    return _fill_deterministically(model, seed)
+
+
+def hunyuan_t2v_state_dict(seed: int = 0) -> dict[str, torch.Tensor]:
+    import comfy.ldm.hunyuan_video.model
+    import comfy.ops
+
+    # Detection: 16 input channels and vector_in/guidance_in keep it on HunyuanVideo T2V.
+    model = comfy.ldm.hunyuan_video.model.HunyuanVideo(
+        image_model="hunyuan_video", in_channels=16, out_channels=16, vec_in_dim=POOLED_WIDTH,
+        context_in_dim=TEXT_WIDTH, hidden_size=128, mlp_ratio=4.0, num_heads=1, depth=1,
+        depth_single_blocks=1, axes_dim=[16, 56, 56], theta=256, patch_size=[1, 2, 2], qkv_bias=True,
+        guidance_embed=True, byt5=False, meanflow=False, use_cond_type_embedding=False, vision_in_dim=None,
+        operations=comfy.ops.disable_weight_init,
+    )
+    return _fill_deterministically(model, seed)
+
+
+def wan21_vae_state_dict(dim: int = 8, seed: int = 0) -> dict[str, torch.Tensor]:
+    import comfy.ldm.wan.vae
+
+    vae = comfy.ldm.wan.vae.WanVAE(
+        dim=dim, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],
+        temperal_downsample=[False, True, True], dropout=0.0,
+    )
+    return _fill_deterministically(vae, seed)
+
+
+def write_tiny_models(models_dir: pathlib.Path) -> dict[str, pathlib.Path]:
+    """Write the tiny checkpoints into ComfyUI's folder layout under ``models_dir``.
+
+    Existing files are kept: the content depends only on the seeds above.
+    """
+    models_dir = pathlib.Path(models_dir)
+    targets = {
+        "wan21_t2v": (models_dir / "diffusion_models" / WAN21_T2V_FILE, wan21_t2v_state_dict),
+        "hunyuan_t2v": (models_dir / "diffusion_models" / HUNYUAN_T2V_FILE, hunyuan_t2v_state_dict),
+        "wan21_vae": (models_dir / "vae" / WAN21_VAE_FILE, wan21_vae_state_dict),
+    }
+    for path, build in targets.values():
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_suffix(".partial")
+            save_file(build(), str(partial))
+            partial.rename(path)
+    return {name: path for name, (path, _) in targets.items()}
