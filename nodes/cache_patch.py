@@ -18,8 +18,8 @@ from ..cachedsearch_core import StepCacheConfig, TransformationVectorCache
 WRAPPER_KEY = "cachedsearch_step_cache"
 CONFIG_OPTION = "cachedsearch_step_cache_config"
 RUN_OPTION = "cachedsearch_step_cache_run"
-# Optional list placed in transformer_options by a caller that wants each run's statistics.
-STATISTICS_SINK_OPTION = "cachedsearch_step_cache_statistics"
+# Optional callable in transformer_options that receives each run's CacheStatistics.
+STATISTICS_CALLBACK_OPTION = "cachedsearch_step_cache_on_statistics"
 
 _WRAPPER_TYPES = (comfy.patcher_extension.WrappersMP.OUTER_SAMPLE, comfy.patcher_extension.WrappersMP.DIFFUSION_MODEL)
 # ComfyUI marks each batch chunk 0 for the positive (cond) and 1 for the negative (uncond) prompt.
@@ -75,9 +75,9 @@ def _outer_sample_wrapper(executor, noise, latent_image, sampler, sigmas, *args,
         statistics = cache.statistics
         cache.reset()
         log.info("CachedSearch cache (%s, tau %g): %s", config.mode.value, config.tau, statistics.summary())
-        sink = shared_options["transformer_options"].get(STATISTICS_SINK_OPTION)
-        if sink is not None:
-            sink.append(statistics)
+        report = shared_options["transformer_options"].get(STATISTICS_CALLBACK_OPTION)
+        if report is not None:
+            report(statistics)
 
 
 def _diffusion_model_wrapper(executor, *args, **kwargs):

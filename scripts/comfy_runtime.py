@@ -53,17 +53,24 @@ def prepare_base_directory(base_dir: pathlib.Path) -> pathlib.Path:
     return base_dir
 
 
-def load_in_process(base_dir: pathlib.Path):
-    """Import ComfyUI on the CPU with ``base_dir`` as its base directory; returns its ``nodes`` module."""
+def import_comfy_on_cpu(base_dir: pathlib.Path | None = None):
+    """Put ComfyUI on sys.path and select the CPU; call before any other ``comfy`` import."""
     root = comfyui_root()
-    prepare_base_directory(base_dir)
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     import comfy.cli_args
 
-    comfy.cli_args.args.cpu = True  # must precede every other comfy import
-    comfy.cli_args.args.base_directory = str(base_dir)
+    comfy.cli_args.args.cpu = True
     comfy.cli_args.args.disable_api_nodes = True
+    if base_dir is not None:
+        comfy.cli_args.args.base_directory = str(base_dir)
+    return comfy.cli_args.args
+
+
+def load_in_process(base_dir: pathlib.Path):
+    """Import ComfyUI on the CPU with ``base_dir`` as its base directory; returns its ``nodes`` module."""
+    prepare_base_directory(base_dir)
+    import_comfy_on_cpu(base_dir)
     import folder_paths
     import nodes
 

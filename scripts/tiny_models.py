@@ -4,13 +4,16 @@ them on a CPU in seconds.
 
 The modules are ComfyUI's own classes built at tiny width (what the loaders'
 detection reads back from the tensor shapes), filled from a seeded generator,
-and saved as safetensors. Requires ComfyUI to be importable.
+and saved as safetensors. ``generate_tiny_models`` builds them in a child
+process, so a caller's own ComfyUI import keeps its settings.
 """
 
 from __future__ import annotations
 
 import math
 import pathlib
+import subprocess
+import sys
 
 import torch
 from safetensors.torch import save_file
@@ -97,3 +100,17 @@ def write_tiny_models(models_dir: pathlib.Path) -> dict[str, pathlib.Path]:
             save_file(build(), str(partial))
             partial.rename(path)
     return {name: path for name, (path, _) in targets.items()}
+
+
+def generate_tiny_models(models_dir: pathlib.Path) -> None:
+    """Run ``write_tiny_models`` in a fresh interpreter (ComfyUI imported there, on the CPU)."""
+    repo_root = pathlib.Path(__file__).resolve().parents[1]
+    subprocess.run([sys.executable, "-m", "scripts.tiny_models", str(models_dir)], cwd=repo_root, check=True)
+
+
+if __name__ == "__main__":
+    from scripts.comfy_runtime import import_comfy_on_cpu
+
+    import_comfy_on_cpu()
+    for written in write_tiny_models(pathlib.Path(sys.argv[1])).values():
+        print(written)

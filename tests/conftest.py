@@ -13,18 +13,26 @@ from scripts import comfy_runtime, tiny_models  # noqa: E402
 
 
 @pytest.fixture(scope="session")
-def comfy_base(tmp_path_factory) -> pathlib.Path:
-    base = tmp_path_factory.mktemp("comfy_in_process")
-    comfy_runtime.prepare_base_directory(base)
+def tiny_models_dir(tmp_path_factory) -> pathlib.Path:
+    """Tiny random-weight checkpoints in ComfyUI's models layout, generated once per session."""
+    models = tmp_path_factory.mktemp("tiny_models")
+    tiny_models.generate_tiny_models(models)
+    return models
+
+
+def _base_with_models(tmp_path_factory, name, models_dir) -> pathlib.Path:
+    base = comfy_runtime.prepare_base_directory(tmp_path_factory.mktemp(name))
+    for checkpoint in models_dir.glob("*/*.safetensors"):
+        (base / "models" / checkpoint.parent.name / checkpoint.name).symlink_to(checkpoint)
     return base
 
 
 @pytest.fixture(scope="session")
-def comfy(comfy_base):
+def engine(tmp_path_factory, tiny_models_dir):
     """ComfyUI imported in this process on the CPU, with tiny models in its models folder."""
-    nodes = comfy_runtime.load_in_process(comfy_base)
-    tiny_models.write_tiny_models(comfy_base / "models")
-    return InProcessComfy(nodes, comfy_runtime.loaded_extension(comfy_base))
+    base = _base_with_models(tmp_path_factory, "comfy_in_process", tiny_models_dir)
+    nodes = comfy_runtime.load_in_process(base)
+    return InProcessComfy(nodes, comfy_runtime.loaded_extension(base))
 
 
 class InProcessComfy:
@@ -41,11 +49,9 @@ class InProcessComfy:
 
 
 @pytest.fixture(scope="session")
-def comfy_server(tmp_path_factory):
+def comfy_server(tmp_path_factory, tiny_models_dir):
     """A real ComfyUI server on loopback with this extension and tiny models installed."""
-    base = tmp_path_factory.mktemp("comfy_server")
-    comfy_runtime.prepare_base_directory(base)
-    tiny_models.write_tiny_models(base / "models")
+    base = _base_with_models(tmp_path_factory, "comfy_server", tiny_models_dir)
     server = comfy_runtime.ComfyServer(base)
     server.start()
     yield server

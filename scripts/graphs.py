@@ -1,0 +1,40 @@
+"""API-format ComfyUI graphs on the tiny test models (shared by the demo, tests and benchmarks)."""
+
+from __future__ import annotations
+
+from scripts.tiny_models import WAN21_T2V_FILE, WAN21_VAE_FILE
+
+
+def cached_wan_sampling(
+    *, seed: int = 0, steps: int = 20, tau: float = 0.10, mode: str = "adaptive", warmup_steps: int = 5,
+    cooldown_steps: int = 5, width: int = 64, height: int = 64, length: int = 9, filename_prefix: str = "cachedsearch",
+) -> dict:
+    """UNETLoader -> ModelSamplingSD3 -> Apply Cache -> KSampler -> VAEDecode -> SaveImage on tiny Wan 2.1."""
+    return {
+        "unet": {"class_type": "UNETLoader", "inputs": {"unet_name": WAN21_T2V_FILE, "weight_dtype": "default"}},
+        "shift": {"class_type": "ModelSamplingSD3", "inputs": {"model": ["unet", 0], "shift": 8.0}},
+        "cache": {
+            "class_type": "CachedSearchApplyCache",
+            "inputs": {
+                "model": ["shift", 0], "mode": mode, "tau": tau, "warmup_steps": warmup_steps,
+                "cooldown_steps": cooldown_steps, "static_interval": 2,
+            },
+        },
+        "positive": {"class_type": "CachedSearchTestConditioning", "inputs": {"text_seed": 1, "tokens": 8, "pooled": False}},
+        "negative": {"class_type": "CachedSearchTestConditioning", "inputs": {"text_seed": 2, "tokens": 8, "pooled": False}},
+        "latent": {
+            "class_type": "EmptyHunyuanLatentVideo",
+            "inputs": {"width": width, "height": height, "length": length, "batch_size": 1},
+        },
+        "sampler": {
+            "class_type": "KSampler",
+            "inputs": {
+                "model": ["cache", 0], "seed": seed, "steps": steps, "cfg": 5.0, "sampler_name": "euler",
+                "scheduler": "simple", "positive": ["positive", 0], "negative": ["negative", 0],
+                "latent_image": ["latent", 0], "denoise": 1.0,
+            },
+        },
+        "vae": {"class_type": "VAELoader", "inputs": {"vae_name": WAN21_VAE_FILE}},
+        "decode": {"class_type": "VAEDecode", "inputs": {"samples": ["sampler", 0], "vae": ["vae", 0]}},
+        "save": {"class_type": "SaveImage", "inputs": {"images": ["decode", 0], "filename_prefix": filename_prefix}},
+    }
