@@ -1,6 +1,15 @@
 """Framework-free core of CachedSearch: the step cache, search bookkeeping and
 cost model. Imports torch and the standard library only, never ComfyUI."""
 
+from .search import (
+    MAX_CANDIDATES,
+    Draft,
+    Ranking,
+    SearchCost,
+    candidate_seeds,
+    parse_scores,
+    search_report,
+)
 from .step_cache import (
     BranchState,
     CacheMode,
@@ -12,6 +21,13 @@ from .step_cache import (
 )
 
 __all__ = [
+    "MAX_CANDIDATES",
+    "Draft",
+    "Ranking",
+    "SearchCost",
+    "candidate_seeds",
+    "parse_scores",
+    "search_report",
     "BranchState",
     "CacheMode",
     "CacheStatistics",

@@ -3,8 +3,9 @@
 from comfy_api.latest import ComfyExtension, io
 
 from .apply_cache import ApplyStepCache
+from .search_nodes import RankingFromScores, Recommit, SearchSampler, SearchSamplerAdvanced
 
 
 class CachedSearchExtension(ComfyExtension):
     async def get_node_list(self) -> list[type[io.ComfyNode]]:
-        return [ApplyStepCache]
+        return [ApplyStepCache, SearchSampler, SearchSamplerAdvanced, RankingFromScores, Recommit]

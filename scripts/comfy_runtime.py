@@ -59,6 +59,7 @@ def import_comfy_on_cpu(base_dir: pathlib.Path | None = None):
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     import comfy.cli_args
+    import utils.install_util  # noqa: F401  ComfyUI's top-level utils package, before anything can shadow it
 
     comfy.cli_args.args.cpu = True
     comfy.cli_args.args.disable_api_nodes = True

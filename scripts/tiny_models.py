@@ -20,6 +20,7 @@ from safetensors.torch import save_file
 
 # ComfyUI's official repackaged file names (used by the example workflows).
 WAN21_T2V_FILE = "wan2.1_t2v_1.3B_fp16.safetensors"
+WAN21_I2V_FILE = "wan2.1_i2v_480p_14B_fp16.safetensors"
 HUNYUAN_T2V_FILE = "hunyuan_video_t2v_720p_bf16.safetensors"
 WAN21_VAE_FILE = "wan_2.1_vae.safetensors"
 
@@ -45,14 +46,15 @@ def _fill_deterministically(module: torch.nn.Module, seed: int) -> dict[str, tor
     return state
 
 
-def wan21_t2v_state_dict(num_layers: int = 2, seed: int = 0) -> dict[str, torch.Tensor]:
+def wan21_state_dict(model_type: str = "t2v", num_layers: int = 2, seed: int = 0) -> dict[str, torch.Tensor]:
     import comfy.ldm.wan.model
     import comfy.ops
 
-    # dim 128 -> detection reads num_heads = dim // 128 = 1.
+    # dim 128 -> detection reads num_heads = dim // 128 = 1. I2V adds 20 channels (mask + image latent).
     model = comfy.ldm.wan.model.WanModel(
-        model_type="t2v", dim=128, ffn_dim=256, num_heads=1, num_layers=num_layers,
-        in_dim=16, out_dim=16, text_dim=TEXT_WIDTH, freq_dim=256, operations=comfy.ops.disable_weight_init,
+        model_type=model_type, dim=128, ffn_dim=256, num_heads=1, num_layers=num_layers,
+        in_dim=36 if model_type == "i2v" else 16, out_dim=16, text_dim=TEXT_WIDTH, freq_dim=256,
+        operations=comfy.ops.disable_weight_init,
     )
     return _fill_deterministically(model, seed)
 
@@ -89,7 +91,8 @@ def write_tiny_models(models_dir: pathlib.Path) -> dict[str, pathlib.Path]:
     """
     models_dir = pathlib.Path(models_dir)
     targets = {
-        "wan21_t2v": (models_dir / "diffusion_models" / WAN21_T2V_FILE, wan21_t2v_state_dict),
+        "wan21_t2v": (models_dir / "diffusion_models" / WAN21_T2V_FILE, wan21_state_dict),
+        "wan21_i2v": (models_dir / "diffusion_models" / WAN21_I2V_FILE, lambda: wan21_state_dict("i2v", seed=1)),
         "hunyuan_t2v": (models_dir / "diffusion_models" / HUNYUAN_T2V_FILE, hunyuan_t2v_state_dict),
         "wan21_vae": (models_dir / "vae" / WAN21_VAE_FILE, wan21_vae_state_dict),
     }
@@ -105,7 +108,8 @@ def write_tiny_models(models_dir: pathlib.Path) -> dict[str, pathlib.Path]:
 def generate_tiny_models(models_dir: pathlib.Path) -> None:
     """Run ``write_tiny_models`` in a fresh interpreter (ComfyUI imported there, on the CPU)."""
     repo_root = pathlib.Path(__file__).resolve().parents[1]
-    subprocess.run([sys.executable, "-m", "scripts.tiny_models", str(models_dir)], cwd=repo_root, check=True)
+    subprocess.run([sys.executable, "-m", "scripts.tiny_models", str(models_dir)], cwd=repo_root, check=True,
+                   stdout=subprocess.DEVNULL)
 
 
 if __name__ == "__main__":

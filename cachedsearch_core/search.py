@@ -1,0 +1,141 @@
+"""Best-of-N search bookkeeping: seeds, drafts, ranking and the cost model
+(SPEC sections 3 and 4, report Sec. 3.2-3.3)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+MAX_CANDIDATES = 64
+MAX_SEED = 0xFFFF_FFFF_FFFF_FFFF  # ComfyUI's seed range
+
+
+def candidate_seeds(seed: int, num_candidates: int) -> list[int]:
+    """Candidate i uses ``seed + i``, so any one of them can be replayed by a stock KSampler."""
+    if not 1 <= num_candidates <= MAX_CANDIDATES:
+        raise ValueError(
+            f"num_candidates: got {num_candidates}; use 1 to {MAX_CANDIDATES} (8 is the recommended width)"
+        )
+    if not 0 <= seed <= MAX_SEED - (num_candidates - 1):
+        raise ValueError(
+            f"seed: got {seed}; with {num_candidates} candidates the seeds run to seed + {num_candidates - 1}, "
+            f"so use a seed from 0 to {MAX_SEED - (num_candidates - 1)}"
+        )
+    return [seed + index for index in range(num_candidates)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Draft:
+    """One cached draft: its seed, wall time and how many transformer calls the cache computed or skipped."""
+
+    seed: int
+    seconds: float
+    calls_computed: int
+    calls_skipped: int
+
+    @property
+    def skipped_fraction(self) -> float:
+        calls = self.calls_computed + self.calls_skipped
+        return self.calls_skipped / calls if calls else 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Ranking:
+    """Verifier scores per candidate (seed order) and the winner, the first highest score."""
+
+    scores: tuple[float, ...]
+    verifier: str = "scores"
+
+    def __post_init__(self):
+        scores = tuple(float(score) for score in self.scores)
+        if not scores:
+            raise ValueError("scores: got none; a ranking needs one score per candidate")
+        bad = [index for index, score in enumerate(scores) if not math.isfinite(score)]
+        if bad:
+            raise ValueError(
+                f"scores: candidate(s) {', '.join(str(i + 1) for i in bad)} scored {scores[bad[0]]}; "
+                "every score must be a finite number (check the verifier's input frames)"
+            )
+        object.__setattr__(self, "scores", scores)
+
+    @property
+    def winner(self) -> int:
+        """Index of the winning candidate; ties go to the lowest seed (deterministic)."""
+        return max(range(len(self.scores)), key=lambda index: (self.scores[index], -index))
+
+    def check_matches(self, num_candidates: int) -> None:
+        if len(self.scores) != num_candidates:
+            raise ValueError(
+                f"ranking: has {len(self.scores)} scores but the search made {num_candidates} candidates; "
+                "connect the ranking made from this sampler's drafts (same num_candidates)"
+            )
+
+
+def parse_scores(text: str) -> tuple[float, ...]:
+    """Numbers separated by commas, semicolons, spaces or new lines."""
+    tokens = [token for token in text.replace(",", " ").replace(";", " ").split() if token]
+    if not tokens:
+        raise ValueError("scores: got no numbers; write one score per candidate, e.g. '0.12, 0.57, -0.3'")
+    try:
+        return tuple(float(token) for token in tokens)
+    except ValueError:
+        raise ValueError(
+            f"scores: could not read {text!r} as numbers; write one score per candidate, e.g. '0.12, 0.57, -0.3'"
+        ) from None
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchCost:
+    """SPEC section 4: gamma = C_c / C_f, cost of commit relative to full best-of-N, break-even width."""
+
+    num_candidates: int
+    draft_seconds: float
+    full_seconds: float
+
+    @property
+    def gamma(self) -> float:
+        return self.draft_seconds / self.full_seconds
+
+    @property
+    def relative_cost(self) -> float:
+        """(N C_c + C_f) / (N C_f)."""
+        n = self.num_candidates
+        return (n * self.draft_seconds + self.full_seconds) / (n * self.full_seconds)
+
+    @property
+    def break_even_width(self) -> float:
+        """Commit beats full best-of-N for N above 1 / (1 - gamma); infinite when drafts are no cheaper."""
+        return 1.0 / (1.0 - self.gamma) if self.gamma < 1.0 else math.inf
+
+
+def search_report(
+    drafts: Sequence[Draft],
+    cache_description: str,
+    ranking: Ranking | None = None,
+    mode: str | None = None,
+    commit_seconds: float | None = None,
+) -> str:
+    """The text the sampler and recommit nodes show: per candidate and for the whole search."""
+    lines = [f"CachedSearch: {len(drafts)} candidate(s), {cache_description}"]
+    winner = ranking.winner if ranking is not None else None
+    lines.append(f"{'':2}{'#':>3}  {'seed':>20}  {'score':>9}  {'skipped calls':>15}  {'seconds':>8}")
+    for index, draft in enumerate(drafts):
+        calls = draft.calls_computed + draft.calls_skipped
+        score = f"{ranking.scores[index]:9.4f}" if ranking is not None else f"{'-':>9}"
+        skipped = f"{draft.calls_skipped}/{calls} ({100 * draft.skipped_fraction:.0f}%)"
+        marker = "*" if index == winner else " "
+        lines.append(f"{marker:2}{index + 1:>3}  {draft.seed:>20}  {score}  {skipped:>15}  {draft.seconds:8.2f}")
+    mean_draft = sum(d.seconds for d in drafts) / len(drafts)
+    if winner is not None:
+        delivered = "the cached draft as-is (keep)" if mode == "keep" else "recommit at full compute"
+        lines.append(f"winner: candidate {winner + 1}, seed {drafts[winner].seed}, delivered by {delivered}")
+    if commit_seconds is not None and commit_seconds > 0:
+        cost = SearchCost(len(drafts), mean_draft, commit_seconds)
+        lines.append(
+            f"commit {commit_seconds:.2f} s; gamma (mean draft / commit) {cost.gamma:.2f}; cost vs full "
+            f"best-of-{len(drafts)} {100 * cost.relative_cost:.1f} %; break-even width N* = {cost.break_even_width:.2f}"
+        )
+    else:
+        lines.append(f"mean draft {mean_draft:.2f} s")
+    return "\n".join(lines)

@@ -1,0 +1,205 @@
+from __future__ import annotations
+
+import comfy.samplers
+from comfy_api.latest import io, ui
+
+from ..cachedsearch_core import MAX_CANDIDATES, Ranking, candidate_seeds, parse_scores
+from .search import CustomSamplerRecipe, KSamplerRecipe, SearchCandidates, commit, run_search
+
+Candidates = io.Custom("CACHEDSEARCH_CANDIDATES")
+RankingType = io.Custom("CACHEDSEARCH_RANKING")
+
+_SEED_TOOLTIP = "Candidate i uses seed + i, so a stock KSampler with that seed reproduces it."
+_CANDIDATES_TOOLTIP = (
+    "How many seeds to explore (N). Commit beats full best-of-N from N = 2 at ~2x cache speed-up; "
+    "8 keeps ~95 % of best-of-8's gain at ~63 % of its cost."
+)
+
+
+def _search_inputs() -> list:
+    return [
+        io.Int.Input("seed", default=0, min=0, max=0xFFFF_FFFF_FFFF_FFFF, control_after_generate=True,
+                     tooltip=_SEED_TOOLTIP),
+        io.Int.Input("num_candidates", default=8, min=1, max=MAX_CANDIDATES, tooltip=_CANDIDATES_TOOLTIP),
+    ]
+
+
+def _search_outputs() -> list:
+    return [
+        io.Latent.Output(display_name="drafts", tooltip="The N drafts on the batch axis, in seed order."),
+        Candidates.Output(display_name="candidates", tooltip="Seeds, settings and cache statistics for the "
+                          "verifier and the recommit node."),
+        io.String.Output(display_name="report", tooltip="Per-candidate seed, skipped calls and seconds."),
+    ]
+
+
+def _check_latent(latent: dict) -> None:
+    batch = latent["samples"].shape[0]
+    if batch != 1:
+        raise ValueError(
+            f"latent_image: has a batch of {batch}; the search draws its own seeds, so give it a batch of 1 "
+            "and set num_candidates instead"
+        )
+
+
+def _search_output(candidates: SearchCandidates, latent: dict) -> io.NodeOutput:
+    drafts = {key: value for key, value in latent.items() if key != "batch_index"}
+    drafts["samples"] = candidates.draft_latents
+    report = candidates.report()
+    return io.NodeOutput(drafts, candidates, report, ui=ui.PreviewText(report))
+
+
+class SearchSampler(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id="CachedSearchSampler",
+            display_name="CachedSearch Sampler",
+            category="CachedSearch",
+            description="Best-of-N exploration: samples num_candidates seeds one by one like KSampler, on the "
+            "cached model, for a verifier to rank. Recommit then re-generates only the winner at full compute.",
+            inputs=[
+                io.Model.Input("model", tooltip="Usually the output of CachedSearch Apply Cache; without a cache "
+                               "the drafts cost as much as full rollouts."),
+                io.Conditioning.Input("positive", tooltip="What the videos should show."),
+                io.Conditioning.Input("negative", tooltip="What the videos should avoid."),
+                io.Latent.Input("latent_image", tooltip="A batch-1 latent (empty video latent, or one with a "
+                                "noise mask)."),
+                *_search_inputs(),
+                io.Int.Input("steps", default=50, min=1, max=10000, tooltip="Sampling steps per candidate."),
+                io.Float.Input("cfg", default=5.0, min=0.0, max=100.0, step=0.1, round=0.01,
+                               tooltip="Classifier-free guidance scale."),
+                io.Combo.Input("sampler_name", options=comfy.samplers.KSampler.SAMPLERS, default="uni_pc",
+                               tooltip="Sampling algorithm, as in KSampler."),
+                io.Combo.Input("scheduler", options=comfy.samplers.KSampler.SCHEDULERS, default="simple",
+                               tooltip="Sigma schedule, as in KSampler."),
+                io.Float.Input("denoise", default=1.0, min=0.0, max=1.0, step=0.01,
+                               tooltip="1.0 samples from pure noise; lower keeps part of the input latent."),
+            ],
+            outputs=_search_outputs(),
+        )
+
+    @classmethod
+    def validate_inputs(cls, seed=None, num_candidates=None, denoise=None):
+        if denoise is not None and not 0.0 < denoise <= 1.0:
+            return f"denoise: got {denoise}; use a value above 0 and at most 1 (1.0 samples from pure noise)"
+        if seed is not None and num_candidates is not None:
+            try:
+                candidate_seeds(seed, num_candidates)
+            except ValueError as error:
+                return str(error)
+        return True
+
+    @classmethod
+    def execute(cls, model, positive, negative, latent_image, seed, num_candidates, steps, cfg, sampler_name,
+                scheduler, denoise) -> io.NodeOutput:
+        message = cls.validate_inputs(seed, num_candidates, denoise)
+        if message is not True:
+            raise ValueError(message)
+        _check_latent(latent_image)
+        recipe = KSamplerRecipe(model, positive, negative, latent_image, steps, cfg, sampler_name, scheduler, denoise)
+        return _search_output(run_search(recipe, candidate_seeds(seed, num_candidates)), latent_image)
+
+
+class SearchSamplerAdvanced(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id="CachedSearchSamplerAdvanced",
+            display_name="CachedSearch Sampler (Advanced)",
+            category="CachedSearch",
+            description="The best-of-N exploration of CachedSearch Sampler over custom-sampling parts, like "
+            "SamplerCustomAdvanced with RandomNoise: for guiders (BasicGuider, CFGGuider) and explicit sigmas.",
+            inputs=[
+                io.Guider.Input("guider", tooltip="BasicGuider / CFGGuider on the cached model."),
+                io.Sampler.Input("sampler", tooltip="From KSamplerSelect or another sampler node."),
+                io.Sigmas.Input("sigmas", tooltip="From BasicScheduler or another scheduler node."),
+                io.Latent.Input("latent_image", tooltip="A batch-1 latent."),
+                *_search_inputs(),
+            ],
+            outputs=_search_outputs(),
+        )
+
+    @classmethod
+    def validate_inputs(cls, seed=None, num_candidates=None):
+        if seed is not None and num_candidates is not None:
+            try:
+                candidate_seeds(seed, num_candidates)
+            except ValueError as error:
+                return str(error)
+        return True
+
+    @classmethod
+    def execute(cls, guider, sampler, sigmas, latent_image, seed, num_candidates) -> io.NodeOutput:
+        seeds = candidate_seeds(seed, num_candidates)
+        _check_latent(latent_image)
+        if sigmas.shape[-1] < 2:
+            raise ValueError("sigmas: needs at least two values (one step); check the scheduler node's steps")
+        recipe = CustomSamplerRecipe(guider, sampler, sigmas, latent_image)
+        return _search_output(run_search(recipe, seeds), latent_image)
+
+
+class RankingFromScores(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id="CachedSearchRankingFromScores",
+            display_name="CachedSearch Ranking From Scores",
+            category="CachedSearch",
+            description="Builds the ranking for Recommit from scores any other node or person produced, one per "
+            "candidate in seed order. The highest score wins; ties go to the lower seed.",
+            inputs=[
+                Candidates.Input("candidates", tooltip="From the CachedSearch sampler."),
+                io.String.Input("scores", multiline=True, default="",
+                                tooltip="One number per candidate, separated by commas, spaces or new lines."),
+            ],
+            outputs=[RankingType.Output(display_name="ranking", tooltip="Scores and winner for Recommit.")],
+        )
+
+    @classmethod
+    def execute(cls, candidates, scores) -> io.NodeOutput:
+        ranking = Ranking(parse_scores(scores), verifier="given scores")
+        ranking.check_matches(len(candidates))
+        return io.NodeOutput(ranking)
+
+
+class Recommit(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id="CachedSearchRecommit",
+            display_name="CachedSearch Recommit",
+            category="CachedSearch",
+            description="Delivers the winning candidate. commit re-generates its seed at full compute without the "
+            "cache: exactly what full best-of-N would have delivered. keep returns the cached draft (cheaper, "
+            "slightly damped motion).",
+            inputs=[
+                Candidates.Input("candidates", tooltip="From the CachedSearch sampler."),
+                RankingType.Input("ranking", tooltip="From the verifier (or Ranking From Scores)."),
+                io.Combo.Input("mode", options=["commit", "keep"], default="commit",
+                               tooltip="commit: full-compute re-generation of the winner (recommended). "
+                               "keep: the winner's cached draft, no extra compute."),
+                io.Model.Input("model", optional=True,
+                               tooltip="Model to commit with (its cache is removed on a copy). Defaults to the "
+                               "model the drafts were sampled with."),
+            ],
+            outputs=[
+                io.Latent.Output(display_name="latent", tooltip="The delivered video latent."),
+                io.Int.Output(display_name="seed", tooltip="The winning seed; a stock KSampler with it "
+                              "reproduces the committed video."),
+                io.String.Output(display_name="report", tooltip="The whole search: scores, skips, cost."),
+            ],
+        )
+
+    @classmethod
+    def execute(cls, candidates, ranking, mode, model=None) -> io.NodeOutput:
+        ranking.check_matches(len(candidates))
+        winner = ranking.winner
+        if mode == "keep":
+            samples, commit_seconds = candidates.draft_latents[winner : winner + 1].clone(), None
+        else:
+            samples, commit_seconds = commit(candidates, winner, model)
+        delivered = candidates.recipe.latent.copy()
+        delivered["samples"] = samples
+        report = candidates.report(ranking, mode, commit_seconds)
+        return io.NodeOutput(delivered, candidates.drafts[winner].seed, report, ui=ui.PreviewText(report))

@@ -1,0 +1,82 @@
+"""Search bookkeeping and the cost model of SPEC sections 3-4 (no ComfyUI)."""
+
+import math
+
+import pytest
+
+from cachedsearch_core import Draft, Ranking, SearchCost, candidate_seeds, parse_scores, search_report
+
+
+def test_candidate_seeds_are_consecutive_from_the_seed():
+    assert candidate_seeds(41, 4) == [41, 42, 43, 44]
+    assert candidate_seeds(0xFFFF_FFFF_FFFF_FFFF - 2, 3)[-1] == 0xFFFF_FFFF_FFFF_FFFF
+
+
+@pytest.mark.parametrize(
+    "seed, n, message",
+    [
+        (0, 0, "num_candidates: got 0; use 1 to 64"),
+        (0, 65, "num_candidates: got 65; use 1 to 64"),
+        (0xFFFF_FFFF_FFFF_FFFF, 2, "seed: got 18446744073709551615; with 2 candidates"),
+        (-1, 2, "seed: got -1"),
+    ],
+)
+def test_candidate_seeds_reject_bad_input_naming_it(seed, n, message):
+    with pytest.raises(ValueError) as error:
+        candidate_seeds(seed, n)
+    assert message in str(error.value)
+
+
+def test_ranking_winner_is_first_highest_score():
+    assert Ranking((0.1, 0.7, 0.3)).winner == 1
+    assert Ranking((0.5, 0.9, 0.9, 0.2)).winner == 1  # tie: the lower seed
+    assert Ranking((-2.0,)).winner == 0
+    assert Ranking((3, 3, 3)).winner == 0
+
+
+@pytest.mark.parametrize("scores, message", [((), "got none"), ((0.1, math.nan), "candidate(s) 2 scored nan"),
+                                             ((math.inf,), "candidate(s) 1 scored inf")])
+def test_ranking_rejects_missing_or_non_finite_scores(scores, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        Ranking(scores)
+
+
+def test_ranking_length_must_match_candidates():
+    Ranking((1.0, 2.0)).check_matches(2)
+    with pytest.raises(ValueError, match="ranking: has 2 scores but the search made 3 candidates"):
+        Ranking((1.0, 2.0)).check_matches(3)
+
+
+def test_parse_scores_accepts_common_separators():
+    assert parse_scores("0.5, -1;2\n3e-1  4") == (0.5, -1.0, 2.0, 0.3, 4.0)
+    with pytest.raises(ValueError, match="scores: got no numbers"):
+        parse_scores(" \n ")
+    with pytest.raises(ValueError, match="could not read"):
+        parse_scores("0.1, high")
+
+
+def test_cost_model_matches_spec_section_4():
+    # gamma 0.51 at N = 8: (8 * 0.51 + 1) / 8 = 63.5 %, break-even N* = 1 / 0.49
+    cost = SearchCost(num_candidates=8, draft_seconds=0.51, full_seconds=1.0)
+    assert cost.gamma == pytest.approx(0.51)
+    assert cost.relative_cost == pytest.approx(0.635)
+    assert cost.break_even_width == pytest.approx(1 / 0.49)
+    assert SearchCost(4, 2.0, 2.0).break_even_width == math.inf
+
+
+def test_report_lists_candidates_scores_winner_and_cost():
+    drafts = [Draft(seed=7, seconds=1.0, calls_computed=24, calls_skipped=26),
+              Draft(seed=8, seconds=1.0, calls_computed=25, calls_skipped=25)]
+    text = search_report(drafts, "cache adaptive tau 0.1", Ranking((0.2, 0.4)), "commit", commit_seconds=2.0)
+    lines = text.splitlines()
+    assert lines[0] == "CachedSearch: 2 candidate(s), cache adaptive tau 0.1"
+    assert lines[2].split() == ["1", "7", "0.2000", "26/50", "(52%)", "1.00"]
+    assert lines[3].split() == ["*", "2", "8", "0.4000", "25/50", "(50%)", "1.00"]
+    assert "winner: candidate 2, seed 8, delivered by recommit at full compute" in text
+    assert "gamma (mean draft / commit) 0.50; cost vs full best-of-2 100.0 %; break-even width N* = 2.00" in text
+
+
+def test_report_before_ranking_has_no_scores_or_winner():
+    text = search_report([Draft(3, 0.5, 10, 0)], "no cache on this model")
+    assert "winner" not in text and "-" in text.splitlines()[2]
+    assert text.endswith("mean draft 0.50 s")
