@@ -38,3 +38,37 @@ def cached_wan_sampling(
         "decode": {"class_type": "VAEDecode", "inputs": {"samples": ["sampler", 0], "vae": ["vae", 0]}},
         "save": {"class_type": "SaveImage", "inputs": {"images": ["decode", 0], "filename_prefix": filename_prefix}},
     }
+
+
+def wan_search(
+    *, seed: int = 0, num_candidates: int = 3, scores: str = "0.1 0.9 0.5", steps: int = 12, tau: float = 0.3,
+    mode: str = "commit", denoise: float = 1.0, filename_prefix: str = "cachedsearch_search",
+) -> dict:
+    """Apply Cache -> CachedSearch Sampler -> (drafts decoded) -> Ranking From Scores -> Recommit -> save."""
+    graph = cached_wan_sampling(seed=seed, steps=steps, tau=tau, warmup_steps=2, cooldown_steps=2,
+                                filename_prefix=filename_prefix)
+    del graph["sampler"]
+    graph["search"] = {
+        "class_type": "CachedSearchSampler",
+        "inputs": {
+            "model": ["cache", 0], "positive": ["positive", 0], "negative": ["negative", 0],
+            "latent_image": ["latent", 0], "seed": seed, "num_candidates": num_candidates, "steps": steps,
+            "cfg": 5.0, "sampler_name": "euler", "scheduler": "simple", "denoise": denoise,
+        },
+    }
+    graph["decode_drafts"] = {"class_type": "VAEDecode", "inputs": {"samples": ["search", 0], "vae": ["vae", 0]}}
+    graph["preview_drafts"] = {"class_type": "PreviewImage", "inputs": {"images": ["decode_drafts", 0]}}
+    graph["ranking"] = {"class_type": "CachedSearchRankingFromScores",
+                        "inputs": {"candidates": ["search", 1], "scores": scores}}
+    graph["recommit"] = {"class_type": "CachedSearchRecommit",
+                         "inputs": {"candidates": ["search", 1], "ranking": ["ranking", 0], "mode": mode}}
+    graph["decode"]["inputs"]["samples"] = ["recommit", 0]
+    return graph
+
+
+def stock_wan_ksampler(*, seed: int, steps: int = 12, filename_prefix: str = "stock") -> dict:
+    """The same tiny Wan graph with a stock KSampler on the plain model: the reference for a commit."""
+    graph = cached_wan_sampling(seed=seed, steps=steps, filename_prefix=filename_prefix)
+    del graph["cache"]
+    graph["sampler"]["inputs"]["model"] = ["shift", 0]
+    return graph

@@ -2,7 +2,7 @@
 
 import pytest
 
-from scripts.graphs import cached_wan_sampling
+from scripts.graphs import cached_wan_sampling, stock_wan_ksampler, wan_search
 
 
 def test_nodes_are_registered_with_tooltips_on_every_input(comfy_server):
@@ -34,3 +34,56 @@ def test_negative_settings_are_rejected_at_validation_naming_the_input(comfy_ser
     errors = body["node_errors"]["cache"]["errors"]
     assert any(field in (error.get("details", "") + str(error.get("extra_info", ""))) for error in errors)
     assert any("smaller than min" in error["message"] + error.get("details", "") for error in errors)
+
+
+def saved_frames(server, entry, node="save"):
+    import numpy
+    from PIL import Image
+
+    return [numpy.asarray(Image.open(server.base_dir / "output" / image["subfolder"] / image["filename"]))
+            for image in entry["outputs"][node]["images"]]
+
+
+def test_search_and_recommit_deliver_what_a_stock_ksampler_makes_for_the_winner(comfy_server):
+    entry = comfy_server.run_prompt(wan_search(seed=20, scores="0.1 0.9 0.5", filename_prefix="search"))
+    report = entry["outputs"]["recommit"]["text"][0]
+    assert "winner: candidate 2, seed 21, delivered by recommit at full compute" in report
+    assert len(entry["outputs"]["preview_drafts"]["images"]) == 3 * 9  # N x F draft frames
+    assert "CachedSearch: 3 candidate(s), cache adaptive tau 0.3" in entry["outputs"]["search"]["text"][0]
+    stock = comfy_server.run_prompt(stock_wan_ksampler(seed=21, filename_prefix="stock"))
+    delivered, reference = saved_frames(comfy_server, entry), saved_frames(comfy_server, stock)
+    assert len(delivered) == len(reference) == 9
+    assert all((a == b).all() for a, b in zip(delivered, reference))
+
+
+def test_a_new_ranking_reruns_only_what_depends_on_it(comfy_server):
+    first = comfy_server.run_prompt(wan_search(seed=30, scores="3 1 2", filename_prefix="rerank"))
+    second = comfy_server.run_prompt(wan_search(seed=30, scores="1 2 3", filename_prefix="rerank"))
+    assert "seed 30, delivered" in first["outputs"]["recommit"]["text"][0]
+    assert "seed 32, delivered" in second["outputs"]["recommit"]["text"][0]
+    cached_nodes = [message[1]["nodes"] for message in second["status"]["messages"]
+                    if message[0] == "execution_cached"][0]
+    assert "search" in cached_nodes  # the drafts were reused, not regenerated
+    assert "recommit" not in cached_nodes
+
+
+@pytest.mark.parametrize("inputs, message", [
+    (dict(denoise=0.0), "denoise: got 0.0"),
+    (dict(num_candidates=0), "num_candidates: got 0; use 1 to 64"),
+    (dict(num_candidates=65), "num_candidates: got 65; use 1 to 64"),
+])
+def test_search_validation_errors_come_back_as_json(comfy_server, inputs, message):
+    status, body = comfy_server.queue_prompt(wan_search(**inputs))
+    assert status == 400
+    details = " ".join(error.get("details", "") for error in body["node_errors"]["search"]["errors"])
+    assert message in details
+
+
+def test_mismatched_ranking_fails_the_run_with_a_clear_message(comfy_server):
+    graph = wan_search(num_candidates=2, scores="1 2 3", filename_prefix="mismatch")
+    status, body = comfy_server.queue_prompt(graph)
+    assert status == 200
+    entry = comfy_server.wait_for(body["prompt_id"])
+    assert entry["status"]["status_str"] == "error"
+    errors = [message[1] for message in entry["status"]["messages"] if message[0] == "execution_error"]
+    assert "ranking: has 3 scores but the search made 2 candidates" in errors[0]["exception_message"]
