@@ -48,7 +48,7 @@ def prepare_base_directory(base_dir: pathlib.Path) -> pathlib.Path:
         link = custom_nodes / name
         if not link.exists():
             link.symlink_to(target, target_is_directory=True)
-    for folder in ("models/diffusion_models", "models/vae", "input", "output", "temp", "user"):
+    for folder in ("models/diffusion_models", "models/vae", "models/loras", "input", "output", "temp", "user"):
         (base_dir / folder).mkdir(parents=True, exist_ok=True)
     return base_dir
 
@@ -78,7 +78,7 @@ def load_in_process(base_dir: pathlib.Path):
     folder_paths.set_output_directory(str(base_dir / "output"))
     folder_paths.set_temp_directory(str(base_dir / "temp"))
     folder_paths.set_input_directory(str(base_dir / "input"))
-    for folder in ("diffusion_models", "vae", "custom_nodes"):
+    for folder in ("diffusion_models", "vae", "loras", "custom_nodes"):
         target = base_dir / ("custom_nodes" if folder == "custom_nodes" else f"models/{folder}")
         folder_paths.add_model_folder_path(folder, str(target), is_default=True)
     if "CachedSearchApplyCache" not in nodes.NODE_CLASS_MAPPINGS:
@@ -87,11 +87,13 @@ def load_in_process(base_dir: pathlib.Path):
 
 
 def run_node(node_class, **inputs):
-    """Call a V1 or V3 node class directly; returns its result tuple."""
-    if hasattr(node_class, "FUNCTION") and not hasattr(node_class, "define_schema"):
-        return getattr(node_class(), node_class.FUNCTION)(**inputs)
-    output = node_class.execute(**inputs)
-    return output.result
+    """Call a V1 or V3 node class directly, under inference mode as ComfyUI's executor does; returns its results."""
+    import torch
+
+    with torch.inference_mode():
+        if hasattr(node_class, "FUNCTION") and not hasattr(node_class, "define_schema"):
+            return getattr(node_class(), node_class.FUNCTION)(**inputs)
+        return node_class.execute(**inputs).result
 
 
 def _free_port() -> int:
@@ -196,14 +198,43 @@ class ComfyServer:
             time.sleep(0.2)
         raise ServerError(f"prompt {prompt_id} did not finish within {timeout}s")
 
-    def run_prompt(self, graph: dict, timeout: float = 600.0) -> dict:
-        status, body = self.queue_prompt(graph)
-        if status != 200:
-            raise ServerError(f"prompt rejected ({status}): {json.dumps(body, indent=1)}")
+    def run_prompt(self, graph: dict, timeout: float = 600.0, progress=None) -> dict:
+        """Queue ``graph`` and wait for it; ``progress(node, value, maximum)`` gets the server's progress events."""
+        if progress is not None:
+            body = asyncio.run(self._run_watching_progress(graph, timeout, progress))
+        else:
+            status, body = self.queue_prompt(graph)
+            if status != 200:
+                raise ServerError(f"prompt rejected ({status}): {json.dumps(body, indent=1)}")
         entry = self.wait_for(body["prompt_id"], timeout)
         if entry["status"].get("status_str") != "success":
             raise ServerError(f"prompt failed: {json.dumps(entry['status'], indent=1)}\n{self.log_tail()}")
         return entry
+
+    async def _run_watching_progress(self, graph: dict, timeout: float, progress) -> dict:
+        import aiohttp
+
+        socket_url = f"ws://127.0.0.1:{self.port}/ws?clientId={self.client_id}"
+        async with aiohttp.ClientSession() as session, session.ws_connect(socket_url) as socket:
+            status, body = self.queue_prompt(graph)  # after connecting, so no event is missed
+            if status != 200:
+                raise ServerError(f"prompt rejected ({status}): {json.dumps(body, indent=1)}")
+            prompt_id = body["prompt_id"]
+            finished = {"execution_success", "execution_error", "execution_interrupted"}
+            while True:
+                message = await socket.receive(timeout=timeout)
+                if message.type != aiohttp.WSMsgType.TEXT:
+                    if message.type in (aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.ERROR):
+                        return body
+                    continue
+                event = json.loads(message.data)
+                data = event.get("data", {})
+                if data.get("prompt_id") != prompt_id:
+                    continue
+                if event["type"] == "progress":
+                    progress(data["node"], data["value"], data["max"])
+                elif event["type"] in finished:
+                    return body
 
     def interrupt(self) -> None:
         self.request("POST", "/interrupt", {})

@@ -23,6 +23,7 @@ WAN21_T2V_FILE = "wan2.1_t2v_1.3B_fp16.safetensors"
 WAN21_I2V_FILE = "wan2.1_i2v_480p_14B_fp16.safetensors"
 HUNYUAN_T2V_FILE = "hunyuan_video_t2v_720p_bf16.safetensors"
 WAN21_VAE_FILE = "wan_2.1_vae.safetensors"
+WAN21_LORA_FILE = "tiny_wan21_lora.safetensors"
 
 TEXT_WIDTH = 4096  # umt5-xxl / llava-llama3 hidden size; fixed by model detection
 POOLED_WIDTH = 768  # clip-l pooled output used by HunyuanVideo's vector_in
@@ -84,6 +85,19 @@ def wan21_vae_state_dict(dim: int = 8, seed: int = 0) -> dict[str, torch.Tensor]
     return _fill_deterministically(vae, seed)
 
 
+def wan21_lora_state_dict(rank: int = 4, seed: int = 0) -> dict[str, torch.Tensor]:
+    """A LoRA on both blocks' self-attention projections, in ComfyUI's ``diffusion_model.`` key format."""
+    generator = torch.Generator().manual_seed(seed)
+    state = {}
+    for block in range(2):
+        for projection in ("q", "k", "v", "o"):
+            key = f"diffusion_model.blocks.{block}.self_attn.{projection}"
+            state[f"{key}.lora_up.weight"] = torch.randn((128, rank), generator=generator) * 0.5
+            state[f"{key}.lora_down.weight"] = torch.randn((rank, 128), generator=generator) * 0.5
+            state[f"{key}.alpha"] = torch.tensor(float(rank))
+    return state
+
+
 def write_tiny_models(models_dir: pathlib.Path) -> dict[str, pathlib.Path]:
     """Write the tiny checkpoints into ComfyUI's folder layout under ``models_dir``.
 
@@ -95,6 +109,7 @@ def write_tiny_models(models_dir: pathlib.Path) -> dict[str, pathlib.Path]:
         "wan21_i2v": (models_dir / "diffusion_models" / WAN21_I2V_FILE, lambda: wan21_state_dict("i2v", seed=1)),
         "hunyuan_t2v": (models_dir / "diffusion_models" / HUNYUAN_T2V_FILE, hunyuan_t2v_state_dict),
         "wan21_vae": (models_dir / "vae" / WAN21_VAE_FILE, wan21_vae_state_dict),
+        "wan21_lora": (models_dir / "loras" / WAN21_LORA_FILE, wan21_lora_state_dict),
     }
     for path, build in targets.values():
         if not path.exists():

@@ -9,7 +9,7 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from scripts import comfy_runtime, tiny_models  # noqa: E402
+from scripts import comfy_runtime, tiny_image_reward, tiny_models  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -17,13 +17,16 @@ def tiny_models_dir(tmp_path_factory) -> pathlib.Path:
     """Tiny random-weight checkpoints in ComfyUI's models layout, generated once per session."""
     models = tmp_path_factory.mktemp("tiny_models")
     tiny_models.generate_tiny_models(models)
+    tiny_image_reward.write_tiny_image_reward(models / "image_reward")
     return models
 
 
 def _base_with_models(tmp_path_factory, name, models_dir) -> pathlib.Path:
     base = comfy_runtime.prepare_base_directory(tmp_path_factory.mktemp(name))
-    for checkpoint in models_dir.glob("*/*.safetensors"):
-        (base / "models" / checkpoint.parent.name / checkpoint.name).symlink_to(checkpoint)
+    for entry in models_dir.glob("*/*"):
+        folder = base / "models" / entry.parent.name
+        folder.mkdir(exist_ok=True)
+        (folder / entry.name).symlink_to(entry)
     return base
 
 

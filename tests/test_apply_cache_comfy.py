@@ -154,7 +154,7 @@ def test_run_interrupted_mid_sampling_leaves_nothing_behind(engine, wan):
 
     latent = engine.one("EmptyHunyuanLatentVideo", **LATENT)["samples"]
     noise = comfy.sample.prepare_noise(latent, 5)
-    with pytest.raises(comfy.model_management.InterruptProcessingException):
+    with pytest.raises(comfy.model_management.InterruptProcessingException), torch.inference_mode():
         comfy.sample.sample(cached_model, noise, 16, 5.0, "euler", "simple", positive, negative, latent,
                             callback=interrupt_at_step_8, disable_pbar=True, seed=5)
     patch = engine.extension.nodes.cache_patch
@@ -182,3 +182,20 @@ def test_each_stage_of_a_two_stage_graph_gets_fresh_state(engine, wan):
     assert all(s.calls_skipped > 0 for s in sink)
     # the second stage behaves exactly as on a model that never ran the first stage
     assert torch.equal(final["samples"], stage(low, halfway, 8, 16, "disable")["samples"])
+
+
+def test_cache_composes_with_lora_and_model_sampling_shift(engine, wan):
+    from scripts.tiny_models import WAN21_LORA_FILE
+
+    model, positive, negative = wan  # already shifted by ModelSamplingSD3
+    with_lora = engine.one("LoraLoaderModelOnly", model=model, lora_name=WAN21_LORA_FILE, strength_model=1.0)
+    plain_lora = ksampler(engine, with_lora, positive, negative)
+    assert not torch.equal(plain_lora, ksampler(engine, model, positive, negative))  # the LoRA takes effect
+    assert torch.equal(ksampler(engine, apply_cache(engine, with_lora, mode="off"), positive, negative), plain_lora)
+    observed, sink = collect_statistics(engine, apply_cache(engine, with_lora, tau=0.5))
+    cached_lora = ksampler(engine, observed, positive, negative)
+    assert sink[0].calls_skipped > 0 and not torch.equal(cached_lora, plain_lora)
+    # a LoRA applied after the cache keeps both
+    lora_after = engine.one("LoraLoaderModelOnly", model=apply_cache(engine, model, tau=0.5), lora_name=WAN21_LORA_FILE,
+                            strength_model=1.0)
+    assert torch.equal(ksampler(engine, lora_after, positive, negative), cached_lora)

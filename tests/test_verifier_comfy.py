@@ -1,0 +1,77 @@
+"""Load ImageReward and Verifier nodes on real ComfyUI with the tiny ImageReward checkpoint (in process)."""
+
+import pathlib
+
+import pytest
+import torch
+
+from scripts.tiny_models import WAN21_T2V_FILE, WAN21_VAE_FILE
+
+PROMPT = "a red ball on the grass"
+
+
+@pytest.fixture(scope="module")
+def drafted(engine):
+    model = engine.one("ModelSamplingSD3", model=engine.one("UNETLoader", unet_name=WAN21_T2V_FILE,
+                                                             weight_dtype="default"), shift=8.0)
+    model = engine.one("CachedSearchApplyCache", model=model, mode="adaptive", tau=0.3, warmup_steps=2,
+                       cooldown_steps=2, static_interval=2)
+    positive = engine.one("CachedSearchTestConditioning", text_seed=1, tokens=8, pooled=False)
+    negative = engine.one("CachedSearchTestConditioning", text_seed=2, tokens=8, pooled=False)
+    latent = engine.one("EmptyHunyuanLatentVideo", width=64, height=64, length=9, batch_size=1)
+    drafts, candidates, _ = engine.run("CachedSearchSampler", model=model, positive=positive, negative=negative,
+                                       latent_image=latent, seed=5, num_candidates=3, steps=8, cfg=5.0,
+                                       sampler_name="euler", scheduler="simple", denoise=1.0)
+    images = engine.one("VAEDecode", samples=drafts, vae=engine.one("VAELoader", vae_name=WAN21_VAE_FILE))
+    verifier = engine.one("CachedSearchLoadImageReward", ckpt_name="ImageReward.pt", dtype="fp32")
+    return images, candidates, verifier
+
+
+def test_verifier_ranks_candidates_by_mean_reward_over_k_frames(engine, drafted):
+    images, candidates, verifier = drafted
+    assert images.shape[0] == 3 * 9
+    ranking, text = engine.run("CachedSearchVerifier", images=images, candidates=candidates, prompt=PROMPT,
+                               verifier=verifier, frames_per_candidate=4)
+    expected = [verifier.score(PROMPT, images[[9 * i + p for p in (0, 3, 5, 8)]]).mean().item() for i in range(3)]
+    assert list(ranking.scores) == pytest.approx(expected, abs=1e-6)
+    assert ranking.winner == max(range(3), key=lambda i: expected[i])
+    assert len(set(round(s, 6) for s in ranking.scores)) == 3
+    assert text.splitlines()[ranking.winner].startswith("* candidate")
+    delivered, seed, report = engine.run("CachedSearchRecommit", candidates=candidates, ranking=ranking, mode="keep")
+    assert seed == 5 + ranking.winner
+
+
+def test_verifier_output_ui_shows_middle_frames_and_scores(engine, drafted):
+    images, candidates, verifier = drafted
+    node = engine.nodes["CachedSearchVerifier"]
+    with torch.inference_mode():
+        output = node.execute(images=images, candidates=candidates, prompt=PROMPT, verifier=verifier,
+                              frames_per_candidate=8)
+    assert len(output.ui["images"]) == 3
+    assert output.ui["text"][0] == output.result[1]
+
+
+@pytest.mark.parametrize("cut, prompt, message", [
+    (1, PROMPT, "images: got 26 frames for 3 candidates"),
+    (0, "   ", "prompt: got an empty prompt"),
+])
+def test_verifier_input_errors_are_clear(engine, drafted, cut, prompt, message):
+    images, candidates, verifier = drafted
+    with pytest.raises(ValueError, match=message):
+        engine.run("CachedSearchVerifier", images=images[cut:], candidates=candidates, prompt=prompt,
+                   verifier=verifier, frames_per_candidate=8)
+
+
+def test_nan_frames_are_rejected(engine, drafted):
+    images, candidates, verifier = drafted
+    broken = images.clone()
+    broken[4] = float("nan")
+    with pytest.raises(ValueError, match="images: some frames contain NaN"):
+        engine.run("CachedSearchVerifier", images=broken, candidates=candidates, prompt=PROMPT, verifier=verifier,
+                   frames_per_candidate=9)
+
+
+def test_missing_checkpoint_names_the_folder(engine):
+    message = engine.nodes["CachedSearchLoadImageReward"].validate_inputs(ckpt_name="missing.pt")
+    assert message.startswith("ckpt_name: 'missing.pt' is not in models/image_reward; put ImageReward.pt")
+    assert str(pathlib.Path("models") / "image_reward") in message
