@@ -216,30 +216,13 @@ class ImageReward(torch.nn.Module):
         return model.to(device=device, dtype=dtype).eval()
 
     def tokenize(self, prompt: str) -> tuple[torch.Tensor, torch.Tensor]:
-        if not prompt or not prompt.strip():
-            raise ValueError("prompt: got an empty prompt; the verifier scores how well frames match the text, "
-                             "so connect the same prompt the text encoder received")
-        tokens = self.tokenizer(prompt, padding="max_length", truncation=True, max_length=MAX_PROMPT_TOKENS,
+        tokens = self.tokenizer(require_prompt(prompt), padding="max_length", truncation=True, max_length=MAX_PROMPT_TOKENS,
                                 return_tensors="pt")
         return tokens.input_ids, tokens.attention_mask
 
     def preprocess(self, frames: torch.Tensor) -> torch.Tensor:
         """[F, H, W, 3] floats in [0, 1] -> normalised [F, 3, 224, 224], as BLIP's eval transform does."""
-        if frames.ndim != 4 or frames.shape[-1] != 3:
-            raise ValueError(f"images: expected frames shaped [F, H, W, 3], got {tuple(frames.shape)}")
-        if not torch.isfinite(frames).all():
-            raise ValueError("images: some frames contain NaN or infinite values; check the VAE decode")
-        pixels = (frames.float().clamp(0, 1) * 255).round() / 255  # the report scores uint8 frames
-        pixels = pixels.movedim(-1, 1)
-        height, width = pixels.shape[-2:]
-        size = self.architecture.image_size
-        scale = size / min(height, width)
-        resized = (max(size, round(height * scale)), max(size, round(width * scale)))
-        pixels = torch.nn.functional.interpolate(pixels, size=resized, mode="bicubic", align_corners=False,
-                                                 antialias=True)
-        top, left = (resized[0] - size) // 2, (resized[1] - size) // 2
-        pixels = pixels[..., top : top + size, left : left + size]
-        return (pixels - self.clip_mean) / self.clip_std
+        return preprocess_frames(frames, self.architecture.image_size, self.clip_mean, self.clip_std)
 
     @torch.inference_mode()
     def score(self, prompt: str, frames: torch.Tensor) -> torch.Tensor:
@@ -275,6 +258,31 @@ def _head_from_state(head_state: dict[str, torch.Tensor]) -> torch.nn.Sequential
     if layers[-1].out_features != 1:
         raise VerifierFileError(f"checkpoint head ends in {layers[-1].out_features} outputs, expected 1")
     return torch.nn.Sequential(*layers)
+
+
+def preprocess_frames(frames: torch.Tensor, size: int, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+    """[F, H, W, 3] in [0, 1] -> [F, 3, size, size]: uint8 levels, short side to ``size`` (bicubic), centre crop,
+    normalised with ``mean``/``std`` shaped [1, 3, 1, 1]."""
+    if frames.ndim != 4 or frames.shape[-1] != 3:
+        raise ValueError(f"images: expected frames shaped [F, H, W, 3], got {tuple(frames.shape)}")
+    if not torch.isfinite(frames).all():
+        raise ValueError("images: some frames contain NaN or infinite values; check the VAE decode")
+    pixels = (frames.float().clamp(0, 1) * 255).round() / 255  # the report scores uint8 frames
+    pixels = pixels.movedim(-1, 1).to(mean.device)
+    height, width = pixels.shape[-2:]
+    scale = size / min(height, width)
+    resized = (max(size, round(height * scale)), max(size, round(width * scale)))
+    pixels = torch.nn.functional.interpolate(pixels, size=resized, mode="bicubic", align_corners=False, antialias=True)
+    top, left = (resized[0] - size) // 2, (resized[1] - size) // 2
+    pixels = pixels[..., top : top + size, left : left + size]
+    return (pixels - mean) / std
+
+
+def require_prompt(prompt: str) -> str:
+    if not prompt or not prompt.strip():
+        raise ValueError("prompt: got an empty prompt; the verifier scores how well frames match the text, "
+                         "so connect the same prompt the text encoder received")
+    return prompt
 
 
 def frame_indices(frame_count: int, samples: int) -> list[int]:

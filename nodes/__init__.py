@@ -4,14 +4,14 @@ from comfy_api.latest import ComfyExtension, io
 
 from .apply_cache import ApplyStepCache
 from .search_nodes import RankingFromScores, Recommit, SearchSampler, SearchSamplerAdvanced
-from .verifier_nodes import LoadImageReward, ScoreCandidates, register_model_folder
+from .verifier_nodes import LoadClipVerifier, LoadImageReward, ScoreCandidates, register_model_folders
 
-register_model_folder()
+register_model_folders()
 
 
 class CachedSearchExtension(ComfyExtension):
     async def get_node_list(self) -> list[type[io.ComfyNode]]:
         return [
-            ApplyStepCache, SearchSampler, SearchSamplerAdvanced, LoadImageReward, ScoreCandidates, RankingFromScores,
-            Recommit,
+            ApplyStepCache, SearchSampler, SearchSamplerAdvanced, LoadImageReward, LoadClipVerifier, ScoreCandidates,
+            RankingFromScores, Recommit,
         ]

@@ -9,20 +9,32 @@ import torch
 from comfy_api.latest import io, ui
 
 from ..cachedsearch_core import Ranking
+from ..cachedsearch_core.clip_score import ClipScore
 from ..cachedsearch_core.image_reward import TOKENIZER_FOLDER, ImageReward, frame_indices
 from .search_nodes import Candidates, RankingType
 
 VERIFIER_FOLDER = "image_reward"
+CLIP_FOLDER = "clip_score"
 Verifier = io.Custom("CACHEDSEARCH_VERIFIER")
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def register_model_folder() -> None:
-    """models/image_reward, also configurable as ``image_reward:`` in extra_model_paths.yaml."""
-    if VERIFIER_FOLDER not in folder_paths.folder_names_and_paths:
-        folder_paths.folder_names_and_paths[VERIFIER_FOLDER] = (
-            [os.path.join(folder_paths.models_dir, VERIFIER_FOLDER)], {".pt", ".pth", ".safetensors"}
-        )
+def register_model_folders() -> None:
+    """models/image_reward and models/clip_score, also configurable in extra_model_paths.yaml."""
+    for name, extensions in ((VERIFIER_FOLDER, {".pt", ".pth", ".safetensors"}), (CLIP_FOLDER, {".json"})):
+        if name not in folder_paths.folder_names_and_paths:
+            folder_paths.folder_names_and_paths[name] = ([os.path.join(folder_paths.models_dir, name)], extensions)
+
+
+def clip_model_folders() -> dict[str, str]:
+    """Subfolders of models/clip_score that hold a saved transformers model (a config.json)."""
+    found = {}
+    for root in folder_paths.get_folder_paths(CLIP_FOLDER):
+        if os.path.isdir(root):
+            for name in sorted(os.listdir(root)):
+                if os.path.isfile(os.path.join(root, name, "config.json")):
+                    found.setdefault(name, os.path.join(root, name))
+    return found
 
 
 def _expected_place() -> str:
@@ -70,6 +82,39 @@ class LoadImageReward(io.ComfyNode):
         return io.NodeOutput(ImageReward.from_files(path, device=device, dtype=_DTYPES[dtype]))
 
 
+class LoadClipVerifier(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id="CachedSearchLoadClipVerifier",
+            display_name="CachedSearch Load CLIP Verifier",
+            category="CachedSearch",
+            description="A second verifier: CLIP score (100 x cosine of frame and prompt) from a transformers CLIP "
+            "folder in models/clip_score (what CLIPModel.save_pretrained writes, with its tokenizer). "
+            "Nothing is downloaded.",
+            inputs=[
+                io.Combo.Input("model_folder", options=list(clip_model_folders()),
+                               tooltip="A folder in models/clip_score, e.g. clip-vit-large-patch14."),
+                io.Combo.Input("dtype", options=list(_DTYPES), default="fp32", tooltip="Weights' precision."),
+            ],
+            outputs=[Verifier.Output(display_name="verifier", tooltip="For CachedSearch Verifier.")],
+        )
+
+    @classmethod
+    def validate_inputs(cls, model_folder):
+        if model_folder not in clip_model_folders():
+            places = ", ".join(folder_paths.get_folder_paths(CLIP_FOLDER))
+            return (f"model_folder: {model_folder!r} is not a folder with a config.json in {places}; save a "
+                    "transformers CLIP model and its tokenizer there")
+        return True
+
+    @classmethod
+    def execute(cls, model_folder, dtype) -> io.NodeOutput:
+        folder = clip_model_folders()[model_folder]
+        device = comfy.model_management.get_torch_device()
+        return io.NodeOutput(ClipScore.from_folder(folder, device=device, dtype=_DTYPES[dtype]))
+
+
 class ScoreCandidates(io.ComfyNode):
     @classmethod
     def define_schema(cls) -> io.Schema:
@@ -77,14 +122,15 @@ class ScoreCandidates(io.ComfyNode):
             node_id="CachedSearchVerifier",
             display_name="CachedSearch Verifier",
             category="CachedSearch",
-            description="Ranks the drafts: ImageReward averaged over K uniformly spaced frames of each candidate "
-            "(first and last included). Connect the VAEDecode of the sampler's drafts (N x F frames).",
+            description="Ranks the drafts: the verifier's reward (ImageReward or CLIP score) averaged over K "
+            "uniformly spaced frames of each candidate (first and last included). Connect the VAEDecode of the "
+            "sampler's drafts (N x F frames).",
             inputs=[
                 io.Image.Input("images", tooltip="All drafts' frames as VAEDecode emits them: N x F frames."),
                 Candidates.Input("candidates", tooltip="From the CachedSearch sampler that made the drafts."),
                 io.String.Input("prompt", multiline=True, default="",
                                 tooltip="The prompt the videos were made from (the same text as the encoder's)."),
-                Verifier.Input("verifier", tooltip="From CachedSearch Load ImageReward."),
+                Verifier.Input("verifier", tooltip="From CachedSearch Load ImageReward or Load CLIP Verifier."),
                 io.Int.Input("frames_per_candidate", default=8, min=1, max=256,
                              tooltip="K frames scored per candidate (the report uses 8); more is slower."),
             ],
@@ -112,7 +158,7 @@ class ScoreCandidates(io.ComfyNode):
             frames = images[[index * per_candidate + pick for pick in picks]]
             scores.append(verifier.score(prompt, frames).mean().item())
             progress.update(1)
-        ranking = Ranking(tuple(scores), verifier="ImageReward")
+        ranking = Ranking(tuple(scores), verifier=type(verifier).__name__)
         text = "\n".join(
             f"{'*' if index == ranking.winner else ' '} candidate {index + 1}, seed {seed}: {score:.4f}"
             for index, (seed, score) in enumerate(zip(candidates.seeds, scores))

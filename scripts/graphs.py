@@ -43,8 +43,13 @@ def cached_wan_sampling(
 def wan_search(
     *, seed: int = 0, num_candidates: int = 3, scores: str = "0.1 0.9 0.5", steps: int = 12, tau: float = 0.3,
     mode: str = "commit", denoise: float = 1.0, filename_prefix: str = "cachedsearch_search",
+    verifier_prompt: str | None = None,
 ) -> dict:
-    """Apply Cache -> CachedSearch Sampler -> (drafts decoded) -> Ranking From Scores -> Recommit -> save."""
+    """Apply Cache -> CachedSearch Sampler -> drafts decoded -> ranking -> Recommit -> save.
+
+    The ranking comes from ``scores`` (Ranking From Scores) or, with ``verifier_prompt``, from the
+    ImageReward verifier on the decoded drafts.
+    """
     graph = cached_wan_sampling(seed=seed, steps=steps, tau=tau, warmup_steps=2, cooldown_steps=2,
                                 filename_prefix=filename_prefix)
     del graph["sampler"]
@@ -58,8 +63,15 @@ def wan_search(
     }
     graph["decode_drafts"] = {"class_type": "VAEDecode", "inputs": {"samples": ["search", 0], "vae": ["vae", 0]}}
     graph["preview_drafts"] = {"class_type": "PreviewImage", "inputs": {"images": ["decode_drafts", 0]}}
-    graph["ranking"] = {"class_type": "CachedSearchRankingFromScores",
-                        "inputs": {"candidates": ["search", 1], "scores": scores}}
+    if verifier_prompt is None:
+        graph["ranking"] = {"class_type": "CachedSearchRankingFromScores",
+                            "inputs": {"candidates": ["search", 1], "scores": scores}}
+    else:
+        graph["load_verifier"] = {"class_type": "CachedSearchLoadImageReward",
+                                  "inputs": {"ckpt_name": "ImageReward.pt", "dtype": "fp32"}}
+        graph["ranking"] = {"class_type": "CachedSearchVerifier", "inputs": {
+            "images": ["decode_drafts", 0], "candidates": ["search", 1], "prompt": verifier_prompt,
+            "verifier": ["load_verifier", 0], "frames_per_candidate": 8}}
     graph["recommit"] = {"class_type": "CachedSearchRecommit",
                          "inputs": {"candidates": ["search", 1], "ranking": ["ranking", 0], "mode": mode}}
     graph["decode"]["inputs"]["samples"] = ["recommit", 0]

@@ -99,3 +99,30 @@ def write_tiny_image_reward(folder: pathlib.Path, name: str = "ImageReward.pt") 
     (tokenizer / "vocab.txt").write_text("\n".join(SPECIAL + WORDS) + "\n")
     (tokenizer / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
     return checkpoint
+
+
+def write_tiny_clip(folder: pathlib.Path) -> pathlib.Path:
+    """A tiny transformers CLIP model with a character-level BPE tokenizer, saved like save_pretrained does."""
+    import string
+
+    from transformers import CLIPConfig, CLIPModel, CLIPTokenizer
+
+    vocab = {}
+    for suffix in ("", "</w>"):
+        for character in string.ascii_lowercase:
+            vocab[character + suffix] = len(vocab)
+    for special in ("<|startoftext|>", "<|endoftext|>"):
+        vocab[special] = len(vocab)
+    tokenizer = CLIPTokenizer(vocab=vocab, merges=[])
+    config = CLIPConfig(
+        text_config=dict(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, max_position_embeddings=24, bos_token_id=vocab["<|startoftext|>"],
+                         eos_token_id=vocab["<|endoftext|>"], pad_token_id=vocab["<|endoftext|>"]),
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                           image_size=32, patch_size=8),
+        projection_dim=16,
+    )
+    torch.manual_seed(0)
+    CLIPModel(config).save_pretrained(str(folder))
+    tokenizer.save_pretrained(str(folder))
+    return folder

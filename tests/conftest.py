@@ -18,6 +18,7 @@ def tiny_models_dir(tmp_path_factory) -> pathlib.Path:
     models = tmp_path_factory.mktemp("tiny_models")
     tiny_models.generate_tiny_models(models)
     tiny_image_reward.write_tiny_image_reward(models / "image_reward")
+    tiny_image_reward.write_tiny_clip(models / "clip_score" / "tiny-clip")
     return models
 
 

@@ -200,3 +200,24 @@ def test_frame_indices_are_uniform_with_both_ends():
     assert frame_indices(9, 8) == [0, 1, 2, 3, 5, 6, 7, 8]
     assert frame_indices(5, 8) == [0, 1, 2, 3, 4]
     assert frame_indices(9, 1) == [4]
+
+
+def test_clip_score_is_100_times_the_cosine_of_projected_features(tmp_path):
+    from cachedsearch_core.clip_score import ClipScore
+    from cachedsearch_core.image_reward import preprocess_frames
+    from scripts.tiny_image_reward import write_tiny_clip
+
+    verifier = ClipScore.from_folder(write_tiny_clip(tmp_path / "clip"))
+    frames = torch.rand((2, 40, 56, 3), generator=torch.Generator().manual_seed(3))
+    scores = verifier.score("a red cat", frames)
+    model = verifier.model
+    tokens = verifier.tokenizer("a red cat", padding="max_length", max_length=24, return_tensors="pt")
+    with torch.no_grad():
+        pixels = preprocess_frames(frames, 32, verifier.pixel_mean, verifier.pixel_std)
+        image = model.visual_projection(model.vision_model(pixel_values=pixels).pooler_output)
+        text = model.text_projection(model.text_model(**tokens).pooler_output)
+    expected = 100 * (image / image.norm(dim=-1, keepdim=True) * (text / text.norm(dim=-1, keepdim=True))).sum(-1)
+    assert torch.allclose(scores, expected, atol=1e-4)
+    assert not torch.allclose(scores, verifier.score("the blue sea", frames))
+    with pytest.raises(VerifierFileError, match="no CLIP model at"):
+        ClipScore.from_folder(tmp_path / "nothing")

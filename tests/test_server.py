@@ -87,3 +87,27 @@ def test_mismatched_ranking_fails_the_run_with_a_clear_message(comfy_server):
     assert entry["status"]["status_str"] == "error"
     errors = [message[1] for message in entry["status"]["messages"] if message[0] == "execution_error"]
     assert "ranking: has 3 scores but the search made 2 candidates" in errors[0]["exception_message"]
+
+
+def test_verifier_ranks_the_drafts_and_recommit_delivers_the_argmax(comfy_server):
+    entry = comfy_server.run_prompt(wan_search(seed=50, verifier_prompt="a red ball on the grass",
+                                               filename_prefix="verified"))
+    lines = entry["outputs"]["ranking"]["text"][0].splitlines()
+    scores = [float(line.rsplit(":", 1)[1]) for line in lines]
+    winner = max(range(len(scores)), key=lambda i: scores[i])
+    assert len(scores) == 3 and lines[winner].startswith("*")
+    assert len(entry["outputs"]["ranking"]["images"]) == 3  # one middle-frame preview per candidate
+    report = entry["outputs"]["recommit"]["text"][0]
+    assert f"winner: candidate {winner + 1}, seed {50 + winner}, delivered by recommit" in report
+    for line, score in zip(report.splitlines()[2:5], scores):
+        assert float(line.split()[-4]) == pytest.approx(score, abs=1e-4)
+
+
+def test_missing_verifier_checkpoint_is_a_validation_error_naming_the_folder(comfy_server):
+    graph = wan_search(verifier_prompt="a cat")
+    graph["load_verifier"]["inputs"]["ckpt_name"] = "nowhere.pt"
+    del graph["preview_drafts"]  # otherwise ComfyUI still runs that valid output and answers 200
+    status, body = comfy_server.queue_prompt(graph)
+    assert status == 400
+    details = " ".join(error.get("details", "") for error in body["node_errors"]["load_verifier"]["errors"])
+    assert "ckpt_name: 'nowhere.pt' is not in models/image_reward; put ImageReward.pt" in details

@@ -75,3 +75,15 @@ def test_missing_checkpoint_names_the_folder(engine):
     message = engine.nodes["CachedSearchLoadImageReward"].validate_inputs(ckpt_name="missing.pt")
     assert message.startswith("ckpt_name: 'missing.pt' is not in models/image_reward; put ImageReward.pt")
     assert str(pathlib.Path("models") / "image_reward") in message
+
+
+def test_clip_verifier_ranks_through_the_same_node(engine, drafted):
+    images, candidates, _ = drafted
+    clip = engine.one("CachedSearchLoadClipVerifier", model_folder="tiny-clip", dtype="fp32")
+    ranking, text = engine.run("CachedSearchVerifier", images=images, candidates=candidates, prompt=PROMPT,
+                               verifier=clip, frames_per_candidate=3)
+    expected = [clip.score(PROMPT, images[[9 * i + p for p in (0, 4, 8)]]).mean().item() for i in range(3)]
+    assert list(ranking.scores) == pytest.approx(expected, abs=1e-5)
+    assert ranking.verifier == "ClipScore"
+    assert "is not a folder with a config.json" in engine.nodes["CachedSearchLoadClipVerifier"].validate_inputs(
+        model_folder="absent")
