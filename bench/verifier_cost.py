@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import pathlib
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -44,30 +45,35 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--frames", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--dtype", choices=["fp32", "bf16"], help="measure one dtype in this process (internal)")
     args = parser.parse_args()
+    if args.dtype is None:
+        print(f"# ImageReward architecture, random weights, {args.frames} frames of 480x832 per candidate, "
+              f"torch threads {torch.get_num_threads()}, median of {args.repeats}, each dtype in a fresh process")
+        print("| dtype | parameters | one batch of K s | K batches of 1 s | peak RSS growth while scoring MiB |")
+        print("|---|---|---|---|---|")
+        for dtype in ("fp32", "bf16"):
+            command = [sys.executable, "-m", "bench.verifier_cost", "--dtype", dtype, "--frames", str(args.frames),
+                       "--repeats", str(args.repeats)]
+            print(subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.strip())
+        return
     frames = torch.rand((args.frames, 480, 832, 3), generator=torch.Generator().manual_seed(0))
     prompt = "word1 word2 word3 word4 word5 word6"
 
-    print(f"# ImageReward architecture, random weights, {args.frames} frames of 480x832 per candidate, "
-          f"torch threads {torch.get_num_threads()}, median of {args.repeats}")
-    print("| dtype | parameters | one batch of K s | K batches of 1 s | peak RSS growth while scoring MiB |")
-    print("|---|---|---|---|---|")
-    for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
-        model = build(dtype)
-        parameters = sum(p.numel() for p in model.parameters())
-        before, peak = peak_rss_growth(lambda: model.score(prompt, frames))  # first call: activations included
-        batched, single = [], []
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            model.score(prompt, frames)
-            batched.append(time.perf_counter() - start)
-            start = time.perf_counter()
-            for index in range(args.frames):
-                model.score(prompt, frames[index : index + 1])
-            single.append(time.perf_counter() - start)
-        print(f"| {name} | {parameters / 1e6:.0f}M | {statistics.median(batched):.2f} | "
-              f"{statistics.median(single):.2f} | {(peak - before) / 2**20:.0f} |")
-        del model
+    model = build({"fp32": torch.float32, "bf16": torch.bfloat16}[args.dtype])
+    parameters = sum(p.numel() for p in model.parameters())
+    before, peak = peak_rss_growth(lambda: model.score(prompt, frames))  # first call: activations included
+    batched, single = [], []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        model.score(prompt, frames)
+        batched.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        for index in range(args.frames):
+            model.score(prompt, frames[index : index + 1])
+        single.append(time.perf_counter() - start)
+    print(f"| {args.dtype} | {parameters / 1e6:.0f}M | {statistics.median(batched):.2f} | "
+          f"{statistics.median(single):.2f} | {(peak - before) / 2**20:.0f} |")
 
 
 if __name__ == "__main__":
