@@ -1,0 +1,154 @@
+"""The example workflows against the live server: static validity, GUI/API twins, and real runs on tiny weights."""
+
+import copy
+import json
+import pathlib
+
+import numpy
+import pytest
+from PIL import Image
+
+from scripts.workflow_format import FRONTEND_ONLY_NODES, gui_to_api, is_widget
+
+WORKFLOWS = pathlib.Path(__file__).resolve().parents[1] / "workflows"
+NAMES = sorted(path.stem for path in WORKFLOWS.glob("*.json"))
+
+
+@pytest.fixture(scope="module")
+def object_info(comfy_server):
+    return comfy_server.get("/object_info")
+
+
+def load(name):
+    return json.loads((WORKFLOWS / f"{name}.json").read_text()), json.loads((WORKFLOWS / "api" / f"{name}.json").read_text())
+
+
+def input_spec(info, name):
+    return {**info["input"].get("required", {}), **info["input"].get("optional", {})}[name]
+
+
+def test_three_workflows_ship():
+    assert NAMES == ["cachedsearch_hunyuan_t2v", "cachedsearch_wan21_t2v", "cachedsearch_wan22_ti2v"]
+    assert sorted(path.stem for path in (WORKFLOWS / "api").glob("*.json")) == NAMES
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_workflow_nodes_links_and_widgets_are_valid_on_the_live_server(object_info, name):
+    gui, api = load(name)
+    for node in gui["nodes"]:
+        assert node["type"] in object_info or node["type"] in FRONTEND_ONLY_NODES, node["type"]
+    nodes = {node["id"]: node for node in gui["nodes"]}
+    for link_id, source, slot, target, target_slot, kind in gui["links"]:
+        produced = object_info[nodes[source]["type"]]["output"][slot]
+        entry = nodes[target]["inputs"][target_slot]
+        assert entry["link"] == link_id
+        expected = input_spec(object_info[nodes[target]["type"]], entry["name"])[0]
+        assert kind == produced == expected, (name, entry["name"])
+    for key, node in api.items():
+        info = object_info[node["class_type"]]
+        for input_name, value in node["inputs"].items():
+            spec = input_spec(info, input_name)
+            if isinstance(value, list) or not is_widget(spec):
+                continue
+            options = spec[1] if len(spec) > 1 else {}
+            choices = spec[0] if isinstance(spec[0], list) else options.get("options")
+            if choices is not None:
+                assert value in choices, (name, node["class_type"], input_name, value)
+            if "min" in options:
+                assert value >= options["min"], (name, input_name)
+            if "max" in options:
+                assert value <= options["max"], (name, input_name)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_gui_file_and_api_twin_describe_the_same_graph(object_info, name):
+    gui, api = load(name)
+    assert gui_to_api(gui, object_info) == api
+    note = [node for node in gui["nodes"] if node["type"] == "MarkdownNote"][0]["widgets_values"][0]
+    assert "explore cheap, commit full" in note and "models/diffusion_models/" in note
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_prompt_is_typed_once_and_shared_with_the_verifier(name):
+    _, api = load(name)
+    (prompt_id,) = [key for key, node in api.items() if node["class_type"] == "PrimitiveStringMultiline"]
+    (verifier,) = [node for node in api.values() if node["class_type"] == "CachedSearchVerifier"]
+    assert verifier["inputs"]["prompt"] == [prompt_id, 0]
+    encoders = [node for node in api.values() if node["class_type"] == "CLIPTextEncode"]
+    assert any(node["inputs"]["text"] == [prompt_id, 0] for node in encoders)
+
+
+def tiny_variant(api, pooled):
+    """The workflow on tiny weights: synthetic conditioning instead of text encoders, small sizes, N = 3."""
+    graph = copy.deepcopy(api)
+    for key in [k for k, node in graph.items() if node["class_type"] in ("CLIPLoader", "DualCLIPLoader")]:
+        del graph[key]
+    for index, (key, node) in enumerate([(k, n) for k, n in graph.items() if n["class_type"] == "CLIPTextEncode"]):
+        graph[key] = {"class_type": "CachedSearchTestConditioning",
+                      "inputs": {"text_seed": index + 1, "tokens": 8, "pooled": pooled}}
+    for node in graph.values():
+        inputs = node["inputs"]
+        if node["class_type"] == "EmptyHunyuanLatentVideo":
+            inputs.update(width=64, height=64, length=9)
+        if node["class_type"] in ("CachedSearchSampler", "CachedSearchSamplerAdvanced"):
+            inputs["num_candidates"] = 3
+            if "steps" in inputs:
+                inputs["steps"] = 8
+        if node["class_type"] == "BasicScheduler":
+            inputs["steps"] = 8
+        if node["class_type"] == "VAEDecodeTiled":
+            inputs.update(tile_size=64, overlap=0, temporal_size=8, temporal_overlap=4)
+    final_decode = next(key for key, node in graph.items() if node["class_type"] == "CreateVideo")
+    graph["frames"] = {"class_type": "SaveImage", "inputs": {"images": graph[final_decode]["inputs"]["images"],
+                                                            "filename_prefix": "workflow_frames"}}
+    return graph
+
+
+def stock_variant(graph, seed):
+    """The same graph delivering ``seed`` with a stock KSampler / SamplerCustomAdvanced on the uncached model."""
+    stock = copy.deepcopy(graph)
+    (search_key,) = [k for k, n in stock.items() if n["class_type"].startswith("CachedSearchSampler")]
+    (recommit_key,) = [k for k, n in stock.items() if n["class_type"] == "CachedSearchRecommit"]
+    (cache_key,) = [k for k, n in stock.items() if n["class_type"] == "CachedSearchApplyCache"]
+    uncached = stock[cache_key]["inputs"]["model"]
+    search = stock[search_key]["inputs"]
+    if stock[search_key]["class_type"] == "CachedSearchSampler":
+        stock[recommit_key] = {"class_type": "KSampler", "inputs": {
+            **{k: v for k, v in search.items() if k != "num_candidates"}, "model": uncached, "seed": seed}}
+    else:
+        for node in stock.values():
+            if node["class_type"] in ("BasicGuider", "BasicScheduler"):
+                node["inputs"]["model"] = uncached
+        stock["noise"] = {"class_type": "RandomNoise", "inputs": {"noise_seed": seed}}
+        stock[recommit_key] = {"class_type": "SamplerCustomAdvanced", "inputs": {
+            "noise": ["noise", 0], "guider": search["guider"], "sampler": search["sampler"],
+            "sigmas": search["sigmas"], "latent_image": search["latent_image"]}}
+    for key in [k for k, n in stock.items() if n["class_type"].startswith("CachedSearch") and k != recommit_key
+                and n["class_type"] != "CachedSearchTestConditioning"]:
+        del stock[key]
+    for key in [k for k, n in stock.items() if n["class_type"] == "VAEDecode" and n["inputs"]["samples"][0] == search_key]:
+        del stock[key]
+    return stock
+
+
+def frames(server, entry):
+    return [numpy.asarray(Image.open(server.base_dir / "output" / image["subfolder"] / image["filename"]))
+            for image in entry["outputs"]["frames"]["images"]]
+
+
+@pytest.mark.parametrize("name, pooled", [("cachedsearch_wan21_t2v", False), ("cachedsearch_hunyuan_t2v", True)])
+def test_workflow_runs_end_to_end_and_delivers_the_stock_result_for_the_winner(comfy_server, name, pooled):
+    _, api = load(name)
+    graph = tiny_variant(api, pooled)
+    entry = comfy_server.run_prompt(graph)
+    (recommit_key,) = [k for k, n in graph.items() if n["class_type"] == "CachedSearchRecommit"]
+    (save_key,) = [k for k, n in graph.items() if n["class_type"] == "SaveVideo"]
+    report = entry["outputs"][recommit_key]["text"][0]
+    assert report.startswith("CachedSearch: 3 candidate(s)")
+    (video,) = entry["outputs"][save_key]["images"]
+    assert (comfy_server.base_dir / "output" / video["subfolder"] / video["filename"]).stat().st_size > 0
+    winner_seed = int(report.split("winner: candidate ")[1].split("seed ")[1].split(",")[0])
+    stock = comfy_server.run_prompt(stock_variant(graph, winner_seed))
+    delivered, reference = frames(comfy_server, entry), frames(comfy_server, stock)
+    assert len(delivered) == len(reference) == 9
+    assert all((a == b).all() for a, b in zip(delivered, reference))
