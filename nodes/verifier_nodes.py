@@ -22,8 +22,12 @@ _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 def register_model_folders() -> None:
     """models/image_reward and models/clip_score, also configurable in extra_model_paths.yaml."""
     for name, extensions in ((VERIFIER_FOLDER, {".pt", ".pth", ".safetensors"}), (CLIP_FOLDER, {".json"})):
-        if name not in folder_paths.folder_names_and_paths:
-            folder_paths.folder_names_and_paths[name] = ([os.path.join(folder_paths.models_dir, name)], extensions)
+        # extra_model_paths.yaml may have registered the name already, without extensions or the default folder
+        paths, known = folder_paths.folder_names_and_paths.get(name, ([], set()))
+        default = os.path.join(folder_paths.models_dir, name)
+        folder_paths.folder_names_and_paths[name] = (
+            paths if default in paths else [default, *paths], set(known) | extensions
+        )
 
 
 def clip_model_folders() -> dict[str, str]:

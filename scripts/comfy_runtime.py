@@ -107,14 +107,14 @@ class ServerError(RuntimeError):
 
 
 class ComfyServer:
-    """A real ComfyUI server (``main.py --cpu``) on a free loopback port."""
+    """A real ComfyUI server (``main.py``, on the CPU unless ``cpu=False``) on a free loopback port."""
 
-    def __init__(self, base_dir: pathlib.Path, log_path: pathlib.Path | None = None, extra_args=()):
+    def __init__(self, base_dir: pathlib.Path, log_path: pathlib.Path | None = None, extra_args=(), cpu: bool = True):
         self.base_dir = prepare_base_directory(pathlib.Path(base_dir))
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path or self.base_dir / "server.log"
-        self.extra_args = list(extra_args)
+        self.extra_args = (["--cpu"] if cpu else []) + list(extra_args)
         self.client_id = uuid.uuid4().hex
         self.process: subprocess.Popen | None = None
 
@@ -128,7 +128,7 @@ class ComfyServer:
     def start(self, timeout: float = 180.0) -> None:
         root = comfyui_root()
         command = [
-            sys.executable, str(root / "main.py"), "--cpu", "--listen", "127.0.0.1", "--port", str(self.port),
+            sys.executable, str(root / "main.py"), "--listen", "127.0.0.1", "--port", str(self.port),
             "--base-directory", str(self.base_dir), "--disable-api-nodes", "--disable-auto-launch",
             *self.extra_args,
         ]
@@ -235,6 +235,45 @@ class ComfyServer:
                     progress(data["node"], data["value"], data["max"])
                 elif event["type"] in finished:
                     return body
+
+    def run_batch(self, graphs: list[dict], on_progress=None, timeout: float = 900.0) -> list[dict]:
+        """Queue ``graphs`` back to back, as the GUI's batch queue does, and wait for all of them.
+
+        ``on_progress(index, node, value, maximum)`` sees every progress event of prompt ``index``.
+        Returns the history entries in queue order (failed or interrupted ones included).
+        """
+        return asyncio.run(self._run_batch(graphs, on_progress, timeout))
+
+    async def _run_batch(self, graphs, on_progress, timeout):
+        import aiohttp
+
+        socket_url = f"ws://127.0.0.1:{self.port}/ws?clientId={self.client_id}"
+        finished_types = {"execution_success", "execution_error", "execution_interrupted"}
+        async with aiohttp.ClientSession() as session, session.ws_connect(socket_url) as socket:
+            prompt_ids = []
+            for graph in graphs:
+                status, body = self.queue_prompt(graph)
+                if status != 200:
+                    raise ServerError(f"prompt rejected ({status}): {json.dumps(body, indent=1)}")
+                prompt_ids.append(body["prompt_id"])
+            index_of = {prompt_id: index for index, prompt_id in enumerate(prompt_ids)}
+            pending = set(prompt_ids)
+            while pending:
+                message = await socket.receive(timeout=timeout)
+                if message.type != aiohttp.WSMsgType.TEXT:
+                    if message.type in (aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.ERROR):
+                        raise ServerError(f"websocket closed while waiting:\n{self.log_tail()}")
+                    continue
+                event = json.loads(message.data)
+                prompt_id = event.get("data", {}).get("prompt_id")
+                if prompt_id not in index_of:
+                    continue
+                if event["type"] == "progress" and on_progress is not None:
+                    data = event["data"]
+                    on_progress(index_of[prompt_id], data["node"], data["value"], data["max"])
+                elif event["type"] in finished_types:
+                    pending.discard(prompt_id)
+        return [self.wait_for(prompt_id, timeout) for prompt_id in prompt_ids]
 
     def interrupt(self) -> None:
         self.request("POST", "/interrupt", {})

@@ -111,3 +111,40 @@ def test_missing_verifier_checkpoint_is_a_validation_error_naming_the_folder(com
     assert status == 400
     details = " ".join(error.get("details", "") for error in body["node_errors"]["load_verifier"]["errors"])
     assert "ckpt_name: 'nowhere.pt' is not in models/image_reward; put ImageReward.pt" in details
+
+
+def test_batch_queue_with_cancels_runs_each_prompt_as_if_alone_without_memory_growth(comfy_server):
+    import psutil
+
+    server_process = psutil.Process(comfy_server.process.pid)
+    graphs = [wan_search(seed=100 + 10 * index, scores="0.3 0.9 0.1", steps=16, filename_prefix=f"batch{index}")
+              for index in range(10)]
+    cancel = {2, 6}
+    interrupted, memory = set(), []
+
+    def on_progress(index, node, value, maximum):
+        if index in cancel and node == "search" and value >= 20 and index not in interrupted:
+            interrupted.add(index)  # Cancel pressed in the middle of the second draft
+            comfy_server.interrupt()
+
+    entries = comfy_server.run_batch(graphs, on_progress)
+    memory.append(server_process.memory_info().rss)
+    assert interrupted == cancel
+    for index, entry in enumerate(entries):
+        kinds = [message[0] for message in entry["status"]["messages"]]
+        if index in cancel:
+            assert "execution_interrupted" in kinds and "recommit" not in entry["outputs"]
+        else:
+            assert entry["status"]["status_str"] == "success"
+            assert "winner: candidate 2, seed" in entry["outputs"]["recommit"]["text"][0]
+    # every prompt, cancelled ones included, gives the same frames when run alone afterwards
+    for index in (0, 2, 5, 6, 9):
+        alone = comfy_server.run_prompt(dict(graphs[index], save=dict(graphs[index]["save"], inputs=dict(
+            graphs[index]["save"]["inputs"], filename_prefix=f"alone{index}"))))
+        memory.append(server_process.memory_info().rss)
+        if index not in cancel:
+            assert all((a == b).all() for a, b in zip(saved_frames(comfy_server, entries[index]),
+                                                      saved_frames(comfy_server, alone)))
+        assert len(saved_frames(comfy_server, alone)) == 9
+    growth_mib = (memory[-1] - memory[0]) / 2**20
+    assert growth_mib < 64, f"server memory grew {growth_mib:.1f} MiB over 5 more prompts"
