@@ -24,6 +24,8 @@ WAN21_I2V_FILE = "wan2.1_i2v_480p_14B_fp16.safetensors"
 HUNYUAN_T2V_FILE = "hunyuan_video_t2v_720p_bf16.safetensors"
 WAN21_VAE_FILE = "wan_2.1_vae.safetensors"
 WAN21_LORA_FILE = "tiny_wan21_lora.safetensors"
+WAN22_TI2V_FILE = "wan2.2_ti2v_5B_fp16.safetensors"
+WAN22_VAE_FILE = "wan2.2_vae.safetensors"
 
 TEXT_WIDTH = 4096  # umt5-xxl / llava-llama3 hidden size; fixed by model detection
 POOLED_WIDTH = 768  # clip-l pooled output used by HunyuanVideo's vector_in
@@ -51,10 +53,12 @@ def wan21_state_dict(model_type: str = "t2v", num_layers: int = 2, seed: int = 0
     import comfy.ldm.wan.model
     import comfy.ops
 
-    # dim 128 -> detection reads num_heads = dim // 128 = 1. I2V adds 20 channels (mask + image latent).
+    # dim 128 -> detection reads num_heads = dim // 128 = 1. I2V adds 20 channels (mask + image latent);
+    # Wan 2.2 TI2V ("ti2v") is a T2V model on 48-channel latents.
+    channels = {"t2v": (16, 16), "i2v": (36, 16), "ti2v": (48, 48)}[model_type]
     model = comfy.ldm.wan.model.WanModel(
-        model_type=model_type, dim=128, ffn_dim=256, num_heads=1, num_layers=num_layers,
-        in_dim=36 if model_type == "i2v" else 16, out_dim=16, text_dim=TEXT_WIDTH, freq_dim=256,
+        model_type="t2v" if model_type == "ti2v" else model_type, dim=128, ffn_dim=256, num_heads=1,
+        num_layers=num_layers, in_dim=channels[0], out_dim=channels[1], text_dim=TEXT_WIDTH, freq_dim=256,
         operations=comfy.ops.disable_weight_init,
     )
     return _fill_deterministically(model, seed)
@@ -85,6 +89,17 @@ def wan21_vae_state_dict(dim: int = 8, seed: int = 0) -> dict[str, torch.Tensor]
     return _fill_deterministically(vae, seed)
 
 
+def wan22_vae_state_dict(seed: int = 0) -> dict[str, torch.Tensor]:
+    """The Wan 2.2 VAE cannot be tiny: ComfyUI fixes its width at 160 (705M parameters). Saved in fp16."""
+    import comfy.ldm.wan.vae2_2
+
+    vae = comfy.ldm.wan.vae2_2.WanVAE(
+        dim=160, z_dim=48, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],
+        temperal_downsample=[False, True, True], dropout=0.0,
+    )
+    return {name: tensor.half() for name, tensor in _fill_deterministically(vae, seed).items()}
+
+
 def wan21_lora_state_dict(rank: int = 4, seed: int = 0) -> dict[str, torch.Tensor]:
     """A LoRA on both blocks' self-attention projections, in ComfyUI's ``diffusion_model.`` key format."""
     generator = torch.Generator().manual_seed(seed)
@@ -110,6 +125,8 @@ def write_tiny_models(models_dir: pathlib.Path) -> dict[str, pathlib.Path]:
         "hunyuan_t2v": (models_dir / "diffusion_models" / HUNYUAN_T2V_FILE, hunyuan_t2v_state_dict),
         "wan21_vae": (models_dir / "vae" / WAN21_VAE_FILE, wan21_vae_state_dict),
         "wan21_lora": (models_dir / "loras" / WAN21_LORA_FILE, wan21_lora_state_dict),
+        "wan22_ti2v": (models_dir / "diffusion_models" / WAN22_TI2V_FILE, lambda: wan21_state_dict("ti2v", seed=2)),
+        "wan22_vae": (models_dir / "vae" / WAN22_VAE_FILE, wan22_vae_state_dict),
     }
     for path, build in targets.values():
         if not path.exists():

@@ -14,8 +14,7 @@ from scripts import comfy_runtime, tiny_image_reward, tiny_models  # noqa: E402
 
 PLACEHOLDER_MODEL_FILES = (
     "text_encoders/umt5_xxl_fp8_e4m3fn_scaled.safetensors", "text_encoders/clip_l.safetensors",
-    "text_encoders/llava_llama3_fp8_scaled.safetensors", "diffusion_models/wan2.2_ti2v_5B_fp16.safetensors",
-    "vae/wan2.2_vae.safetensors",
+    "text_encoders/llava_llama3_fp8_scaled.safetensors",
 )
 
 

@@ -88,7 +88,7 @@ def tiny_variant(api, pooled):
                       "inputs": {"text_seed": index + 1, "tokens": 8, "pooled": pooled}}
     for node in graph.values():
         inputs = node["inputs"]
-        if node["class_type"] == "EmptyHunyuanLatentVideo":
+        if node["class_type"] in ("EmptyHunyuanLatentVideo", "Wan22ImageToVideoLatent"):
             inputs.update(width=64, height=64, length=9)
         if node["class_type"] in ("CachedSearchSampler", "CachedSearchSamplerAdvanced"):
             inputs["num_candidates"] = 3
@@ -136,7 +136,8 @@ def frames(server, entry):
             for image in entry["outputs"]["frames"]["images"]]
 
 
-@pytest.mark.parametrize("name, pooled", [("cachedsearch_wan21_t2v", False), ("cachedsearch_hunyuan_t2v", True)])
+@pytest.mark.parametrize("name, pooled", [("cachedsearch_wan21_t2v", False), ("cachedsearch_hunyuan_t2v", True),
+                                          ("cachedsearch_wan22_ti2v", False)])
 def test_workflow_runs_end_to_end_and_delivers_the_stock_result_for_the_winner(comfy_server, name, pooled):
     _, api = load(name)
     graph = tiny_variant(api, pooled)
