@@ -33,6 +33,17 @@ def _search_outputs() -> list:
     ]
 
 
+def _seed_range_message(seed, num_candidates) -> str | bool:
+    """validate_inputs' answer for the seed range (values are None while they come from links)."""
+    if seed is None or num_candidates is None:
+        return True
+    try:
+        candidate_seeds(seed, num_candidates)
+    except ValueError as error:
+        return str(error)
+    return True
+
+
 def _check_latent(latent: dict) -> None:
     batch = latent["samples"].shape[0]
     if batch != 1:
@@ -83,12 +94,7 @@ class SearchSampler(io.ComfyNode):
     def validate_inputs(cls, seed=None, num_candidates=None, denoise=None):
         if denoise is not None and not 0.0 < denoise <= 1.0:
             return f"denoise: got {denoise}; use a value above 0 and at most 1 (1.0 samples from pure noise)"
-        if seed is not None and num_candidates is not None:
-            try:
-                candidate_seeds(seed, num_candidates)
-            except ValueError as error:
-                return str(error)
-        return True
+        return _seed_range_message(seed, num_candidates)
 
     @classmethod
     def execute(cls, model, positive, negative, latent_image, seed, num_candidates, steps, cfg, sampler_name,
@@ -122,12 +128,7 @@ class SearchSamplerAdvanced(io.ComfyNode):
 
     @classmethod
     def validate_inputs(cls, seed=None, num_candidates=None):
-        if seed is not None and num_candidates is not None:
-            try:
-                candidate_seeds(seed, num_candidates)
-            except ValueError as error:
-                return str(error)
-        return True
+        return _seed_range_message(seed, num_candidates)
 
     @classmethod
     def execute(cls, guider, sampler, sigmas, latent_image, seed, num_candidates) -> io.NodeOutput:

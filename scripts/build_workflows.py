@@ -53,6 +53,24 @@ def _column_layout(columns: dict[str, int], heights: dict[str, int]) -> dict[str
     return layout
 
 
+def _verify_commit_save(decode: str, fps: float, prefix: str) -> dict:
+    """Decode drafts -> Verifier (ImageReward, K 8) -> Recommit -> decode -> CreateVideo -> SaveVideo."""
+    tiled = {"tile_size": 256, "overlap": 64, "temporal_size": 64, "temporal_overlap": 8} if decode == "VAEDecodeTiled" \
+        else {}
+    return {
+        "decode_drafts": (decode, {"samples": ["search", 0], "vae": ["vae", 0], **tiled}, 3),
+        "load_verifier": ("CachedSearchLoadImageReward", {"ckpt_name": "ImageReward.pt", "dtype": "fp32"}, 3),
+        "verify": ("CachedSearchVerifier", {"images": ["decode_drafts", 0], "candidates": ["search", 1],
+                                            "prompt": ["prompt", 0], "verifier": ["load_verifier", 0],
+                                            "frames_per_candidate": 8}, 3),
+        "recommit": ("CachedSearchRecommit", {"candidates": ["search", 1], "ranking": ["verify", 0],
+                                              "mode": "commit"}, 4),
+        "decode": (decode, {"samples": ["recommit", 0], "vae": ["vae", 0], **tiled}, 4),
+        "video": ("CreateVideo", {"images": ["decode", 0], "fps": fps}, 5),
+        "save": ("SaveVideo", {"video": ["video", 0], "filename_prefix": prefix, "format": "auto", "codec": "auto"}, 5),
+    }
+
+
 def wan21_t2v() -> dict:
     nodes = {
         "unet": ("UNETLoader", {"unet_name": "wan2.1_t2v_1.3B_fp16.safetensors", "weight_dtype": "default"}, 0),
@@ -70,17 +88,7 @@ def wan21_t2v() -> dict:
             "model": ["cache", 0], "positive": ["positive", 0], "negative": ["negative", 0],
             "latent_image": ["latent", 0], "seed": 42, "num_candidates": 8, "steps": 50, "cfg": 5.0,
             "sampler_name": "uni_pc", "scheduler": "simple", "denoise": 1.0}, 2),
-        "decode_drafts": ("VAEDecode", {"samples": ["search", 0], "vae": ["vae", 0]}, 3),
-        "load_verifier": ("CachedSearchLoadImageReward", {"ckpt_name": "ImageReward.pt", "dtype": "fp32"}, 3),
-        "verify": ("CachedSearchVerifier", {"images": ["decode_drafts", 0], "candidates": ["search", 1],
-                                            "prompt": ["prompt", 0], "verifier": ["load_verifier", 0],
-                                            "frames_per_candidate": 8}, 3),
-        "recommit": ("CachedSearchRecommit", {"candidates": ["search", 1], "ranking": ["verify", 0],
-                                              "mode": "commit"}, 4),
-        "decode": ("VAEDecode", {"samples": ["recommit", 0], "vae": ["vae", 0]}, 4),
-        "video": ("CreateVideo", {"images": ["decode", 0], "fps": 16.0}, 5),
-        "save": ("SaveVideo", {"video": ["video", 0], "filename_prefix": "cachedsearch/wan21_t2v", "format": "auto",
-                               "codec": "auto"}, 5),
+        **_verify_commit_save("VAEDecode", 16.0, "cachedsearch/wan21_t2v"),
     }
     models = ("- `models/diffusion_models/wan2.1_t2v_1.3B_fp16.safetensors`\n"
               "- `models/text_encoders/umt5_xxl_fp8_e4m3fn_scaled.safetensors`\n"
@@ -108,19 +116,7 @@ def hunyuan_t2v() -> dict:
         "search": ("CachedSearchSamplerAdvanced", {"guider": ["guider", 0], "sampler": ["sampler", 0],
                                                    "sigmas": ["sigmas", 0], "latent_image": ["latent", 0],
                                                    "seed": 42, "num_candidates": 8}, 2),
-        "decode_drafts": ("VAEDecodeTiled", {"samples": ["search", 0], "vae": ["vae", 0], "tile_size": 256,
-                                             "overlap": 64, "temporal_size": 64, "temporal_overlap": 8}, 3),
-        "load_verifier": ("CachedSearchLoadImageReward", {"ckpt_name": "ImageReward.pt", "dtype": "fp32"}, 3),
-        "verify": ("CachedSearchVerifier", {"images": ["decode_drafts", 0], "candidates": ["search", 1],
-                                            "prompt": ["prompt", 0], "verifier": ["load_verifier", 0],
-                                            "frames_per_candidate": 8}, 3),
-        "recommit": ("CachedSearchRecommit", {"candidates": ["search", 1], "ranking": ["verify", 0],
-                                              "mode": "commit"}, 4),
-        "decode": ("VAEDecodeTiled", {"samples": ["recommit", 0], "vae": ["vae", 0], "tile_size": 256,
-                                      "overlap": 64, "temporal_size": 64, "temporal_overlap": 8}, 4),
-        "video": ("CreateVideo", {"images": ["decode", 0], "fps": 24.0}, 5),
-        "save": ("SaveVideo", {"video": ["video", 0], "filename_prefix": "cachedsearch/hunyuan_t2v",
-                               "format": "auto", "codec": "auto"}, 5),
+        **_verify_commit_save("VAEDecodeTiled", 24.0, "cachedsearch/hunyuan_t2v"),
     }
     models = ("- `models/diffusion_models/hunyuan_video_t2v_720p_bf16.safetensors`\n"
               "- `models/text_encoders/clip_l.safetensors` and `models/text_encoders/llava_llama3_fp8_scaled.safetensors`\n"
@@ -147,17 +143,7 @@ def wan22_ti2v() -> dict:
             "model": ["cache", 0], "positive": ["positive", 0], "negative": ["negative", 0],
             "latent_image": ["latent", 0], "seed": 42, "num_candidates": 8, "steps": 50, "cfg": 5.0,
             "sampler_name": "uni_pc", "scheduler": "simple", "denoise": 1.0}, 2),
-        "decode_drafts": ("VAEDecode", {"samples": ["search", 0], "vae": ["vae", 0]}, 3),
-        "load_verifier": ("CachedSearchLoadImageReward", {"ckpt_name": "ImageReward.pt", "dtype": "fp32"}, 3),
-        "verify": ("CachedSearchVerifier", {"images": ["decode_drafts", 0], "candidates": ["search", 1],
-                                            "prompt": ["prompt", 0], "verifier": ["load_verifier", 0],
-                                            "frames_per_candidate": 8}, 3),
-        "recommit": ("CachedSearchRecommit", {"candidates": ["search", 1], "ranking": ["verify", 0],
-                                              "mode": "commit"}, 4),
-        "decode": ("VAEDecode", {"samples": ["recommit", 0], "vae": ["vae", 0]}, 4),
-        "video": ("CreateVideo", {"images": ["decode", 0], "fps": 24.0}, 5),
-        "save": ("SaveVideo", {"video": ["video", 0], "filename_prefix": "cachedsearch/wan22_ti2v", "format": "auto",
-                               "codec": "auto"}, 5),
+        **_verify_commit_save("VAEDecode", 24.0, "cachedsearch/wan22_ti2v"),
     }
     models = ("- `models/diffusion_models/wan2.2_ti2v_5B_fp16.safetensors`\n"
               "- `models/text_encoders/umt5_xxl_fp8_e4m3fn_scaled.safetensors`\n"
