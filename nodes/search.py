@@ -17,7 +17,7 @@ import comfy.utils
 import latent_preview
 import torch
 
-from ..cachedsearch_core import Draft, Ranking, search_report
+from ..cachedsearch_core import Draft, Ranking, SearchCost, search_report
 from .cache_patch import STATISTICS_CALLBACK_OPTION, detach_step_cache, step_cache_config
 
 
@@ -143,9 +143,44 @@ class SearchCandidates:
     def report(self, ranking: Ranking | None = None, mode: str | None = None, commit_seconds=None) -> str:
         return search_report(self.drafts, self.cache_description, ranking, mode, commit_seconds)
 
+    def relative_cost(self, commit_seconds: float | None) -> float | None:
+        """This search's cost relative to full best-of-N, when a commit measured C_f."""
+        if not commit_seconds:
+            return None
+        mean_draft = sum(draft.seconds for draft in self.drafts) / len(self.drafts)
+        return SearchCost(len(self.drafts), mean_draft, commit_seconds).relative_cost
 
-def run_search(recipe: Recipe, seeds: list[int]) -> SearchCandidates:
-    """Generate one draft per seed, one at a time, each with fresh cache state."""
+
+def draft_rows(candidates: SearchCandidates, ranking: Ranking | None = None) -> list[dict]:
+    """Per-candidate data for the frontend panels (JSON-ready)."""
+    rows = []
+    for index, draft in enumerate(candidates.drafts):
+        calls = draft.calls_computed + draft.calls_skipped
+        row = {"candidate": index + 1, "seed": draft.seed, "seconds": round(draft.seconds, 3),
+               "skipped": draft.calls_skipped, "calls": calls}
+        if ranking is not None:
+            row.update(score=ranking.scores[index], winner=index == ranking.winner)
+        rows.append(row)
+    return rows
+
+
+def progress_text_sender(node_id):
+    """A function that shows a line of text on the node in the GUI, or None outside a server run."""
+    try:
+        from server import PromptServer
+    except ImportError:
+        return None
+    server = getattr(PromptServer, "instance", None)
+    if server is None or node_id is None:
+        return None
+    return lambda text: server.send_progress_text(text, node_id)
+
+
+def run_search(recipe: Recipe, seeds: list[int], announce=None) -> SearchCandidates:
+    """Generate one draft per seed, one at a time, each with fresh cache state.
+
+    ``announce(text)``, if given, receives "draft i / N" as each draft starts.
+    """
     run_statistics = []
     observed_model = recipe.patcher.clone()
     observed_model.model_options["transformer_options"][STATISTICS_CALLBACK_OPTION] = run_statistics.append
@@ -153,6 +188,8 @@ def run_search(recipe: Recipe, seeds: list[int]) -> SearchCandidates:
     progress = SearchProgress(recipe.patcher, len(seeds), recipe.steps)
     drafts, latents = [], []
     for index, seed in enumerate(seeds):
+        if announce is not None:
+            announce(f"draft {index + 1} / {len(seeds)} (seed {seed})")
         run_statistics.clear()
         start = time.perf_counter()
         latents.append(observed.sample(seed, progress.callback_for(index)))

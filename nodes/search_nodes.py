@@ -1,10 +1,18 @@
 from __future__ import annotations
 
 import comfy.samplers
-from comfy_api.latest import io, ui
+from comfy_api.latest import io
 
 from ..cachedsearch_core import MAX_CANDIDATES, Ranking, candidate_seeds, parse_scores
-from .search import CustomSamplerRecipe, KSamplerRecipe, SearchCandidates, commit, run_search
+from .search import (
+    CustomSamplerRecipe,
+    KSamplerRecipe,
+    SearchCandidates,
+    commit,
+    draft_rows,
+    progress_text_sender,
+    run_search,
+)
 
 Candidates = io.Custom("CACHEDSEARCH_CANDIDATES")
 RankingType = io.Custom("CACHEDSEARCH_RANKING")
@@ -57,7 +65,8 @@ def _search_output(candidates: SearchCandidates, latent: dict) -> io.NodeOutput:
     drafts = {key: value for key, value in latent.items() if key != "batch_index"}
     drafts["samples"] = candidates.draft_latents
     report = candidates.report()
-    return io.NodeOutput(drafts, candidates, report, ui=ui.PreviewText(report))
+    return io.NodeOutput(drafts, candidates, report,
+                         ui={"text": (report,), "cachedsearch_drafts": draft_rows(candidates)})
 
 
 class SearchSampler(io.ComfyNode):
@@ -88,6 +97,7 @@ class SearchSampler(io.ComfyNode):
                                tooltip="1.0 samples from pure noise; lower keeps part of the input latent."),
             ],
             outputs=_search_outputs(),
+            hidden=[io.Hidden.unique_id],
         )
 
     @classmethod
@@ -104,7 +114,8 @@ class SearchSampler(io.ComfyNode):
             raise ValueError(message)
         _check_latent(latent_image)
         recipe = KSamplerRecipe(model, positive, negative, latent_image, steps, cfg, sampler_name, scheduler, denoise)
-        return _search_output(run_search(recipe, candidate_seeds(seed, num_candidates)), latent_image)
+        announce = progress_text_sender(cls.hidden.unique_id)
+        return _search_output(run_search(recipe, candidate_seeds(seed, num_candidates), announce), latent_image)
 
 
 class SearchSamplerAdvanced(io.ComfyNode):
@@ -124,6 +135,7 @@ class SearchSamplerAdvanced(io.ComfyNode):
                 *_search_inputs(),
             ],
             outputs=_search_outputs(),
+            hidden=[io.Hidden.unique_id],
         )
 
     @classmethod
@@ -137,7 +149,7 @@ class SearchSamplerAdvanced(io.ComfyNode):
         if sigmas.shape[-1] < 2:
             raise ValueError("sigmas: needs at least two values (one step); check the scheduler node's steps")
         recipe = CustomSamplerRecipe(guider, sampler, sigmas, latent_image)
-        return _search_output(run_search(recipe, seeds), latent_image)
+        return _search_output(run_search(recipe, seeds, progress_text_sender(cls.hidden.unique_id)), latent_image)
 
 
 class RankingFromScores(io.ComfyNode):
@@ -203,4 +215,8 @@ class Recommit(io.ComfyNode):
         delivered = candidates.recipe.latent.copy()
         delivered["samples"] = samples
         report = candidates.report(ranking, mode, commit_seconds)
-        return io.NodeOutput(delivered, candidates.drafts[winner].seed, report, ui=ui.PreviewText(report))
+        delivery = {"seed": candidates.drafts[winner].seed, "candidate": winner + 1, "mode": mode,
+                    "num_candidates": len(candidates), "commit_seconds": commit_seconds,
+                    "relative_cost": candidates.relative_cost(commit_seconds)}
+        return io.NodeOutput(delivered, candidates.drafts[winner].seed, report,
+                             ui={"text": (report,), "cachedsearch_delivery": [delivery]})

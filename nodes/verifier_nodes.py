@@ -11,6 +11,7 @@ from comfy_api.latest import io, ui
 from ..cachedsearch_core import Ranking
 from ..cachedsearch_core.clip_score import ClipScore
 from ..cachedsearch_core.image_reward import TOKENIZER_FOLDER, ImageReward, frame_indices
+from .search import draft_rows
 from .search_nodes import Candidates, RankingType
 
 VERIFIER_FOLDER = "image_reward"
@@ -169,4 +170,5 @@ class ScoreCandidates(io.ComfyNode):
         )
         middle_frames = images[[index * per_candidate + per_candidate // 2 for index in range(count)]]
         preview = ui.PreviewImage(middle_frames, cls=cls).as_dict()
-        return io.NodeOutput(ranking, text, ui={**preview, "text": (text,)})
+        return io.NodeOutput(ranking, text, ui={**preview, "text": (text,),
+                                                "cachedsearch_ranking": draft_rows(candidates, ranking)})

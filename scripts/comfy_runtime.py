@@ -93,7 +93,8 @@ def run_node(node_class, **inputs):
     with torch.inference_mode():
         if hasattr(node_class, "FUNCTION") and not hasattr(node_class, "define_schema"):
             return getattr(node_class(), node_class.FUNCTION)(**inputs)
-        return node_class.execute(**inputs).result
+        # V3: the executor runs a clone of the class carrying the hidden inputs (none outside a server)
+        return node_class.PREPARE_CLASS_CLONE({}).execute(**inputs).result
 
 
 def _free_port() -> int:
