@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 from scripts.tiny_models import WAN21_T2V_FILE, WAN21_VAE_FILE
 
 
@@ -83,4 +85,30 @@ def stock_wan_ksampler(*, seed: int, steps: int = 12, filename_prefix: str = "st
     graph = cached_wan_sampling(seed=seed, steps=steps, filename_prefix=filename_prefix)
     del graph["cache"]
     graph["sampler"]["inputs"]["model"] = ["shift", 0]
+    return graph
+
+
+def tiny_workflow_variant(api: dict, pooled: bool) -> dict:
+    """The workflow on tiny weights: synthetic conditioning instead of text encoders, small sizes, N = 3."""
+    graph = copy.deepcopy(api)
+    for key in [k for k, node in graph.items() if node["class_type"] in ("CLIPLoader", "DualCLIPLoader")]:
+        del graph[key]
+    for index, (key, node) in enumerate([(k, n) for k, n in graph.items() if n["class_type"] == "CLIPTextEncode"]):
+        graph[key] = {"class_type": "CachedSearchTestConditioning",
+                      "inputs": {"text_seed": index + 1, "tokens": 8, "pooled": pooled}}
+    for node in graph.values():
+        inputs = node["inputs"]
+        if node["class_type"] in ("EmptyHunyuanLatentVideo", "Wan22ImageToVideoLatent"):
+            inputs.update(width=64, height=64, length=9)
+        if node["class_type"] in ("CachedSearchSampler", "CachedSearchSamplerAdvanced"):
+            inputs["num_candidates"] = 3
+            if "steps" in inputs:
+                inputs["steps"] = 8
+        if node["class_type"] == "BasicScheduler":
+            inputs["steps"] = 8
+        if node["class_type"] == "VAEDecodeTiled":
+            inputs.update(tile_size=64, overlap=0, temporal_size=8, temporal_overlap=4)
+    final_decode = next(key for key, node in graph.items() if node["class_type"] == "CreateVideo")
+    graph["frames"] = {"class_type": "SaveImage", "inputs": {"images": graph[final_decode]["inputs"]["images"],
+                                                            "filename_prefix": "workflow_frames"}}
     return graph

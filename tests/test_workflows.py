@@ -8,6 +8,7 @@ import numpy
 import pytest
 from PIL import Image
 
+from scripts.graphs import tiny_workflow_variant
 from scripts.workflow_format import FRONTEND_ONLY_NODES, gui_to_api, is_widget
 
 WORKFLOWS = pathlib.Path(__file__).resolve().parents[1] / "workflows"
@@ -78,32 +79,6 @@ def test_the_prompt_is_typed_once_and_shared_with_the_verifier(name):
     assert any(node["inputs"]["text"] == [prompt_id, 0] for node in encoders)
 
 
-def tiny_variant(api, pooled):
-    """The workflow on tiny weights: synthetic conditioning instead of text encoders, small sizes, N = 3."""
-    graph = copy.deepcopy(api)
-    for key in [k for k, node in graph.items() if node["class_type"] in ("CLIPLoader", "DualCLIPLoader")]:
-        del graph[key]
-    for index, (key, node) in enumerate([(k, n) for k, n in graph.items() if n["class_type"] == "CLIPTextEncode"]):
-        graph[key] = {"class_type": "CachedSearchTestConditioning",
-                      "inputs": {"text_seed": index + 1, "tokens": 8, "pooled": pooled}}
-    for node in graph.values():
-        inputs = node["inputs"]
-        if node["class_type"] in ("EmptyHunyuanLatentVideo", "Wan22ImageToVideoLatent"):
-            inputs.update(width=64, height=64, length=9)
-        if node["class_type"] in ("CachedSearchSampler", "CachedSearchSamplerAdvanced"):
-            inputs["num_candidates"] = 3
-            if "steps" in inputs:
-                inputs["steps"] = 8
-        if node["class_type"] == "BasicScheduler":
-            inputs["steps"] = 8
-        if node["class_type"] == "VAEDecodeTiled":
-            inputs.update(tile_size=64, overlap=0, temporal_size=8, temporal_overlap=4)
-    final_decode = next(key for key, node in graph.items() if node["class_type"] == "CreateVideo")
-    graph["frames"] = {"class_type": "SaveImage", "inputs": {"images": graph[final_decode]["inputs"]["images"],
-                                                            "filename_prefix": "workflow_frames"}}
-    return graph
-
-
 def stock_variant(graph, seed):
     """The same graph delivering ``seed`` with a stock KSampler / SamplerCustomAdvanced on the uncached model."""
     stock = copy.deepcopy(graph)
@@ -140,7 +115,7 @@ def frames(server, entry):
                                           ("cachedsearch_wan22_ti2v", False)])
 def test_workflow_runs_end_to_end_and_delivers_the_stock_result_for_the_winner(comfy_server, name, pooled):
     _, api = load(name)
-    graph = tiny_variant(api, pooled)
+    graph = tiny_workflow_variant(api, pooled)
     entry = comfy_server.run_prompt(graph)
     (recommit_key,) = [k for k, n in graph.items() if n["class_type"] == "CachedSearchRecommit"]
     (save_key,) = [k for k, n in graph.items() if n["class_type"] == "SaveVideo"]
