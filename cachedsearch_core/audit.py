@@ -1,0 +1,139 @@
+"""The ranking-fidelity audit's bookkeeping: a resumable score store, per-arm reports, the tau recommendation,
+and the markdown table and SVG plot it writes (report Sec. 4 protocol, SPEC section 5).
+
+An *arm* is one way of drafting (a cache setting or a cheap-exploration baseline); every arm is compared with the
+shared full-compute references of the same prompts and seeds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import pathlib
+from collections.abc import Iterable
+
+import numpy as np
+
+from .fidelity import FidelityReport, ranking_fidelity
+
+FULL_ARM = "full"
+DEFAULT_CAPTURE_TARGET = 0.85
+
+
+class ScoreStore:
+    """Append-only JSON-lines store of scored rollouts, so a stopped audit resumes where it was."""
+
+    def __init__(self, path: pathlib.Path):
+        self.path = pathlib.Path(path)
+        self.records: dict[tuple[str, int, int], dict] = {}
+        if self.path.exists():
+            for line in self.path.read_text().splitlines():
+                if line.strip():
+                    record = json.loads(line)
+                    self.records[(record["arm"], record["prompt"], record["seed"])] = record
+
+    def has(self, arm: str, prompt: int, seed: int) -> bool:
+        return (arm, prompt, seed) in self.records
+
+    def add(self, arm: str, prompt: int, seed: int, score: float, seconds: float, calls: int = 0,
+            skipped: int = 0) -> None:
+        record = {"arm": arm, "prompt": prompt, "seed": seed, "score": float(score), "seconds": float(seconds),
+                  "calls": calls, "skipped": skipped}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a") as file:
+            file.write(json.dumps(record) + "\n")
+        self.records[(arm, prompt, seed)] = record
+
+    def table(self, arm: str, prompts: Iterable[int], seeds: Iterable[int], field: str = "score") -> np.ndarray:
+        prompts, seeds = list(prompts), list(seeds)
+        missing = [(p, s) for p in prompts for s in seeds if not self.has(arm, p, s)]
+        if missing:
+            raise KeyError(f"arm {arm!r} lacks {len(missing)} rollouts, e.g. prompt {missing[0][0]} seed "
+                           f"{missing[0][1]}; run the audit again to complete it")
+        return np.array([[self.records[(arm, p, s)][field] for s in seeds] for p in prompts], dtype=float)
+
+
+@dataclasses.dataclass(frozen=True)
+class ArmResult:
+    arm: str
+    tau: float | None  # the cache threshold for adaptive arms, None for baselines
+    speedup: float  # mean full rollout seconds / mean draft seconds
+    skipped_share: float
+    fidelity: FidelityReport
+
+
+def evaluate_arms(store: ScoreStore, arms: dict[str, float | None], prompts, seeds, bootstrap: int = 2000,
+                  seed: int = 0) -> list[ArmResult]:
+    """``arms`` maps each drafting arm to its tau (None for a baseline); all share the full references."""
+    full = store.table(FULL_ARM, prompts, seeds)
+    full_seconds = store.table(FULL_ARM, prompts, seeds, "seconds").mean()
+    results = []
+    for arm, tau in arms.items():
+        calls = store.table(arm, prompts, seeds, "calls").sum()
+        results.append(ArmResult(
+            arm=arm, tau=tau,
+            speedup=full_seconds / store.table(arm, prompts, seeds, "seconds").mean(),
+            skipped_share=store.table(arm, prompts, seeds, "skipped").sum() / calls if calls else 0.0,
+            fidelity=ranking_fidelity(full, store.table(arm, prompts, seeds), bootstrap=bootstrap, seed=seed),
+        ))
+    return results
+
+
+def recommend_tau(results: list[ArmResult], target: float = DEFAULT_CAPTURE_TARGET) -> float | None:
+    """The most aggressive measured tau whose capture (ratio of means) stays at or above ``target``."""
+    passing = [r.tau for r in results if r.tau is not None and r.fidelity.capture_of_means.value >= target]
+    return max(passing) if passing else None
+
+
+def markdown_report(results: list[ArmResult], target: float = DEFAULT_CAPTURE_TARGET) -> str:
+    lines = [
+        "| arm | speed-up | skipped calls | median rho | p10 rho | top-1 | regret | capture (ratio of means) "
+        "| capture (mean of ratios) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        f = r.fidelity
+        lines.append(
+            f"| {r.arm} | {r.speedup:.2f}x | {100 * r.skipped_share:.0f} % | {f.rho_median:.3f} | {f.rho_p10:.3f} "
+            f"| {f.top1} | {f.regret} | {f.capture_of_means} | {f.capture_mean_of_ratios} |"
+        )
+    tau = recommend_tau(results, target)
+    lines.append("")
+    lines.append(f"Recommended tau* (most aggressive tau with capture >= {100 * target:.0f} %): "
+                 + (f"{tau:g}" if tau is not None else "none of the measured values"))
+    lines.append("Intervals: 95 % prompt bootstrap.")
+    return "\n".join(lines)
+
+
+def svg_plot(results: list[ArmResult], width: int = 560, height: int = 360) -> str:
+    """Capture (ratio of means) against speed-up, one labelled point per arm, as a standalone SVG."""
+    margin = 50
+    speedups = [r.speedup for r in results] or [1.0]
+    x_max = max(2.0, math.ceil(max(speedups) * 2) / 2)
+
+    def x(value):
+        return margin + (value - 1.0) / (x_max - 1.0) * (width - 2 * margin)
+
+    def y(value):
+        return height - margin - max(0.0, min(value, 1.1)) / 1.1 * (height - 2 * margin)
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+             'font-size="11">', '<rect width="100%" height="100%" fill="white"/>',
+             f'<line x1="{margin}" y1="{height - margin}" x2="{width - margin}" y2="{height - margin}" stroke="black"/>',
+             f'<line x1="{margin}" y1="{margin}" x2="{margin}" y2="{height - margin}" stroke="black"/>',
+             f'<text x="{width / 2}" y="{height - 12}" text-anchor="middle">speed-up per draft</text>',
+             f'<text x="14" y="{height / 2}" transform="rotate(-90 14 {height / 2})" text-anchor="middle">'
+             'capture of best-of-N gain</text>']
+    for tick in np.arange(1.0, x_max + 1e-9, 0.5):
+        parts.append(f'<text x="{x(tick):.1f}" y="{height - margin + 14}" text-anchor="middle">{tick:.1f}x</text>')
+    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
+        parts.append(f'<text x="{margin - 6}" y="{y(tick) + 4:.1f}" text-anchor="end">{tick:.0%}</text>')
+    for r in results:
+        capture = r.fidelity.capture_of_means.value
+        if math.isfinite(capture):
+            colour = "#2a7" if r.tau is not None else "#c52"
+            parts.append(f'<circle cx="{x(r.speedup):.1f}" cy="{y(capture):.1f}" r="4" fill="{colour}"/>')
+            parts.append(f'<text x="{x(r.speedup) + 6:.1f}" y="{y(capture) - 6:.1f}">{r.arm}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)
