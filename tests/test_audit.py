@@ -52,7 +52,32 @@ def test_report_and_plot_name_every_arm(store):
     store, _ = store
     results = evaluate_arms(store, {"tau 0.05": 0.05, "tau 0.20": 0.20}, PROMPTS, SEEDS, bootstrap=50)
     text = markdown_report(results)
-    assert "| tau 0.05 | 1.60x | 40 % |" in text and "| tau 0.20 | 2.50x | 60 % |" in text
+    assert "| tau 0.05 | 1.60x | 40 % (1.67x) |" in text and "| tau 0.20 | 2.50x | 60 % (2.50x) |" in text
     assert "Recommended tau* (most aggressive tau with capture >= 85 %): 0.05" in text
     svg = svg_plot(results)
     assert svg.startswith("<svg") and svg.count("<circle") == 2 and ">tau 0.20</text>" in svg
+
+
+def test_audit_rollouts_of_an_example_workflow_run_on_the_real_server(comfy_server):
+    """The real-weights audit path, on tiny weights with the text encoders swapped for synthetic conditioning."""
+    import json
+    import pathlib
+
+    from bench.audit import arm_specs, audit_graph, run_audit_graph
+    from scripts.graphs import tiny_workflow_variant
+
+    api = json.loads((pathlib.Path(__file__).resolve().parents[1] / "workflows" / "api"
+                      / "cachedsearch_wan21_t2v.json").read_text())
+    workflow = tiny_workflow_variant(api, pooled=False)
+    arms = arm_specs([0.5], steps=12)
+    graph = audit_graph(workflow, arms["tau 0.5"], "a red ball", seed=7)
+    kinds = {node["class_type"] for node in graph.values()}
+    assert "CachedSearchRecommit" not in kinds and "SaveVideo" not in kinds and "PreviewAny" in kinds
+    full = run_audit_graph(comfy_server, workflow, arms[FULL_ARM], "a red ball", seed=7)
+    cached = run_audit_graph(comfy_server, workflow, arms["tau 0.5"], "a red ball", seed=7)
+    half = run_audit_graph(comfy_server, workflow, arms["T/2 steps"], "a red ball", seed=7)
+    easy = run_audit_graph(comfy_server, workflow, {"easycache": 1.0, "steps": 12}, "a red ball", seed=7)
+    assert full[2:] == (12, 0) and half[2:] == (6, 0)
+    assert cached[3] > 0 and cached[2] == 12
+    assert len({full[0], cached[0], half[0]}) == 3  # the drafts differ from the full rollout
+    assert easy[2] == 12

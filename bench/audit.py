@@ -1,0 +1,268 @@
+"""Ranking-fidelity audit (report Sec. 4 protocol): full rollouts against seed-matched cheap drafts.
+
+On the small Wan model trained here on the moving-shapes world (CPU, about 5 minutes):
+
+    .venv/bin/python -m bench.audit [--prompts 12] [--seeds 8] [--steps 30] [--taus 0.05 0.1 0.2] [--out DIR]
+
+On real weights through a real ComfyUI server (GPU), with one of the example workflows and a prompt file:
+
+    .venv/bin/python -m bench.audit --workflow workflows/api/cachedsearch_wan21_t2v.json \\
+        --models /path/to/ComfyUI/models --prompt-file prompts.txt --seeds 8 --steps 50 --out audit_wan21
+
+For P prompts x S seeds it scores the full-compute rollout and the drafts of every arm: CachedSearch at each
+tau, the static every-2nd-step cache, half the steps (T/2), and ComfyUI's EasyCache at the threshold that
+skips as many calls as tau 0.10. Rollouts are kept in DIR/scores.jsonl, so a stopped audit resumes without
+recomputing. Writes DIR/report.md (SPEC section 5 metrics, bootstrap intervals, tau*) and
+DIR/capture_vs_speedup.svg.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import logging
+import pathlib
+import sys
+import tempfile
+import time
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+from bench import shapes  # noqa: E402
+from bench.train_tiny_wan import DEFAULT_OUT as TRAINED_MODEL, TRAINING_SHIFT  # noqa: E402
+from cachedsearch_core.audit import FULL_ARM, ScoreStore, evaluate_arms, markdown_report, svg_plot  # noqa: E402
+from scripts import comfy_runtime  # noqa: E402
+
+
+def arm_specs(taus: list[float], steps: int) -> dict[str, dict]:
+    """Drafting arms: the cache settings (None = no cache) and steps of each."""
+    arms = {FULL_ARM: {"cache": None, "steps": steps}}
+    for tau in taus:
+        arms[f"tau {tau:g}"] = {"cache": {"mode": "adaptive", "tau": tau}, "steps": steps, "tau": tau}
+    arms["static every 2"] = {"cache": {"mode": "static", "static_interval": 2}, "steps": steps}
+    arms["T/2 steps"] = {"cache": None, "steps": steps // 2}
+    return arms
+
+
+def cache_window(steps: int) -> int:
+    return max(1, round(steps / 10))  # K_w = K_c = 5 at 50 steps, scaled to shorter schedules
+
+
+class ShapesBackend:
+    """KSampler rollouts of the trained shapes model in an in-process ComfyUI, scored analytically."""
+
+    def __init__(self, model_path: pathlib.Path, cfg: float, prompt_count: int):
+        base = pathlib.Path(tempfile.mkdtemp(prefix="cachedsearch_audit_"))
+        comfy_runtime.prepare_base_directory(base)
+        (base / "models" / "diffusion_models" / model_path.name).symlink_to(model_path.resolve())
+        nodes = comfy_runtime.load_in_process(base)
+        self.extension = comfy_runtime.loaded_extension(base)
+        self.mapping = nodes.NODE_CLASS_MAPPINGS
+        model = self.one("UNETLoader", unet_name=model_path.name, weight_dtype="default")
+        self.model = self.one("ModelSamplingSD3", model=model, shift=TRAINING_SHIFT)
+        self.cfg = cfg
+        self.latent = self.one("EmptyHunyuanLatentVideo", width=8 * shapes.SIZE, height=8 * shapes.SIZE,
+                               length=4 * shapes.FRAMES - 3, batch_size=1)
+        self.negative = [[shapes.conditioning(None), {}]]
+        self.prompts = [shapes.PROMPTS[(7 * index) % len(shapes.PROMPTS)] for index in range(prompt_count)]
+        self.models: dict[str, object] = {}
+
+    def one(self, node_id, **inputs):
+        (result,) = comfy_runtime.run_node(self.mapping[node_id], **inputs)
+        return result
+
+    def _model_for(self, arm: str, spec: dict):
+        if arm not in self.models:
+            model = self.model
+            if spec.get("cache"):
+                window = cache_window(spec["steps"])
+                settings = {"mode": "adaptive", "tau": 0.1, "warmup_steps": window, "cooldown_steps": window,
+                            "static_interval": 2, **spec["cache"]}
+                model = self.one("CachedSearchApplyCache", model=model, **settings)
+            elif "easycache" in spec:
+                model = self.one("EasyCache", model=model, reuse_threshold=spec["easycache"], start_percent=0.1,
+                                 end_percent=0.9, verbose=False)
+            self.models[arm] = model
+        return self.models[arm]
+
+    def run(self, arm: str, spec: dict, prompt_index: int, seed: int) -> tuple[float, float, int, int]:
+        """(score, seconds, transformer calls, calls skipped) of one rollout."""
+        observed, runs = self._model_for(arm, spec).clone(), []
+        observed.model_options["transformer_options"][
+            self.extension.nodes.cache_patch.STATISTICS_CALLBACK_OPTION] = runs.append
+        prompt = self.prompts[prompt_index]
+        easycache_log = _EasyCacheLog()
+        start = time.perf_counter()
+        with easycache_log:
+            out = self.one("KSampler", model=observed, seed=seed, steps=spec["steps"], cfg=self.cfg,
+                           sampler_name="euler", scheduler="simple", positive=[[shapes.conditioning(prompt), {}]],
+                           negative=self.negative, latent_image=self.latent, denoise=1.0)
+        seconds = time.perf_counter() - start
+        calls = sum(r.calls for r in runs) or spec["steps"]
+        skipped = sum(r.calls_skipped for r in runs) + easycache_log.skipped
+        return shapes.adherence(out["samples"][0], prompt), seconds, calls, skipped
+
+    def describe(self) -> str:
+        return (f"small Wan model trained on moving shapes, euler/simple, cfg {self.cfg}, shift {TRAINING_SHIFT}, "
+                "analytic prompt-adherence verifier")
+
+
+class WorkflowBackend:
+    """One-candidate runs of an example workflow (API format) on a real server, scored by its Verifier node."""
+
+    def __init__(self, workflow_path: pathlib.Path, models: pathlib.Path, prompts: list[str]):
+        self.workflow = json.loads(workflow_path.read_text())
+        self.prompts = prompts
+        kinds = {node["class_type"] for node in self.workflow.values()}
+        for required in ("CachedSearchApplyCache", "CachedSearchVerifier", "PrimitiveStringMultiline"):
+            if required not in kinds:
+                sys.exit(f"--workflow: {workflow_path} has no {required} node; use one of workflows/api/")
+        base = pathlib.Path(tempfile.mkdtemp(prefix="cachedsearch_audit_"))
+        comfy_runtime.prepare_base_directory(base)
+        paths = base / "extra_model_paths.yaml"
+        paths.write_text(f"audit:\n    base_path: {models}\n    diffusion_models: diffusion_models\n"
+                         "    text_encoders: text_encoders\n    vae: vae\n    image_reward: image_reward\n")
+        self.server = comfy_runtime.ComfyServer(base, cpu=False, extra_args=["--extra-model-paths-config", str(paths)])
+        self.server.start()
+
+    def run(self, arm: str, spec: dict, prompt_index: int, seed: int) -> tuple[float, float, int, int]:
+        return run_audit_graph(self.server, self.workflow, spec, self.prompts[prompt_index], seed)
+
+    def describe(self) -> str:
+        return f"workflow on real weights, {len(self.prompts)} prompts"
+
+
+def audit_graph(workflow: dict, spec: dict, prompt: str, seed: int) -> dict:
+    """One example workflow (API format) turned into one scored rollout of ``spec``: one candidate with
+    ``seed``, the arm's cache and steps, no recommit or saving; the Verifier's scores feed a PreviewAny."""
+    graph = copy.deepcopy(workflow)
+    key = {node["class_type"]: key for key, node in graph.items()}
+    search_key = key.get("CachedSearchSampler") or key["CachedSearchSamplerAdvanced"]
+    graph[key["PrimitiveStringMultiline"]]["inputs"]["value"] = prompt
+    search = graph[search_key]["inputs"]
+    search.update(seed=seed, num_candidates=1)
+    (graph[key["BasicScheduler"]]["inputs"] if "BasicScheduler" in key else search)["steps"] = spec["steps"]
+    cache = graph[key["CachedSearchApplyCache"]]
+    if "easycache" in spec:
+        cache.update(class_type="EasyCache", inputs={"model": cache["inputs"]["model"],
+                                                     "reuse_threshold": spec["easycache"], "start_percent": 0.1,
+                                                     "end_percent": 0.9, "verbose": False})
+    else:
+        window = cache_window(spec["steps"])
+        cache["inputs"].update({"mode": "off", "warmup_steps": window, "cooldown_steps": window,
+                                **(spec.get("cache") or {})})
+    for unused in [k for k, n in graph.items() if n["class_type"] in ("CachedSearchRecommit", "CreateVideo", "SaveVideo")
+                   or (n["class_type"].startswith("VAEDecode") and n["inputs"]["samples"][0] != search_key)]:
+        del graph[unused]
+    graph["audit_output"] = {"class_type": "PreviewAny", "inputs": {"source": [key["CachedSearchVerifier"], 1]}}
+    return graph
+
+
+def run_audit_graph(server, workflow: dict, spec: dict, prompt: str, seed: int) -> tuple[float, float, int, int]:
+    """(score, seconds, transformer calls, calls skipped) of one rollout through ``server``."""
+    graph = audit_graph(workflow, spec, prompt, seed)
+    entry = server.run_prompt(graph, timeout=6 * 3600)
+    verifier_key = next(k for k, n in graph.items() if n["class_type"] == "CachedSearchVerifier")
+    (row,) = entry["outputs"][verifier_key]["cachedsearch_ranking"]
+    return row["score"], row["seconds"], row["calls"] or spec["steps"], row["skipped"]
+
+
+class _EasyCacheLog(logging.Handler):
+    """Reads EasyCache's one summary line ("skipped K/N steps") while a rollout runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.skipped = 0
+
+    def emit(self, record):
+        message = record.getMessage()
+        if message.startswith("EasyCache - skipped "):
+            self.skipped += int(message.split("skipped ")[1].split("/")[0])
+
+    def __enter__(self):
+        root = logging.getLogger()
+        self.previous_level = root.level
+        root.setLevel(logging.INFO)
+        root.addHandler(self)
+        return self
+
+    def __exit__(self, *exc_info):
+        root = logging.getLogger()
+        root.removeHandler(self)
+        root.setLevel(self.previous_level)
+
+
+def match_easycache(backend, steps: int, target_skips: float) -> float:
+    """EasyCache's reuse_threshold whose skips on one rollout come closest to ``target_skips`` (bisection)."""
+    low, high, best = 0.0, 3.0, (0.0, float("inf"))
+    for _ in range(8):
+        threshold = (low + high) / 2
+        _, _, _, skipped = backend.run(f"easycache {threshold}", {"easycache": threshold, "steps": steps}, 0, 0)
+        if abs(skipped - target_skips) < best[1]:
+            best = (threshold, abs(skipped - target_skips))
+        low, high = (threshold, high) if skipped < target_skips else (low, threshold)
+    return best[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", type=pathlib.Path, default=TRAINED_MODEL, help="shapes mode: the trained model")
+    parser.add_argument("--workflow", type=pathlib.Path, help="real mode: an API workflow from workflows/api/")
+    parser.add_argument("--models", type=pathlib.Path, help="real mode: the ComfyUI models folder")
+    parser.add_argument("--prompt-file", type=pathlib.Path, help="real mode: one prompt per line")
+    parser.add_argument("--prompts", type=int, default=12, help="shapes mode: how many prompts")
+    parser.add_argument("--seeds", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--cfg", type=float, default=4.0, help="shapes mode: guidance scale")
+    parser.add_argument("--taus", type=float, nargs="+", default=[0.05, 0.10, 0.20])
+    parser.add_argument("--target", type=float, default=0.85, help="capture target for tau*")
+    parser.add_argument("--out", type=pathlib.Path, default=REPO_ROOT / "bench" / "results" / "audit")
+    args = parser.parse_args()
+
+    if args.workflow:
+        if not (args.models and args.prompt_file):
+            sys.exit("--workflow needs --models (ComfyUI models folder) and --prompt-file (one prompt per line)")
+        prompts = [line.strip() for line in args.prompt_file.read_text().splitlines() if line.strip()]
+        backend = WorkflowBackend(args.workflow, args.models, prompts)
+        prompt_count = len(prompts)
+    else:
+        if not args.model.exists():
+            sys.exit(f"--model: {args.model} does not exist; train it with `python -m bench.train_tiny_wan`")
+        backend = ShapesBackend(args.model, args.cfg, args.prompts)
+        prompt_count = args.prompts
+
+    store = ScoreStore(args.out / "scores.jsonl")
+    prompt_ids, seeds = list(range(prompt_count)), list(range(args.seeds))
+    arms = arm_specs(args.taus, args.steps)
+
+    def collect(arm, spec):
+        missing = [(p, s) for p in prompt_ids for s in seeds if not store.has(arm, p, s)]
+        if missing:
+            backend.run(arm, spec, 0, 10**6)  # untimed warm-up: model load and allocator
+        for prompt_id, seed in missing:
+            store.add(arm, prompt_id, seed, *backend.run(arm, spec, prompt_id, seed))
+        print(f"[audit] {arm}: {len(prompt_ids) * len(seeds)} rollouts scored", flush=True)
+
+    for arm, spec in arms.items():
+        collect(arm, spec)
+    reference_tau = min(args.taus, key=lambda tau: abs(tau - 0.10))
+    target_skips = store.table(f"tau {reference_tau:g}", prompt_ids, seeds, "skipped").mean()
+    threshold = match_easycache(backend, args.steps, target_skips)
+    arms["easycache"] = {"easycache": threshold, "steps": args.steps}
+    collect("easycache", arms["easycache"])
+
+    drafting = {arm: spec.get("tau") for arm, spec in arms.items() if arm != FULL_ARM}
+    results = evaluate_arms(store, drafting, prompt_ids, seeds)
+    header = (f"# Ranking-fidelity audit\n\n{backend.describe()}; {prompt_count} prompts x {len(seeds)} seeds, "
+              f"{args.steps} steps; EasyCache reuse_threshold {threshold:.3f}, matched to tau {reference_tau:g}'s "
+              f"skipped calls ({target_skips:.1f} per rollout).\n\n")
+    report = header + markdown_report(results, args.target) + "\n"
+    (args.out / "report.md").write_text(report)
+    (args.out / "capture_vs_speedup.svg").write_text(svg_plot(results))
+    print(report)
+
+
+if __name__ == "__main__":
+    main()
