@@ -102,7 +102,9 @@ class ShapesBackend:
         seconds = time.perf_counter() - start
         calls = sum(r.calls for r in runs) or spec["steps"]
         skipped = sum(r.calls_skipped for r in runs) + easycache_log.skipped
-        return shapes.adherence(out["samples"][0], prompt), seconds, calls, skipped
+        # KSampler returns latents in the VAE's scale (Wan's latent mean/std); the model was trained in its own.
+        latent = self.model.model.latent_format.process_in(out["samples"])[0]
+        return shapes.adherence(latent, prompt), seconds, calls, skipped
 
     def describe(self) -> str:
         return (f"small Wan model trained on moving shapes, euler/simple, cfg {self.cfg}, shift {TRAINING_SHIFT}, "
