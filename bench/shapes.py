@@ -48,14 +48,18 @@ def clip(prompt: tuple[int, int, int], row: float, column: float) -> torch.Tenso
 
 
 def conditioning(prompt: tuple[int, int, int] | None) -> torch.Tensor:
-    """Text-encoder-shaped context [1, TOKENS, 4096]; None gives the empty (unconditional) prompt."""
+    """Text-encoder-shaped context [1, TOKENS, 4096]; None gives the empty (unconditional) prompt.
+
+    Scaled to 0.2 per element like a text encoder's normalised output: at raw random-vector scale the
+    model's text projection saturates and learns to ignore the prompt.
+    """
     context = TOKEN_EMBEDDINGS.clone()
     if prompt is not None:
         colour, shape, motion = prompt
         meaning = (ATTRIBUTE_EMBEDDINGS[colour] + ATTRIBUTE_EMBEDDINGS[COLOURS + shape]
                    + ATTRIBUTE_EMBEDDINGS[COLOURS + SHAPES + motion])
         context = context + meaning
-    return context.unsqueeze(0)
+    return (0.2 * context / context.std(dim=-1, keepdim=True)).unsqueeze(0)
 
 
 def random_clips(count: int, generator: torch.Generator) -> tuple[torch.Tensor, list[tuple[int, int, int]]]:
