@@ -41,6 +41,7 @@ def test_arms_are_measured_against_the_shared_full_references(store):
     by_arm = {r.arm: r for r in results}
     assert by_arm["tau 0.05"].speedup == pytest.approx(1.6)
     assert by_arm["tau 0.05"].skipped_share == pytest.approx(0.4)
+    assert by_arm["tau 0.05"].call_speedup == pytest.approx(10 / 6)
     assert by_arm["tau 0.05"].fidelity.capture_of_means.value == pytest.approx(1.0)
     assert by_arm["tau 0.20"].fidelity.capture_of_means.value < 0
     assert by_arm["tau 0.20"].fidelity.rho_median == pytest.approx(-1.0)
