@@ -82,3 +82,30 @@ def test_audit_rollouts_of_an_example_workflow_run_on_the_real_server(comfy_serv
     assert cached[3] > 0 and cached[2] == 12
     assert len({full[0], cached[0], half[0]}) == 3  # the drafts differ from the full rollout
     assert easy[2] == 12
+
+
+def test_the_model_trained_here_follows_its_prompt(engine):
+    """The committed shapes model learned something: its clips match their own prompt better than another."""
+    import os
+    import pathlib
+
+    import folder_paths
+
+    from bench import shapes
+
+    checkpoint = pathlib.Path(__file__).resolve().parents[1] / "bench" / "models" / "tiny_wan_shapes.safetensors"
+    link = pathlib.Path(folder_paths.get_folder_paths("diffusion_models")[0]) / checkpoint.name
+    if not link.exists():
+        os.symlink(checkpoint, link)
+    model = engine.one("ModelSamplingSD3", model=engine.one("UNETLoader", unet_name=checkpoint.name,
+                                                             weight_dtype="default"), shift=3.0)
+    latent = engine.one("EmptyHunyuanLatentVideo", width=64, height=64, length=9, batch_size=1)
+    own, other = [], []
+    for seed, (prompt, wrong) in enumerate([((0, 0, 0), (2, 0, 0)), ((1, 2, 1), (3, 2, 1)), ((3, 1, 2), (0, 1, 2))]):
+        out = engine.one("KSampler", model=model, seed=seed, steps=20, cfg=4.0, sampler_name="euler",
+                         scheduler="simple", positive=[[shapes.conditioning(prompt), {}]],
+                         negative=[[shapes.conditioning(None), {}]], latent_image=latent, denoise=1.0)
+        clip = model.model.latent_format.process_in(out["samples"])[0]
+        own.append(shapes.adherence(clip, prompt))
+        other.append(shapes.adherence(clip, wrong))  # same shape and motion, another colour
+    assert min(own) > 0.3 and min(own) > max(other) + 0.2, (own, other)
