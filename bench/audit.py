@@ -93,7 +93,7 @@ class ShapesBackend:
         observed.model_options["transformer_options"][
             self.extension.nodes.cache_patch.STATISTICS_CALLBACK_OPTION] = runs.append
         prompt = self.prompts[prompt_index]
-        easycache_log = _EasyCacheLog()
+        easycache_log = EasyCacheSkipLog()
         start = time.perf_counter()
         with easycache_log:
             out = self.one("KSampler", model=observed, seed=seed, steps=spec["steps"], cfg=self.cfg,
@@ -171,7 +171,7 @@ def run_audit_graph(server, workflow: dict, spec: dict, prompt: str, seed: int) 
     return row["score"], row["seconds"], row["calls"] or spec["steps"], row["skipped"]
 
 
-class _EasyCacheLog(logging.Handler):
+class EasyCacheSkipLog(logging.Handler):
     """Reads EasyCache's one summary line ("skipped K/N steps") while a rollout runs."""
 
     def __init__(self):

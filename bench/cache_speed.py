@@ -132,26 +132,15 @@ def match_easycache(one, model, sample, target_skips):
 
 def count_easycache_skips(patched, sample) -> int:
     """EasyCache logs its skip count; read it from that log line."""
-    records = []
+    from bench.audit import EasyCacheSkipLog
 
-    class Capture(logging.Handler):
-        def emit(self, record):
-            records.append(record.getMessage())
-
-    handler = Capture()
     logging.disable(logging.NOTSET)
-    root = logging.getLogger()
-    root.addHandler(handler)
-    previous_level = root.level
-    root.setLevel(logging.INFO)
     try:
-        sample(patched)
+        with EasyCacheSkipLog() as skip_log:
+            sample(patched)
     finally:
-        root.removeHandler(handler)
-        root.setLevel(previous_level)
         logging.disable(logging.INFO)
-    (line,) = [message for message in records if message.startswith("EasyCache - skipped")]
-    return int(line.split("skipped ")[1].split("/")[0])
+    return skip_log.skipped
 
 
 def time_cache_check(extension, latent, repeats: int = 200) -> float:
