@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.server_memory [--prompts 30]
 
 Queues the tiny search graph (N = 3, 16 steps, ranking from scores) with a new
-seed each time, cancelling every fifth prompt mid-draft, and prints the
+seed each time, cancelling every fifth prompt during its first draft, and prints the
 server's RSS after each batch of ten.
 """
 
@@ -40,9 +40,10 @@ def main() -> None:
             cancelled = set()
 
             def on_progress(index, node, value, maximum, cancelled=cancelled):
-                if index % 5 == 2 and node == "search" and value >= 20 and index not in cancelled:
+                if index % 5 == 2 and node == "search" and value >= 2 and index not in cancelled:
                     cancelled.add(index)
-                    server.interrupt()
+                    return True
+                return False
 
             server.run_batch(batch, on_progress)
             print(f"| {start + len(batch)} ({len(cancelled)} cancelled in this batch) | "

@@ -240,7 +240,8 @@ class ComfyServer:
     def run_batch(self, graphs: list[dict], on_progress=None, timeout: float = 900.0) -> list[dict]:
         """Queue ``graphs`` back to back, as the GUI's batch queue does, and wait for all of them.
 
-        ``on_progress(index, node, value, maximum)`` sees every progress event of prompt ``index``.
+        ``on_progress(index, node, value, maximum)`` sees every progress event of prompt ``index``; returning
+        True cancels that prompt (a targeted interrupt, which cannot hit the next prompt in the queue).
         Returns the history entries in queue order (failed or interrupted ones included).
         """
         return asyncio.run(self._run_batch(graphs, on_progress, timeout))
@@ -271,13 +272,15 @@ class ComfyServer:
                     continue
                 if event["type"] == "progress" and on_progress is not None:
                     data = event["data"]
-                    on_progress(index_of[prompt_id], data["node"], data["value"], data["max"])
+                    if on_progress(index_of[prompt_id], data["node"], data["value"], data["max"]):
+                        self.interrupt(prompt_id)
                 elif event["type"] in finished_types:
                     pending.discard(prompt_id)
         return [self.wait_for(prompt_id, timeout) for prompt_id in prompt_ids]
 
-    def interrupt(self) -> None:
-        self.request("POST", "/interrupt", {})
+    def interrupt(self, prompt_id: str | None = None) -> None:
+        """Cancel the running prompt, or only ``prompt_id`` if it is the one running."""
+        self.request("POST", "/interrupt", {"prompt_id": prompt_id} if prompt_id else {})
 
 
 def loaded_extension(base_dir: pathlib.Path):

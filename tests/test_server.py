@@ -123,9 +123,10 @@ def test_batch_queue_with_cancels_runs_each_prompt_as_if_alone_without_memory_gr
     interrupted, memory = set(), []
 
     def on_progress(index, node, value, maximum):
-        if index in cancel and node == "search" and value >= 20 and index not in interrupted:
-            interrupted.add(index)  # Cancel pressed in the middle of the second draft
-            comfy_server.interrupt()
+        if index in cancel and node == "search" and value >= 2 and index not in interrupted:
+            interrupted.add(index)  # Cancel pressed on this prompt during its first draft
+            return True
+        return False
 
     entries = comfy_server.run_batch(graphs, on_progress)
     memory.append(server_process.memory_info().rss)
