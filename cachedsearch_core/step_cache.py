@@ -207,23 +207,36 @@ class TransformationVectorCache:
         self,
         compute: Callable[[], torch.Tensor],
         x: torch.Tensor,
-        sigma: float,
+        sigma: float | torch.Tensor,
         branch_keys: Sequence[BranchKey],
     ) -> torch.Tensor:
         """Return ``compute()`` or its cached approximation for input ``x``.
 
         ``x`` holds one equal-sized chunk per entry of ``branch_keys`` on its
         batch axis, in that order, and has the shape of ``compute()``'s output.
+        ``sigma`` may be a one-element tensor on the model's device: it is read
+        in the same host sync as the drifts.
         """
-        step = self.step_index(sigma)
         labels = [key[0] for key in branch_keys]
         if self.config.mode is CacheMode.OFF:
-            self.statistics.record(step, labels, computed=True)
+            self.statistics.record(self.step_index(float(sigma)), labels, computed=True)
             return compute()
         states = [self.branches.setdefault(key, BranchState()) for key in branch_keys]
         chunks = x.chunk(len(states))
+        anchored = all(s.delta is not None and s.delta.shape == c.shape for s, c in zip(states, chunks))
+        drifts = None
+        if anchored and self.config.mode is CacheMode.ADAPTIVE:
+            # One host sync per call: the sigma (for the step index) and every branch's drift together.
+            drift_tensor = torch.stack([state.relative_drift(chunk) for state, chunk in zip(states, chunks)])
+            if isinstance(sigma, torch.Tensor):
+                # float64 holds the sigma exactly, so it matches the schedule read with tolist()
+                packed = torch.cat([sigma.reshape(1).to(drift_tensor.device, torch.float64), drift_tensor.double()])
+                sigma, *drifts = packed.tolist()
+            else:
+                drifts = drift_tensor.tolist()
+        step = self.step_index(float(sigma))
 
-        if self._may_skip(step, states, chunks):
+        if anchored and self._may_skip(step, states, drifts):
             self.statistics.record(step, labels, computed=False)
             return torch.cat([chunk + state.delta for chunk, state in zip(chunks, states)])
 
@@ -238,17 +251,13 @@ class TransformationVectorCache:
         self.statistics.record(step, labels, computed=True)
         return output
 
-    def _may_skip(self, step: int, states: list[BranchState], chunks: Sequence[torch.Tensor]) -> bool:
-        """The skip decision of SPEC section 2; updates the accumulators only when it skips."""
+    def _may_skip(self, step: int, states: list[BranchState], drifts: list[float] | None) -> bool:
+        """The skip decision of SPEC section 2 for anchored branches; updates the accumulators only when it skips."""
         config = self.config
         if in_always_compute_window(step, self.total_steps, config):
             return False
-        if any(state.delta is None or state.delta.shape != chunk.shape for state, chunk in zip(states, chunks)):
-            return False
         if config.mode is CacheMode.STATIC:
             return static_schedule_skips(step, config)
-        # One host sync for all branches of this call.
-        drifts = torch.stack([state.relative_drift(chunk) for state, chunk in zip(states, chunks)]).tolist()
         accumulated = [state.accumulated + drift for state, drift in zip(states, drifts)]
         # Branches batched in one call are computed together: skip only if every one may skip.
         if all(value <= config.tau for value in accumulated):

@@ -91,6 +91,6 @@ def _diffusion_model_wrapper(executor, *args, **kwargs):
     return run.cache(
         lambda: executor(*args, **kwargs),
         args[0][:, : run.latent_channels],
-        options["sigmas"][0].item(),
+        options["sigmas"][0],
         branch_keys,
     )
