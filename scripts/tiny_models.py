@@ -64,6 +64,14 @@ def wan21_state_dict(model_type: str = "t2v", num_layers: int = 2, seed: int = 0
     return _fill_deterministically(model, seed)
 
 
+def _accepted_fields(params_class, **optional) -> dict:
+    """The optional constructor fields that this runtime's params dataclass declares (it differs by version)."""
+    import dataclasses
+
+    declared = {field.name for field in dataclasses.fields(params_class)}
+    return {name: value for name, value in optional.items() if name in declared}
+
+
 def hunyuan_t2v_state_dict(seed: int = 0) -> dict[str, torch.Tensor]:
     import comfy.ldm.hunyuan_video.model
     import comfy.ops
@@ -75,6 +83,8 @@ def hunyuan_t2v_state_dict(seed: int = 0) -> dict[str, torch.Tensor]:
         depth_single_blocks=1, axes_dim=[16, 56, 56], theta=256, patch_size=[1, 2, 2], qkv_bias=True,
         guidance_embed=True, byt5=False, meanflow=False, use_cond_type_embedding=False, vision_in_dim=None,
         operations=comfy.ops.disable_weight_init,
+        # ComfyUI 0.33 added meanflow_sum as a required field; 0.3.75 rejects it.
+        **_accepted_fields(comfy.ldm.hunyuan_video.model.HunyuanVideoParams, meanflow_sum=False),
     )
     return _fill_deterministically(model, seed)
 
