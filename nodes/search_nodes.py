@@ -17,7 +17,11 @@ from .search import (
 Candidates = io.Custom("CACHEDSEARCH_CANDIDATES")
 RankingType = io.Custom("CACHEDSEARCH_RANKING")
 
-_SEED_TOOLTIP = "Candidate i uses seed + i, so a stock KSampler with that seed reproduces it."
+_SEED_TOOLTIP = (
+    "This search covers seeds seed ... seed + num_candidates - 1 (candidate i uses seed + i, so a stock KSampler "
+    "with that seed reproduces it). Control after generate: randomize (the default) searches a fresh range each "
+    "time you queue; fixed repeats this search; increment would repeat all but one of its seeds."
+)
 _CANDIDATES_TOOLTIP = (
     "How many seeds to explore (N). Commit beats full best-of-N from N = 2 at ~2x cache speed-up; "
     "8 keeps ~95 % of best-of-8's gain at ~63 % of its cost."

@@ -1,10 +1,14 @@
 """Write the example workflows (GUI format in workflows/, API twins in workflows/api/).
 
-    .venv/bin/python -m scripts.build_workflows
+    COMFYUI_PATH=.runtimes/comfyui-0.33.0 PYTHONPATH=$PWD/tests/runtime_stubs \
+        .venv-comfyui-0.33.0/bin/python -m scripts.build_workflows
 
 Each workflow is defined once below as an API graph with a layout; the GUI file
 is derived from it with the live ``/object_info`` of a real ComfyUI server
 running this extension, so widget order always matches the installed nodes.
+Build with the newest runtime of the test matrix (ComfyUI 0.33.0): older
+runtimes read the same files, ignoring the widget values and API inputs their
+nodes do not declare (tests/test_workflows.py checks this on each runtime).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from scripts import comfy_runtime  # noqa: E402
-from scripts.workflow_format import api_to_gui  # noqa: E402
+from scripts.workflow_format import api_to_gui, gui_to_api  # noqa: E402
 
 WORKFLOWS_DIR = REPO_ROOT / "workflows"
 COLUMN_WIDTH, NODE_WIDTH = 400, 340
@@ -40,6 +44,10 @@ video is exactly what full best-of-N would have given for that seed, at roughly 
 from N = 2). `tau`: higher skips more (faster drafts) but may reorder close candidates; {tau_advice}.
 `mode` commit (default) delivers the full-quality winner; keep returns the cached draft, cheaper but with
 slightly damped motion.
+
+**Queueing again** searches new seeds: a search covers `seed` to `seed + N - 1`, and the seed's control is
+`randomize`, so every queue (or batch count) explores a fresh range. Set it to `fixed` to reproduce a search;
+`increment` would repeat N - 1 seeds of the previous one.
 """
 
 
@@ -171,15 +179,6 @@ WORKFLOWS = {"cachedsearch_wan21_t2v": wan21_t2v, "cachedsearch_hunyuan_t2v": hu
              "cachedsearch_wan22_ti2v": wan22_ti2v}
 
 
-def numbered(api: dict) -> dict:
-    """The API graph with node ids "1".."n" in definition order (the GUI file's ids)."""
-    ids = {key: str(index + 1) for index, key in enumerate(api)}
-    return {ids[key]: {"class_type": node["class_type"],
-                       "inputs": {name: [ids[value[0]], value[1]] if isinstance(value, list) else value
-                                  for name, value in node["inputs"].items()}}
-            for key, node in api.items()}
-
-
 def build(object_info: dict) -> dict[str, tuple[dict, dict]]:
     built = {}
     for name, define in WORKFLOWS.items():
@@ -198,7 +197,8 @@ def build(object_info: dict) -> dict[str, tuple[dict, dict]]:
         note_box = (60, max(bottoms.values()) + 80, 2 * COLUMN_WIDTH + NODE_WIDTH, 420)
         gui = api_to_gui(api, object_info, layout, {k: v for k, v in TITLES.items() if k in api},
                          notes=[(workflow["note"], note_box)], groups=groups)
-        built[name] = (gui, numbered(api))
+        # The API twin is what the frontend queues for the GUI file (every widget, defaults included).
+        built[name] = (gui, gui_to_api(gui, object_info))
     return built
 
 

@@ -2,14 +2,21 @@
 
 The GUI format stores widget values positionally, in the order of the node's
 inputs in ``/object_info``, with one extra value after any input that has a
-control-after-generate widget (seeds). Frontend-only nodes (notes) have no
-``/object_info`` entry and no API counterpart.
+control-after-generate widget (seeds). A dynamic combo (``COMFY_DYNAMICCOMBO_V3``,
+e.g. SaveVideo's ``format`` on ComfyUI 0.33) is a widget followed by the widgets
+of its selected option, named ``parent.child`` in the API graph. The frontend
+gives widgets missing from ``widgets_values`` their defaults and ignores surplus
+values, so one file serves runtimes whose nodes gained inputs. Frontend-only
+nodes (notes) have no ``/object_info`` entry and no API counterpart.
 """
 
 from __future__ import annotations
 
 WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO"}
+DYNAMIC_COMBO = "COMFY_DYNAMICCOMBO_V3"
 FRONTEND_ONLY_NODES = {"Note", "MarkdownNote"}
+# Queueing a shipped workflow again searches a fresh seed range (a fixed seed would repeat the search).
+SEED_CONTROL = "randomize"
 
 
 def _ordered_inputs(info: dict) -> list[tuple[str, list]]:
@@ -21,27 +28,68 @@ def _ordered_inputs(info: dict) -> list[tuple[str, list]]:
     return ordered
 
 
+def _options(spec: list) -> dict:
+    return spec[1] if len(spec) > 1 else {}
+
+
 def is_widget(spec: list) -> bool:
-    kind = spec[0]
-    options = spec[1] if len(spec) > 1 else {}
-    if options.get("forceInput"):
+    if _options(spec).get("forceInput"):
         return False
-    return isinstance(kind, list) or kind in WIDGET_TYPES
+    return isinstance(spec[0], list) or spec[0] in WIDGET_TYPES or spec[0] == DYNAMIC_COMBO
 
 
-def widget_slots(info: dict) -> list[tuple[str | None, list | None]]:
-    """(input name, spec) per widget value, with (None, None) for a control-after-generate value."""
+def default_value(spec: list):
+    """The value a frontend gives a new widget for this input spec."""
+    options = _options(spec)
+    if "default" in options:
+        return options["default"]
+    if spec[0] == DYNAMIC_COMBO:
+        return options["options"][0]["key"]
+    choices = spec[0] if isinstance(spec[0], list) else options.get("options")
+    return choices[0] if choices else None
+
+
+def _selected_option_inputs(spec: list, selected) -> list[tuple[str, list]]:
+    for option in _options(spec)["options"]:
+        if option["key"] == selected:
+            return [(name, nested) for section in ("required", "optional")
+                    for name, nested in option["inputs"].get(section, {}).items()]
+    return []
+
+
+def widget_values(inputs: list[tuple[str, list]], value_of, prefix: str = "") -> list[tuple[str | None, object]]:
+    """(API input name, value) per GUI widget value, in the frontend's order; the name is None for a
+    control-after-generate value. ``value_of(name, spec)`` gives each value (name None: the control's); a
+    dynamic combo's value selects the option whose widgets follow it."""
     slots = []
-    for name, spec in _ordered_inputs(info):
-        if is_widget(spec):
-            slots.append((name, spec))
-            if len(spec) > 1 and spec[1].get("control_after_generate"):
-                slots.append((None, None))
+    for name, spec in inputs:
+        if not is_widget(spec):
+            continue
+        value = value_of(prefix + name, spec)
+        slots.append((prefix + name, value))
+        if _options(spec).get("control_after_generate"):
+            slots.append((None, value_of(None, spec)))
+        if spec[0] == DYNAMIC_COMBO:
+            slots += widget_values(_selected_option_inputs(spec, value), value_of, f"{prefix}{name}.")
     return slots
 
 
-def api_to_gui(api: dict, object_info: dict, layout: dict, titles: dict | None = None, notes=(), groups=()) -> dict:
-    """A GUI workflow for ``api``. ``layout`` maps node id -> (x, y, width, height)."""
+def _gui_widgets_values(given: dict, info: dict, seed_control: str) -> list:
+    """A node's ``widgets_values``: its API values, and defaults where an input is linked or not given."""
+
+    def value_of(name, spec):
+        if name is None:
+            return seed_control
+        value = given.get(name)
+        return default_value(spec) if value is None or isinstance(value, list) else value
+
+    return [value for _, value in widget_values(_ordered_inputs(info), value_of)]
+
+
+def api_to_gui(api: dict, object_info: dict, layout: dict, titles: dict | None = None, notes=(), groups=(),
+               seed_control: str = SEED_CONTROL) -> dict:
+    """A GUI workflow for ``api``. ``layout`` maps node id -> (x, y, width, height); ``seed_control`` is every
+    control-after-generate widget's mode."""
     titles = titles or {}
     ids = {key: index + 1 for index, key in enumerate(api)}
     nodes, links = [], []
@@ -56,15 +104,10 @@ def api_to_gui(api: dict, object_info: dict, layout: dict, titles: dict | None =
                 outgoing.setdefault((source, slot), []).append(link_id)
     for order, (key, node) in enumerate(api.items()):
         info = object_info[node["class_type"]]
-        inputs, widgets_values = [], []
+        widgets_values = _gui_widgets_values(node["inputs"], info, seed_control)
+        inputs = []
         for name, spec in _ordered_inputs(info):
-            value = node["inputs"].get(name)
-            linked = isinstance(value, list)
-            if is_widget(spec):
-                default = spec[1].get("default") if len(spec) > 1 else None
-                widgets_values.append(default if linked or value is None else value)
-                if len(spec) > 1 and spec[1].get("control_after_generate"):
-                    widgets_values.append("fixed")
+            linked = isinstance(node["inputs"].get(name), list)
             if linked or not is_widget(spec):
                 entry = {"name": name, "type": _socket_type(spec), "link": None}
                 if is_widget(spec):
@@ -106,6 +149,13 @@ def _socket_type(spec: list) -> str:
     return "COMBO" if isinstance(spec[0], list) else spec[0]
 
 
+def gui_widget_slots(gui_node: dict, info: dict) -> list[tuple[str | None, object]]:
+    """(API input name, value) per widget of a GUI node as the frontend reads it: missing values take their
+    defaults, surplus ones are ignored; the name is None for a control-after-generate mode."""
+    values = iter(gui_node.get("widgets_values", []))
+    return widget_values(_ordered_inputs(info), lambda _name, spec: next(values, default_value(spec)))
+
+
 def gui_to_api(gui: dict, object_info: dict) -> dict:
     """The API graph a GUI workflow queues (node ids as strings, notes dropped)."""
     links = {link[0]: link for link in gui["links"]}
@@ -114,15 +164,36 @@ def gui_to_api(gui: dict, object_info: dict) -> dict:
         if node["type"] in FRONTEND_ONLY_NODES:
             continue
         info = object_info[node["type"]]
-        inputs = {}
-        values = iter(node.get("widgets_values", []))
-        for name, _spec in widget_slots(info):
-            value = next(values)
-            if name is not None:
-                inputs[name] = value
+        inputs = {name: value for name, value in gui_widget_slots(node, info) if name is not None}
         for entry in node.get("inputs", []):
             if entry.get("link") is not None:
                 _, source, slot, *_ = links[entry["link"]]
                 inputs[entry["name"]] = [str(source), slot]
         api[str(node["id"])] = {"class_type": node["type"], "inputs": inputs}
     return api
+
+
+def widget_specs(info: dict, given: dict) -> dict[str, list]:
+    """API input name -> input spec of each widget a node with the API inputs ``given`` shows (the selected
+    options of dynamic combos included)."""
+    specs = {}
+
+    def value_of(name, spec):
+        if name is not None:
+            specs[name] = spec
+        return given.get(name)
+
+    widget_values(_ordered_inputs(info), value_of)
+    return specs
+
+
+def declared_inputs(api: dict, object_info: dict) -> dict:
+    """``api`` with only the inputs each node declares in ``object_info`` (what that runtime reads of it)."""
+    declared = {}
+    for key, node in api.items():
+        info = object_info[node["class_type"]]
+        given = node["inputs"]
+        names = {name for name, spec in _ordered_inputs(info) if not is_widget(spec)} | set(widget_specs(info, given))
+        declared[key] = {"class_type": node["class_type"],
+                         "inputs": {name: value for name, value in given.items() if name in names}}
+    return declared

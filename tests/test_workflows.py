@@ -9,7 +9,9 @@ import pytest
 from PIL import Image
 
 from scripts.graphs import tiny_workflow_variant
-from scripts.workflow_format import FRONTEND_ONLY_NODES, gui_to_api, is_widget
+from scripts.workflow_format import (
+    DYNAMIC_COMBO, FRONTEND_ONLY_NODES, declared_inputs, gui_to_api, gui_widget_slots, widget_specs,
+)
 
 WORKFLOWS = pathlib.Path(__file__).resolve().parents[1] / "workflows"
 NAMES = sorted(path.stem for path in WORKFLOWS.glob("*.json"))
@@ -45,14 +47,16 @@ def test_workflow_nodes_links_and_widgets_are_valid_on_the_live_server(object_in
         assert entry["link"] == link_id
         expected = input_spec(object_info[nodes[target]["type"]], entry["name"])[0]
         assert kind == produced == expected, (name, entry["name"])
-    for key, node in api.items():
-        info = object_info[node["class_type"]]
+    for key, node in declared_inputs(api, object_info).items():
+        specs = widget_specs(object_info[node["class_type"]], node["inputs"])
         for input_name, value in node["inputs"].items():
-            spec = input_spec(info, input_name)
-            if isinstance(value, list) or not is_widget(spec):
+            if isinstance(value, list) or input_name not in specs:
                 continue
+            spec = specs[input_name]
             options = spec[1] if len(spec) > 1 else {}
             choices = spec[0] if isinstance(spec[0], list) else options.get("options")
+            if spec[0] == DYNAMIC_COMBO:
+                choices = [option["key"] for option in choices]
             if choices is not None:
                 assert value in choices, (name, node["class_type"], input_name, value)
             if "min" in options:
@@ -63,10 +67,23 @@ def test_workflow_nodes_links_and_widgets_are_valid_on_the_live_server(object_in
 
 @pytest.mark.parametrize("name", NAMES)
 def test_gui_file_and_api_twin_describe_the_same_graph(object_info, name):
+    """What this runtime's frontend queues for the GUI file is the API twin, less the inputs its nodes do not
+    declare (the files are built on the newest runtime; an older one ignores what its nodes lack)."""
     gui, api = load(name)
-    assert gui_to_api(gui, object_info) == api
+    assert gui_to_api(gui, object_info) == declared_inputs(api, object_info)
     note = [node for node in gui["nodes"] if node["type"] == "MarkdownNote"][0]["widgets_values"][0]
     assert "explore cheap, commit full" in note and "models/diffusion_models/" in note
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_queueing_the_workflow_again_searches_a_fresh_seed_range(object_info, name):
+    gui, _ = load(name)
+    (sampler,) = [node for node in gui["nodes"] if node["type"].startswith("CachedSearchSampler")]
+    slots = gui_widget_slots(sampler, object_info[sampler["type"]])
+    seed_index = [slot_name for slot_name, _ in slots].index("seed")
+    assert slots[seed_index + 1] == (None, "randomize")  # fixed would repeat the search, increment N - 1 seeds
+    tooltip = object_info[sampler["type"]]["input"]["required"]["seed"][1]["tooltip"]
+    assert "seed + num_candidates - 1" in tooltip and "randomize" in tooltip and "fixed" in tooltip
 
 
 @pytest.mark.parametrize("name", NAMES)
