@@ -279,8 +279,8 @@ class Recommit(io.ComfyNode):
             ],
             outputs=[
                 io.Latent.Output(display_name="latent", tooltip="The delivered video latent."),
-                io.Int.Output(display_name="seed", tooltip="The winning seed; a stock KSampler with it "
-                              "reproduces the committed video."),
+                io.Int.Output(display_name="seed", tooltip="The winning seed; a stock KSampler (for two "
+                              "experts: the first KSamplerAdvanced) with it reproduces the committed video."),
                 io.String.Output(display_name="report", tooltip="The whole search: scores, skips, cost."),
             ],
         )

@@ -3,13 +3,16 @@
 The GUI format stores widget values positionally, in the order of the node's
 inputs in ``/object_info``, with one extra value after any input that has a
 control-after-generate widget (seeds). Frontend-only nodes (notes) have no
-``/object_info`` entry and no API counterpart.
+``/object_info`` entry and no API counterpart. A bypassed node (mode 4) is
+left out of the API graph, its consumers fed by its input of the same type,
+as the frontend queues it.
 """
 
 from __future__ import annotations
 
 WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO"}
 FRONTEND_ONLY_NODES = {"Note", "MarkdownNote"}
+BYPASSED_MODE = 4
 
 
 def _ordered_inputs(info: dict) -> list[tuple[str, list]]:
@@ -40,8 +43,10 @@ def widget_slots(info: dict) -> list[tuple[str | None, list | None]]:
     return slots
 
 
-def api_to_gui(api: dict, object_info: dict, layout: dict, titles: dict | None = None, notes=(), groups=()) -> dict:
-    """A GUI workflow for ``api``. ``layout`` maps node id -> (x, y, width, height)."""
+def api_to_gui(api: dict, object_info: dict, layout: dict, titles: dict | None = None, notes=(), groups=(),
+               bypassed=()) -> dict:
+    """A GUI workflow for ``api``. ``layout`` maps node id -> (x, y, width, height); the nodes in ``bypassed``
+    are present but bypassed."""
     titles = titles or {}
     ids = {key: index + 1 for index, key in enumerate(api)}
     nodes, links = [], []
@@ -81,7 +86,7 @@ def api_to_gui(api: dict, object_info: dict, layout: dict, titles: dict | None =
         x, y, width, height = layout[key]
         gui_node = {
             "id": ids[key], "type": node["class_type"], "pos": [x, y], "size": [width, height], "flags": {},
-            "order": order, "mode": 0, "inputs": inputs, "outputs": outputs,
+            "order": order, "mode": BYPASSED_MODE if key in bypassed else 0, "inputs": inputs, "outputs": outputs,
             "properties": {"Node name for S&R": node["class_type"]}, "widgets_values": widgets_values,
         }
         if key in titles:
@@ -107,11 +112,22 @@ def _socket_type(spec: list) -> str:
 
 
 def gui_to_api(gui: dict, object_info: dict) -> dict:
-    """The API graph a GUI workflow queues (node ids as strings, notes dropped)."""
+    """The API graph a GUI workflow queues (node ids as strings, notes and bypassed nodes dropped)."""
     links = {link[0]: link for link in gui["links"]}
+    by_id = {node["id"]: node for node in gui["nodes"]}
+
+    def upstream(source: int, slot: int) -> tuple[int, int]:
+        node = by_id[source]
+        if node.get("mode") != BYPASSED_MODE:
+            return source, slot
+        kind = node["outputs"][slot]["type"]
+        entry = next(entry for entry in node["inputs"] if entry["type"] == kind and entry.get("link") is not None)
+        _, passed_source, passed_slot, *_ = links[entry["link"]]
+        return upstream(passed_source, passed_slot)
+
     api = {}
     for node in gui["nodes"]:
-        if node["type"] in FRONTEND_ONLY_NODES:
+        if node["type"] in FRONTEND_ONLY_NODES or node.get("mode") == BYPASSED_MODE:
             continue
         info = object_info[node["type"]]
         inputs = {}
@@ -122,7 +138,7 @@ def gui_to_api(gui: dict, object_info: dict) -> dict:
                 inputs[name] = value
         for entry in node.get("inputs", []):
             if entry.get("link") is not None:
-                _, source, slot, *_ = links[entry["link"]]
+                source, slot = upstream(*links[entry["link"]][1:3])
                 inputs[entry["name"]] = [str(source), slot]
         api[str(node["id"])] = {"class_type": node["type"], "inputs": inputs}
     return api
