@@ -26,13 +26,28 @@ def candidate_seeds(seed: int, num_candidates: int) -> list[int]:
 
 
 @dataclasses.dataclass(frozen=True)
+class StageCalls:
+    """Transformer calls one stage of a draft computed and skipped (each stage runs its own cache)."""
+
+    computed: int
+    skipped: int
+
+    @property
+    def skipped_fraction(self) -> float:
+        calls = self.computed + self.skipped
+        return self.skipped / calls if calls else 0.0
+
+
+@dataclasses.dataclass(frozen=True)
 class Draft:
-    """One cached draft: its seed, wall time and how many transformer calls the cache computed or skipped."""
+    """One cached draft: its seed, wall time and how many transformer calls the cache computed or skipped,
+    in all and (for a staged trajectory) per stage."""
 
     seed: int
     seconds: float
     calls_computed: int
     calls_skipped: int
+    stage_calls: tuple[StageCalls, ...] = ()
 
     @property
     def skipped_fraction(self) -> float:
@@ -115,8 +130,10 @@ def search_report(
     ranking: Ranking | None = None,
     mode: str | None = None,
     commit_seconds: float | None = None,
+    stage_names: Sequence[str] = (),
 ) -> str:
-    """The text the sampler and recommit nodes show: per candidate and for the whole search."""
+    """The text the sampler and recommit nodes show: per candidate and for the whole search, and with
+    ``stage_names`` the skipped calls of each stage over all drafts."""
     lines = [f"CachedSearch: {len(drafts)} candidate(s), {cache_description}"]
     winner = ranking.winner if ranking is not None else None
     lines.append(f"{'':2}{'#':>3}  {'seed':>20}  {'score':>9}  {'skipped calls':>15}  {'seconds':>8}")
@@ -126,6 +143,11 @@ def search_report(
         skipped = f"{draft.calls_skipped}/{calls} ({100 * draft.skipped_fraction:.0f}%)"
         marker = "*" if index == winner else " "
         lines.append(f"{marker:2}{index + 1:>3}  {draft.seed:>20}  {score}  {skipped:>15}  {draft.seconds:8.2f}")
+    for stage_index, name in enumerate(stage_names):
+        computed = sum(draft.stage_calls[stage_index].computed for draft in drafts)
+        skipped = sum(draft.stage_calls[stage_index].skipped for draft in drafts)
+        fraction = StageCalls(computed, skipped).skipped_fraction
+        lines.append(f"{name}: {skipped}/{computed + skipped} calls skipped ({100 * fraction:.0f}%) over all drafts")
     mean_draft = sum(d.seconds for d in drafts) / len(drafts)
     if winner is not None:
         delivered = "the cached draft as-is (keep)" if mode == "keep" else "recommit at full compute"

@@ -3,7 +3,7 @@
 from comfy_api.latest import ComfyExtension, io
 
 from .apply_cache import ApplyStepCache
-from .search_nodes import RankingFromScores, Recommit, SearchSampler, SearchSamplerAdvanced
+from .search_nodes import RankingFromScores, Recommit, SearchSampler, SearchSamplerAdvanced, SearchSamplerExperts
 from .verifier_nodes import LoadClipVerifier, LoadImageReward, ScoreCandidates, register_model_folders
 
 register_model_folders()
@@ -13,5 +13,5 @@ class CachedSearchExtension(ComfyExtension):
     async def get_node_list(self) -> list[type[io.ComfyNode]]:
         return [
             ApplyStepCache, SearchSampler, SearchSamplerAdvanced, LoadImageReward, LoadClipVerifier, ScoreCandidates,
-            RankingFromScores, Recommit,
+            RankingFromScores, Recommit, SearchSamplerExperts,
         ]

@@ -1,137 +1,228 @@
-"""The search loop over ComfyUI's samplers, and the CANDIDATES it hands on.
+"""The staged search over ComfyUI's own sampling entry points, and the CANDIDATES it hands on.
 
-A recipe replays one generation for any seed exactly as the stock node would
-(KSampler or SamplerCustomAdvanced), so a draft with nothing skipped and the
-recommitted winner equal that node's output bit for bit.
+A candidate's trajectory is an ordered list of stages; each stage is one call of the function a stock node runs
+(``nodes.common_ksampler`` for KSampler and KSamplerAdvanced, SamplerCustomAdvanced's ``execute`` with RandomNoise),
+fed the previous stage's output latent exactly as a stock graph wires it. Noise and latent preparation are therefore
+ComfyUI's own, whatever the runtime does, and a draft with nothing skipped and the recommitted winner equal the
+stock graph bit for bit. A KSampler is the one-stage case; Wan 2.2 A14B's two KSamplerAdvanced nodes (high-noise
+expert, then low-noise expert) are two stages.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import time
+from typing import Protocol
 
-import comfy.model_management
-import comfy.sample
 import comfy.utils
-import latent_preview
+import nodes as comfy_nodes
 import torch
+from comfy_extras.nodes_custom_sampler import Noise_RandomNoise, SamplerCustomAdvanced
 
-from ..cachedsearch_core import Draft, Ranking, SearchCost, search_report
+from ..cachedsearch_core import Draft, Ranking, SearchCost, StageCalls, search_report
 from .cache_patch import STATISTICS_CALLBACK_OPTION, detach_step_cache, step_cache_config
 
 
-def _prepare(model, latent: dict, seed: int):
-    """Latent and noise as KSampler/SamplerCustomAdvanced prepare them for ``seed``."""
-    latent_image = comfy.sample.fix_empty_latent_channels(model, latent["samples"])
-    noise = comfy.sample.prepare_noise(latent_image, seed, latent.get("batch_index"))
-    return latent_image, noise
+class Stage(Protocol):
+    """One stock sampling call of a trajectory, minus the seed and the input latent."""
+
+    @property
+    def patcher(self): ...
+
+    @property
+    def step_count(self) -> int: ...
+
+    def with_model(self, model) -> Stage: ...
+
+    def run(self, latent: dict, seed: int) -> dict: ...
 
 
 @dataclasses.dataclass(frozen=True)
-class KSamplerRecipe:
-    """The inputs of a stock KSampler, minus the seed."""
+class KSamplerStage:
+    """The arguments of ``nodes.common_ksampler`` minus seed and latent: a stock KSampler with the defaults,
+    a KSamplerAdvanced with disable_noise = add_noise "disable", start/last step, and force_full_denoise =
+    return_with_leftover_noise "disable"."""
 
     model: object
     positive: list
     negative: list
-    latent: dict
     steps: int
     cfg: float
     sampler_name: str
     scheduler: str
-    denoise: float
+    denoise: float = 1.0
+    disable_noise: bool = False
+    start_step: int | None = None
+    last_step: int | None = None
+    force_full_denoise: bool = False
 
     @property
     def patcher(self):
         return self.model
 
-    def with_model(self, model) -> KSamplerRecipe:
+    @property
+    def step_count(self) -> int:
+        """The sampler steps this call runs (what its progress callback counts)."""
+        last = self.steps if self.last_step is None else min(self.last_step, self.steps)
+        return max(last - (self.start_step or 0), 0)
+
+    def with_model(self, model) -> KSamplerStage:
         return dataclasses.replace(self, model=model)
 
-    def sample(self, seed: int, callback) -> torch.Tensor:
-        latent_image, noise = _prepare(self.model, self.latent, seed)
-        return comfy.sample.sample(
-            self.model, noise, self.steps, self.cfg, self.sampler_name, self.scheduler, self.positive,
-            self.negative, latent_image, denoise=self.denoise, noise_mask=self.latent.get("noise_mask"),
-            callback=callback, disable_pbar=not comfy.utils.PROGRESS_BAR_ENABLED, seed=seed,
+    def run(self, latent: dict, seed: int) -> dict:
+        (output,) = comfy_nodes.common_ksampler(
+            self.model, seed, self.steps, self.cfg, self.sampler_name, self.scheduler, self.positive, self.negative,
+            latent, denoise=self.denoise, disable_noise=self.disable_noise, start_step=self.start_step,
+            last_step=self.last_step, force_full_denoise=self.force_full_denoise,
         )
+        return output
 
 
 @dataclasses.dataclass(frozen=True)
-class CustomSamplerRecipe:
-    """The inputs of a stock SamplerCustomAdvanced with RandomNoise, minus the seed."""
+class CustomSamplerStage:
+    """The inputs of a stock SamplerCustomAdvanced with RandomNoise, minus the seed and the latent."""
 
     guider: object
     sampler: object
     sigmas: torch.Tensor
-    latent: dict
-
-    @property
-    def steps(self) -> int:
-        return self.sigmas.shape[-1] - 1
 
     @property
     def patcher(self):
         return self.guider.model_patcher
 
-    def with_model(self, model) -> CustomSamplerRecipe:
+    @property
+    def step_count(self) -> int:
+        return self.sigmas.shape[-1] - 1
+
+    def with_model(self, model) -> CustomSamplerStage:
         # A shallow copy: the guider node's own object keeps its model and options.
         guider = copy.copy(self.guider)
         guider.model_patcher = model
         guider.model_options = model.model_options
         return dataclasses.replace(self, guider=guider)
 
-    def sample(self, seed: int, callback) -> torch.Tensor:
-        latent_image, noise = _prepare(self.patcher, self.latent, seed)
-        samples = self.guider.sample(
-            noise, latent_image, self.sampler, self.sigmas, denoise_mask=self.latent.get("noise_mask"),
-            callback=callback, disable_pbar=not comfy.utils.PROGRESS_BAR_ENABLED, seed=seed,
+    def run(self, latent: dict, seed: int) -> dict:
+        output = SamplerCustomAdvanced.execute(Noise_RandomNoise(seed), self.guider, self.sampler, self.sigmas, latent)
+        return output.result[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class StagedRecipe:
+    """A candidate's whole trajectory for any seed: the input latent and the stages it runs through, in order.
+    ``stage_names`` label the stages in reports (e.g. "high noise", "low noise")."""
+
+    stages: tuple[Stage, ...]
+    latent: dict
+    stage_names: tuple[str, ...] = ()
+
+    @classmethod
+    def single(cls, stage: Stage, latent: dict) -> StagedRecipe:
+        return cls((stage,), latent)
+
+    @property
+    def steps(self) -> int:
+        return sum(stage.step_count for stage in self.stages)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.stage_names or tuple(f"stage {index + 1}" for index in range(len(self.stages)))
+
+    def without_cache(self, model=None) -> StagedRecipe:
+        """Every stage on a cache-free clone of its model (or of ``model``, for a trajectory on one model)."""
+        if model is not None and len({id(stage.patcher) for stage in self.stages}) > 1:
+            raise ValueError(
+                f"model: this search ran {len(self.stages)} stages on different models ({', '.join(self.names)}); "
+                "leave model unconnected so each stage recommits on its own model"
+            )
+        return dataclasses.replace(self, stages=tuple(
+            stage.with_model(detach_step_cache(model if model is not None else stage.patcher))
+            for stage in self.stages
+        ))
+
+
+@dataclasses.dataclass(frozen=True)
+class CandidateState:
+    """A candidate at a stage boundary: the stock output latent of its last finished stage (the recipe's latent
+    before the first), with the time and cache statistics so far."""
+
+    seed: int
+    latent: dict
+    seconds: float = 0.0
+    stage_calls: tuple[StageCalls, ...] = ()
+
+    def draft(self) -> Draft:
+        return Draft(
+            seed=self.seed, seconds=self.seconds,
+            calls_computed=sum(calls.computed for calls in self.stage_calls),
+            calls_skipped=sum(calls.skipped for calls in self.stage_calls),
+            stage_calls=self.stage_calls,
         )
-        return samples.to(comfy.model_management.intermediate_device())
-
-
-Recipe = KSamplerRecipe | CustomSamplerRecipe
 
 
 class SearchProgress:
-    """One progress bar over candidates x steps, with KSampler's live latent previews."""
+    """One progress bar over every stage of every candidate, fed by the stock sampling calls' own bars.
 
-    def __init__(self, model, num_candidates: int, steps: int):
-        self.steps = steps
-        self.total = num_candidates * steps
-        self.previewer = latent_preview.get_previewer(model.load_device, model.model.latent_format)
-        self.bar = comfy.utils.ProgressBar(self.total)
+    Each stock call makes its own ``comfy.utils.ProgressBar``, which takes the global progress hook when it is
+    created. While a stage runs, the search installs a hook that moves the call's steps to their place on the
+    search's bar and hands them, with the call's live previews, to the hook installed before (the server's, which
+    sends progress and raises when the user presses Cancel).
+    """
 
-    def callback_for(self, candidate_index: int):
-        offset = candidate_index * self.steps
+    def __init__(self, total_steps: int):
+        self.total = total_steps
+        self.done = 0
 
-        def callback(step, x0, x, total_steps):
-            preview = self.previewer.decode_latent_to_preview_image("JPEG", x0) if self.previewer else None
-            self.bar.update_absolute(offset + step + 1, self.total, preview)
+    @contextlib.contextmanager
+    def stage(self, step_count: int):
+        outer = comfy.utils.PROGRESS_BAR_HOOK
+        offset = self.done
 
-        return callback
+        def hook(value, total, preview, *args, **kwargs):
+            if outer is not None:
+                outer(offset + min(value, step_count), self.total, preview, *args, **kwargs)
+
+        comfy.utils.set_progress_bar_global_hook(hook)
+        try:
+            yield
+        finally:
+            comfy.utils.set_progress_bar_global_hook(outer)
+        self.done = offset + step_count
 
 
-def describe_cache(model) -> str:
+def _describe_stage_cache(model) -> str:
     config = step_cache_config(model)
     if config is None:
-        return "no cache on this model: drafts cost as much as full rollouts"
+        return "no cache"
     if config.mode.value == "off":
-        return "cache off: drafts cost as much as full rollouts"
+        return "cache off"
     setting = f"tau {config.tau:g}" if config.mode.value == "adaptive" else f"every {config.static_interval} steps"
     return (f"cache {config.mode.value} {setting} (warmup {config.warmup_steps}, "
             f"cooldown {config.cooldown_steps})")
+
+
+def describe_cache(recipe: StagedRecipe) -> str:
+    descriptions = [_describe_stage_cache(stage.patcher) for stage in recipe.stages]
+    if len(descriptions) > 1:
+        return "; ".join(f"{name}: {description}" for name, description in zip(recipe.names, descriptions))
+    if descriptions[0] == "no cache":
+        return "no cache on this model: drafts cost as much as full rollouts"
+    if descriptions[0] == "cache off":
+        return "cache off: drafts cost as much as full rollouts"
+    return descriptions[0]
 
 
 @dataclasses.dataclass(frozen=True)
 class SearchCandidates:
     """What the sampler hands to the verifier and recommit nodes (type CACHEDSEARCH_CANDIDATES)."""
 
-    recipe: Recipe
+    recipe: StagedRecipe
     drafts: tuple[Draft, ...]
     draft_latents: torch.Tensor  # [N, ...] in seed order, exactly the sampler's LATENT output
     cache_description: str
+    # The stock output latent's entries besides the samples (a noise mask, ...), as drafts and keep deliver them.
+    latent_entries: dict = dataclasses.field(default_factory=dict)
 
     @property
     def seeds(self) -> list[int]:
@@ -141,7 +232,8 @@ class SearchCandidates:
         return len(self.drafts)
 
     def report(self, ranking: Ranking | None = None, mode: str | None = None, commit_seconds=None) -> str:
-        return search_report(self.drafts, self.cache_description, ranking, mode, commit_seconds)
+        stage_names = self.recipe.names if len(self.recipe.stages) > 1 else ()
+        return search_report(self.drafts, self.cache_description, ranking, mode, commit_seconds, stage_names)
 
     def relative_cost(self, commit_seconds: float | None) -> float | None:
         """This search's cost relative to full best-of-N, when a commit measured C_f."""
@@ -149,6 +241,9 @@ class SearchCandidates:
             return None
         mean_draft = sum(draft.seconds for draft in self.drafts) / len(self.drafts)
         return SearchCost(len(self.drafts), mean_draft, commit_seconds).relative_cost
+
+    def latent(self, samples: torch.Tensor) -> dict:
+        return {**self.latent_entries, "samples": samples}
 
 
 def draft_rows(candidates: SearchCandidates, ranking: Ranking | None = None) -> list[dict]:
@@ -158,6 +253,9 @@ def draft_rows(candidates: SearchCandidates, ranking: Ranking | None = None) -> 
         calls = draft.calls_computed + draft.calls_skipped
         row = {"candidate": index + 1, "seed": draft.seed, "seconds": round(draft.seconds, 3),
                "skipped": draft.calls_skipped, "calls": calls}
+        if len(draft.stage_calls) > 1:
+            row["stages"] = [{"stage": name, "skipped": stage.skipped, "calls": stage.computed + stage.skipped}
+                             for name, stage in zip(candidates.recipe.names, draft.stage_calls)]
         if ranking is not None:
             row.update(score=ranking.scores[index], winner=index == ranking.winner)
         rows.append(row)
@@ -176,36 +274,64 @@ def progress_text_sender(node_id):
     return lambda text: server.send_progress_text(text, node_id)
 
 
-def run_search(recipe: Recipe, seeds: list[int], announce=None) -> SearchCandidates:
-    """Generate one draft per seed, one at a time, each with fresh cache state.
+def _observed(stage: Stage, statistics: list) -> Stage:
+    """The stage on a clone of its model that reports each sampling run's cache statistics into ``statistics``."""
+    model = stage.patcher.clone()
+    model.model_options["transformer_options"][STATISTICS_CALLBACK_OPTION] = statistics.append
+    return stage.with_model(model)
 
-    ``announce(text)``, if given, receives "draft i / N" as each draft starts.
+
+def run_stage(recipe: StagedRecipe, stage_index: int, states: list[CandidateState], progress: SearchProgress,
+              announce=None) -> list[CandidateState]:
+    """Advance every candidate through one stage, one candidate at a time, each run with fresh cache state.
+
+    This is the stage boundary: before and after it all candidates stand at the same step, so a search can stop
+    there, score the candidates' latents and resume any subset of them with the next stage.
     """
-    run_statistics = []
-    observed_model = recipe.patcher.clone()
-    observed_model.model_options["transformer_options"][STATISTICS_CALLBACK_OPTION] = run_statistics.append
-    observed = recipe.with_model(observed_model)
-    progress = SearchProgress(recipe.patcher, len(seeds), recipe.steps)
-    drafts, latents = [], []
-    for index, seed in enumerate(seeds):
+    statistics = []
+    stage = _observed(recipe.stages[stage_index], statistics)
+    stage_label = f"{recipe.names[stage_index]} ({stage_index + 1} / {len(recipe.stages)}), " \
+        if len(recipe.stages) > 1 else ""
+    advanced = []
+    for index, state in enumerate(states):
         if announce is not None:
-            announce(f"draft {index + 1} / {len(seeds)} (seed {seed})")
-        run_statistics.clear()
+            announce(f"{stage_label}draft {index + 1} / {len(states)} (seed {state.seed})")
+        statistics.clear()
         start = time.perf_counter()
-        latents.append(observed.sample(seed, progress.callback_for(index)))
-        seconds = time.perf_counter() - start
-        drafts.append(Draft(
-            seed=seed, seconds=seconds,
-            calls_computed=sum(s.calls_computed for s in run_statistics),
-            calls_skipped=sum(s.calls_skipped for s in run_statistics),
-        ))
-    return SearchCandidates(recipe, tuple(drafts), torch.cat(latents), describe_cache(recipe.patcher))
+        with progress.stage(stage.step_count):
+            latent = stage.run(state.latent, state.seed)
+        calls = StageCalls(computed=sum(s.calls_computed for s in statistics),
+                           skipped=sum(s.calls_skipped for s in statistics))
+        advanced.append(dataclasses.replace(state, latent=latent, seconds=state.seconds + time.perf_counter() - start,
+                                            stage_calls=(*state.stage_calls, calls)))
+    return advanced
 
 
-def commit(candidates: SearchCandidates, winner: int, model=None) -> tuple[torch.Tensor, float]:
-    """Regenerate the winner's seed at full compute: the cache removed, on a clone."""
-    recipe = candidates.recipe.with_model(detach_step_cache(model if model is not None else candidates.recipe.patcher))
-    progress = SearchProgress(recipe.patcher, 1, recipe.steps)
+def run_search(recipe: StagedRecipe, seeds: list[int], announce=None) -> SearchCandidates:
+    """Generate one draft per seed through all stages, stage by stage (each expert is loaded once per stage, as in
+    the stock graph), one candidate at a time.
+
+    ``announce(text)``, if given, receives "draft i / N" (prefixed by the stage on a staged search) as each
+    candidate's stage starts.
+    """
+    progress = SearchProgress(len(seeds) * recipe.steps)
+    states = [CandidateState(seed, recipe.latent) for seed in seeds]
+    for stage_index in range(len(recipe.stages)):
+        states = run_stage(recipe, stage_index, states, progress, announce)
+    entries = {key: value for key, value in states[0].latent.items() if key not in ("samples", "batch_index")}
+    return SearchCandidates(recipe, tuple(state.draft() for state in states),
+                            torch.cat([state.latent["samples"] for state in states]), describe_cache(recipe), entries)
+
+
+def commit(candidates: SearchCandidates, winner: int, model=None) -> tuple[dict, float]:
+    """Regenerate the winner's seed through every stage at full compute (caches removed, on clones).
+
+    Returns the last stage's stock output latent and the seconds it took.
+    """
+    recipe = candidates.recipe.without_cache(model)
+    progress = SearchProgress(recipe.steps)
+    state = CandidateState(candidates.drafts[winner].seed, recipe.latent)
     start = time.perf_counter()
-    samples = recipe.sample(candidates.drafts[winner].seed, progress.callback_for(0))
-    return samples, time.perf_counter() - start
+    for stage_index in range(len(recipe.stages)):
+        (state,) = run_stage(recipe, stage_index, [state], progress)
+    return state.latent, time.perf_counter() - start

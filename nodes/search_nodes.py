@@ -5,9 +5,10 @@ from comfy_api.latest import io
 
 from ..cachedsearch_core import MAX_CANDIDATES, Ranking, candidate_seeds, parse_scores
 from .search import (
-    CustomSamplerRecipe,
-    KSamplerRecipe,
+    CustomSamplerStage,
+    KSamplerStage,
     SearchCandidates,
+    StagedRecipe,
     commit,
     draft_rows,
     progress_text_sender,
@@ -65,11 +66,9 @@ def _check_latent(latent: dict) -> None:
         )
 
 
-def _search_output(candidates: SearchCandidates, latent: dict) -> io.NodeOutput:
-    drafts = {key: value for key, value in latent.items() if key != "batch_index"}
-    drafts["samples"] = candidates.draft_latents
+def _search_output(candidates: SearchCandidates) -> io.NodeOutput:
     report = candidates.report()
-    return io.NodeOutput(drafts, candidates, report,
+    return io.NodeOutput(candidates.latent(candidates.draft_latents), candidates, report,
                          ui={"text": (report,), "cachedsearch_drafts": draft_rows(candidates)})
 
 
@@ -117,9 +116,10 @@ class SearchSampler(io.ComfyNode):
         if message is not True:
             raise ValueError(message)
         _check_latent(latent_image)
-        recipe = KSamplerRecipe(model, positive, negative, latent_image, steps, cfg, sampler_name, scheduler, denoise)
+        stage = KSamplerStage(model, positive, negative, steps, cfg, sampler_name, scheduler, denoise)
         announce = progress_text_sender(cls.hidden.unique_id)
-        return _search_output(run_search(recipe, candidate_seeds(seed, num_candidates), announce), latent_image)
+        return _search_output(run_search(StagedRecipe.single(stage, latent_image),
+                                         candidate_seeds(seed, num_candidates), announce))
 
 
 class SearchSamplerAdvanced(io.ComfyNode):
@@ -152,8 +152,88 @@ class SearchSamplerAdvanced(io.ComfyNode):
         _check_latent(latent_image)
         if sigmas.shape[-1] < 2:
             raise ValueError("sigmas: needs at least two values (one step); check the scheduler node's steps")
-        recipe = CustomSamplerRecipe(guider, sampler, sigmas, latent_image)
-        return _search_output(run_search(recipe, seeds, progress_text_sender(cls.hidden.unique_id)), latent_image)
+        recipe = StagedRecipe.single(CustomSamplerStage(guider, sampler, sigmas), latent_image)
+        return _search_output(run_search(recipe, seeds, progress_text_sender(cls.hidden.unique_id)))
+
+
+def _split_step_message(steps, split_step) -> str | bool:
+    if steps is None or split_step is None:
+        return True
+    if not 0 < split_step < steps:
+        return (f"split_step: got {split_step} with steps {steps}; use a step from 1 to {steps - 1} (the high-noise "
+                "expert runs the steps before it, the low-noise expert the rest; the official graph splits 20 at 10)")
+    return True
+
+
+def _check_same_latent_format(model_high, model_low) -> None:
+    high, low = (type(model.model.latent_format) for model in (model_high, model_low))
+    if high is not low:
+        raise ValueError(
+            f"model_low: works on {low.__name__} latents but model_high on {high.__name__} latents; connect the "
+            "high- and low-noise experts of one model (e.g. both Wan 2.2 A14B T2V files)"
+        )
+
+
+class SearchSamplerExperts(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id="CachedSearchSamplerExperts",
+            display_name="CachedSearch Sampler (High/Low Experts)",
+            category="CachedSearch",
+            description="Best-of-N exploration on a two-expert model such as Wan 2.2 A14B: each candidate runs the "
+            "official two-KSamplerAdvanced graph (the high-noise expert adds the seed's noise and samples up to "
+            "split_step, the low-noise expert finishes), each expert with its own cache. Recommit replays the "
+            "winner's two stages uncached, exactly as the stock graph with that seed.",
+            inputs=[
+                io.Model.Input("model_high", tooltip="The high-noise expert (first steps), usually through its own "
+                               "CachedSearch Apply Cache; a higher tau suits it better than the low-noise expert."),
+                io.Model.Input("model_low", tooltip="The low-noise expert (the remaining steps), usually through its "
+                               "own CachedSearch Apply Cache; without one this stage computes every call."),
+                io.Conditioning.Input("positive", tooltip="What the videos should show (both experts)."),
+                io.Conditioning.Input("negative", tooltip="What the videos should avoid (both experts)."),
+                io.Latent.Input("latent_image", tooltip="A batch-1 latent (EmptyHunyuanLatentVideo, or the latent "
+                                "of WanImageToVideo)."),
+                *_search_inputs(),
+                io.Int.Input("steps", default=20, min=2, max=10000,
+                             tooltip="Total sampling steps of both experts together (the official graph: 20)."),
+                io.Int.Input("split_step", default=10, min=1, max=9999,
+                             tooltip="The step where the low-noise expert takes over (official: 10 of 20; 2 of 4 "
+                             "with the 4-step LoRAs). Warmup and cooldown count within each expert's steps."),
+                io.Float.Input("cfg", default=3.5, min=0.0, max=100.0, step=0.1, round=0.01,
+                               tooltip="Classifier-free guidance scale of both experts (official: 3.5; 1.0 with the "
+                               "4-step LoRAs)."),
+                io.Combo.Input("sampler_name", options=comfy.samplers.KSampler.SAMPLERS, default="euler",
+                               tooltip="Sampling algorithm, as in KSamplerAdvanced."),
+                io.Combo.Input("scheduler", options=comfy.samplers.KSampler.SCHEDULERS, default="simple",
+                               tooltip="Sigma schedule, as in KSamplerAdvanced."),
+            ],
+            outputs=_search_outputs(),
+            hidden=[io.Hidden.unique_id],
+        )
+
+    @classmethod
+    def validate_inputs(cls, seed=None, num_candidates=None, steps=None, split_step=None):
+        message = _split_step_message(steps, split_step)
+        return message if message is not True else _seed_range_message(seed, num_candidates)
+
+    @classmethod
+    def execute(cls, model_high, model_low, positive, negative, latent_image, seed, num_candidates, steps,
+                split_step, cfg, sampler_name, scheduler) -> io.NodeOutput:
+        message = cls.validate_inputs(seed, num_candidates, steps, split_step)
+        if message is not True:
+            raise ValueError(message)
+        _check_latent(latent_image)
+        _check_same_latent_format(model_high, model_low)
+        shared = dict(positive=positive, negative=negative, steps=steps, cfg=cfg, sampler_name=sampler_name,
+                      scheduler=scheduler)
+        # The official graph: add_noise enable / return_with_leftover_noise enable, then disable / disable.
+        high = KSamplerStage(model_high, **shared, start_step=0, last_step=split_step)
+        low = KSamplerStage(model_low, **shared, disable_noise=True, start_step=split_step, last_step=steps,
+                            force_full_denoise=True)
+        recipe = StagedRecipe((high, low), latent_image, ("high noise", "low noise"))
+        announce = progress_text_sender(cls.hidden.unique_id)
+        return _search_output(run_search(recipe, candidate_seeds(seed, num_candidates), announce))
 
 
 class RankingFromScores(io.ComfyNode):
@@ -198,12 +278,13 @@ class Recommit(io.ComfyNode):
                                "keep: the winner's cached draft, no extra compute."),
                 io.Model.Input("model", optional=True,
                                tooltip="Model to commit with (its cache is removed on a copy). Defaults to the "
-                               "model the drafts were sampled with."),
+                               "model the drafts were sampled with; leave it unconnected after a search on two "
+                               "experts (each stage recommits on its own expert)."),
             ],
             outputs=[
                 io.Latent.Output(display_name="latent", tooltip="The delivered video latent."),
-                io.Int.Output(display_name="seed", tooltip="The winning seed; a stock KSampler with it "
-                              "reproduces the committed video."),
+                io.Int.Output(display_name="seed", tooltip="The winning seed; a stock KSampler (for two "
+                              "experts: the first KSamplerAdvanced) with it reproduces the committed video."),
                 io.String.Output(display_name="report", tooltip="The whole search: scores, skips, cost."),
             ],
         )
@@ -213,11 +294,9 @@ class Recommit(io.ComfyNode):
         ranking.check_matches(len(candidates))
         winner = ranking.winner
         if mode == "keep":
-            samples, commit_seconds = candidates.draft_latents[winner : winner + 1].clone(), None
+            delivered, commit_seconds = candidates.latent(candidates.draft_latents[winner : winner + 1].clone()), None
         else:
-            samples, commit_seconds = commit(candidates, winner, model)
-        delivered = candidates.recipe.latent.copy()
-        delivered["samples"] = samples
+            delivered, commit_seconds = commit(candidates, winner, model)
         report = candidates.report(ranking, mode, commit_seconds)
         delivery = {"seed": candidates.drafts[winner].seed, "candidate": winner + 1, "mode": mode,
                     "num_candidates": len(candidates), "commit_seconds": commit_seconds,

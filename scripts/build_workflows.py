@@ -160,6 +160,98 @@ def wan22_ti2v() -> dict:
     return _workflow(nodes, models, "0.10 is the report's calibrated value for Wan 2.2 5B")
 
 
+# Wan 2.2 A14B: ComfyUI's official templates video_wan2_2_14B_t2v / _i2v (comfyui-workflow-templates).
+A14B_NEGATIVE = ("色调艳丽，过曝，静态，细节模糊不清，字幕，风格，作品，画作，画面，静止，整体发灰，最差质量，低质量，JPEG压缩残留，丑陋的，"
+                 "残缺的，多余的手指，画得不好的手部，画得不好的脸部，畸形的，毁容的，形态畸形的肢体，手指融合，静止不动的画面，杂乱的背景，三条腿，"
+                 "背景人很多，倒着走")
+A14B_I2V_IMAGE = "video_wan2_2_14B_i2v_input_image.jpg"
+A14B_LORA_NOTE = """
+**Two experts.** The high-noise expert runs steps 0-10 of 20 and the low-noise expert the rest, exactly as the
+official two-KSamplerAdvanced graph; each has its own Apply Cache, with warmup and cooldown counted within its
+own steps. Computing the high expert's last step and the low expert's first keeps the switch clean, and the
+high-noise expert takes the higher tau. The report (CachedSearch: Training-Free Cached Exploration for
+Test-Time Search in Video Diffusion) did not measure Wan 2.2 A14B: these tau values are not calibrated on it.
+
+**4-step LoRAs (fast path).** The two LoRA loaders are bypassed. To use the lightx2v 4-step LoRAs, un-bypass
+both (Ctrl+B) and set the sampler to steps 4, split_step 2, cfg 1.0, and both caches' warmup and cooldown to
+0 or mode off: with 2 steps per expert the cache has nothing to skip, but the search still pays off because
+each draft is cheap.
+"""
+
+
+def _a14b_models(task: str) -> dict:
+    """Per expert: UNETLoader -> LoraLoaderModelOnly (bypassed) -> ModelSamplingSD3 shift 5 -> Apply Cache."""
+    from scripts.tiny_models import WAN22_A14B_FILES, WAN22_A14B_LORA_FILES
+
+    caches = {"high": dict(tau=0.15, warmup_steps=2, cooldown_steps=1),
+              "low": dict(tau=0.10, warmup_steps=1, cooldown_steps=2)}
+    nodes = {}
+    for index, expert in enumerate(("high", "low")):
+        nodes[f"unet_{expert}"] = ("UNETLoader", {"unet_name": WAN22_A14B_FILES[task][index],
+                                                  "weight_dtype": "default"}, 0)
+        nodes[f"lora_{expert}"] = ("LoraLoaderModelOnly", {"model": [f"unet_{expert}", 0],
+                                                           "lora_name": WAN22_A14B_LORA_FILES[task][index],
+                                                           "strength_model": 1.0}, 0)
+        nodes[f"shift_{expert}"] = ("ModelSamplingSD3", {"model": [f"lora_{expert}", 0], "shift": 5.0}, 0)
+        nodes[f"cache_{expert}"] = ("CachedSearchApplyCache", {"model": [f"shift_{expert}", 0], "mode": "adaptive",
+                                                               **caches[expert], "static_interval": 2}, 0)
+    nodes["clip"] = ("CLIPLoader", {"clip_name": "umt5_xxl_fp8_e4m3fn_scaled.safetensors", "type": "wan",
+                                    "device": "default"}, 0)
+    nodes["vae"] = ("VAELoader", {"vae_name": "wan_2.1_vae.safetensors"}, 0)
+    return nodes
+
+
+def _a14b_search(conditioning: str, latent: str) -> tuple:
+    return ("CachedSearchSamplerExperts", {
+        "model_high": ["cache_high", 0], "model_low": ["cache_low", 0], "positive": [conditioning, 0],
+        "negative": [conditioning, 1] if conditioning == "image_to_video" else ["negative", 0],
+        "latent_image": [latent, 0] if latent == "latent" else [latent, 2], "seed": 42, "num_candidates": 8,
+        "steps": 20, "split_step": 10, "cfg": 3.5, "sampler_name": "euler", "scheduler": "simple"}, 2)
+
+
+def _a14b_model_list(task: str) -> str:
+    from scripts.tiny_models import WAN22_A14B_FILES, WAN22_A14B_LORA_FILES
+
+    return "\n".join([*(f"- `models/diffusion_models/{name}`" for name in WAN22_A14B_FILES[task]),
+                      *(f"- `models/loras/{name}` (optional, 4-step path)" for name in WAN22_A14B_LORA_FILES[task]),
+                      "- `models/text_encoders/umt5_xxl_fp8_e4m3fn_scaled.safetensors`",
+                      "- `models/vae/wan_2.1_vae.safetensors`"])
+
+
+def wan22_a14b_t2v() -> dict:
+    nodes = {
+        **_a14b_models("t2v"),
+        "prompt": ("PrimitiveStringMultiline", {"value": PROMPT}, 1),
+        "positive": ("CLIPTextEncode", {"text": ["prompt", 0], "clip": ["clip", 0]}, 1),
+        "negative": ("CLIPTextEncode", {"text": A14B_NEGATIVE, "clip": ["clip", 0]}, 1),
+        "latent": ("EmptyHunyuanLatentVideo", {"width": 640, "height": 640, "length": 81, "batch_size": 1}, 1),
+        "search": _a14b_search("positive", "latent"),
+        **_verify_commit_save("VAEDecode", 16.0, "cachedsearch/wan22_a14b_t2v"),
+    }
+    return _workflow(nodes, _a14b_model_list("t2v") + "\n" + A14B_LORA_NOTE,
+                     "high-noise expert 0.15, low-noise expert 0.10 here (not calibrated on A14B)",
+                     bypassed=("lora_high", "lora_low"))
+
+
+def wan22_a14b_i2v() -> dict:
+    nodes = {
+        **_a14b_models("i2v"),
+        "prompt": ("PrimitiveStringMultiline", {"value": PROMPT}, 1),
+        "positive": ("CLIPTextEncode", {"text": ["prompt", 0], "clip": ["clip", 0]}, 1),
+        "negative": ("CLIPTextEncode", {"text": A14B_NEGATIVE, "clip": ["clip", 0]}, 1),
+        "start_image": ("LoadImage", {"image": A14B_I2V_IMAGE}, 1),
+        "image_to_video": ("WanImageToVideo", {"positive": ["positive", 0], "negative": ["negative", 0],
+                                               "vae": ["vae", 0], "start_image": ["start_image", 0], "width": 640,
+                                               "height": 640, "length": 81, "batch_size": 1}, 1),
+        "search": _a14b_search("image_to_video", "image_to_video"),
+        **_verify_commit_save("VAEDecode", 16.0, "cachedsearch/wan22_a14b_i2v"),
+    }
+    models = (_a14b_model_list("i2v") + f"\nPut the start image in `ComfyUI/input/` and pick it in Load Image (the "
+              f"official template's is `{A14B_I2V_IMAGE}`).\n" + A14B_LORA_NOTE)
+    return _workflow(nodes, models, "high-noise expert 0.15, low-noise expert 0.10 here (not calibrated on A14B)",
+                     bypassed=("lora_high", "lora_low"))
+
+
 TITLES = {
     "cache": "Apply Cache (explore cheap)", "search": "N cached drafts", "verify": "Rank drafts (ImageReward)",
     "recommit": "Recommit winner (full compute)", "prompt": "Prompt (text encoder + verifier)",
@@ -169,14 +261,16 @@ GROUPS = (("1. Models", 0, "#3f789e"), ("2. Prompt and latent", 1, "#8a8a3f"), (
           "#a1309b"), ("4. Verify", 3, "#b06634"), ("5. Commit the winner", 4, "#3f8a54"), ("6. Save", 5, "#444"))
 
 
-def _workflow(nodes: dict, models: str, tau_advice: str) -> dict:
+def _workflow(nodes: dict, models: str, tau_advice: str, bypassed=()) -> dict:
     api = {key: {"class_type": kind, "inputs": inputs} for key, (kind, inputs, _) in nodes.items()}
     columns = {key: column for key, (_, _, column) in nodes.items()}
-    return {"api": api, "columns": columns, "note": EXPLAIN.format(models=models, tau_advice=tau_advice)}
+    return {"api": api, "columns": columns, "note": EXPLAIN.format(models=models, tau_advice=tau_advice),
+            "bypassed": bypassed}
 
 
 WORKFLOWS = {"cachedsearch_wan21_t2v": wan21_t2v, "cachedsearch_hunyuan_t2v": hunyuan_t2v,
-             "cachedsearch_wan22_ti2v": wan22_ti2v}
+             "cachedsearch_wan22_ti2v": wan22_ti2v, "cachedsearch_wan22_a14b_t2v": wan22_a14b_t2v,
+             "cachedsearch_wan22_a14b_i2v": wan22_a14b_i2v}
 
 
 def build(object_info: dict) -> dict[str, tuple[dict, dict]]:
@@ -196,7 +290,8 @@ def build(object_info: dict) -> dict[str, tuple[dict, dict]]:
                   for title, column, color in GROUPS if column in bottoms]
         note_box = (60, max(bottoms.values()) + 80, 2 * COLUMN_WIDTH + NODE_WIDTH, 420)
         gui = api_to_gui(api, object_info, layout, {k: v for k, v in TITLES.items() if k in api},
-                         notes=[(workflow["note"], note_box)], groups=groups)
+                         notes=[(workflow["note"], note_box)], groups=groups,
+                         bypassed=workflow["bypassed"])
         # The API twin is what the frontend queues for the GUI file (every widget, defaults included).
         built[name] = (gui, gui_to_api(gui, object_info))
     return built

@@ -98,12 +98,14 @@ def tiny_workflow_variant(api: dict, pooled: bool) -> dict:
                       "inputs": {"text_seed": index + 1, "tokens": 8, "pooled": pooled}}
     for node in graph.values():
         inputs = node["inputs"]
-        if node["class_type"] in ("EmptyHunyuanLatentVideo", "Wan22ImageToVideoLatent"):
+        if node["class_type"] in ("EmptyHunyuanLatentVideo", "Wan22ImageToVideoLatent", "WanImageToVideo"):
             inputs.update(width=64, height=64, length=9)
-        if node["class_type"] in ("CachedSearchSampler", "CachedSearchSamplerAdvanced"):
+        if node["class_type"] in ("CachedSearchSampler", "CachedSearchSamplerAdvanced", "CachedSearchSamplerExperts"):
             inputs["num_candidates"] = 3
             if "steps" in inputs:
                 inputs["steps"] = 8
+            if "split_step" in inputs:
+                inputs["split_step"] = 4
         if node["class_type"] == "BasicScheduler":
             inputs["steps"] = 8
         if node["class_type"] == "VAEDecodeTiled":

@@ -26,6 +26,17 @@ WAN21_VAE_FILE = "wan_2.1_vae.safetensors"
 WAN21_LORA_FILE = "tiny_wan21_lora.safetensors"
 WAN22_TI2V_FILE = "wan2.2_ti2v_5B_fp16.safetensors"
 WAN22_VAE_FILE = "wan2.2_vae.safetensors"
+# Wan 2.2 A14B: two Wan 2.1-architecture experts (high noise, low noise) per task, and the lightx2v 4-step LoRAs.
+WAN22_A14B_FILES = {
+    "t2v": ("wan2.2_t2v_high_noise_14B_fp8_scaled.safetensors", "wan2.2_t2v_low_noise_14B_fp8_scaled.safetensors"),
+    "i2v": ("wan2.2_i2v_high_noise_14B_fp8_scaled.safetensors", "wan2.2_i2v_low_noise_14B_fp8_scaled.safetensors"),
+}
+WAN22_A14B_LORA_FILES = {
+    "t2v": ("wan2.2_t2v_lightx2v_4steps_lora_v1.1_high_noise.safetensors",
+            "wan2.2_t2v_lightx2v_4steps_lora_v1.1_low_noise.safetensors"),
+    "i2v": ("wan2.2_i2v_lightx2v_4steps_lora_v1_high_noise.safetensors",
+            "wan2.2_i2v_lightx2v_4steps_lora_v1_low_noise.safetensors"),
+}
 
 TEXT_WIDTH = 4096  # umt5-xxl / llava-llama3 hidden size; fixed by model detection
 POOLED_WIDTH = 768  # clip-l pooled output used by HunyuanVideo's vector_in
@@ -123,6 +134,24 @@ def wan21_lora_state_dict(rank: int = 4, seed: int = 0) -> dict[str, torch.Tenso
     return state
 
 
+def wan22_a14b_targets(models_dir: pathlib.Path) -> dict:
+    """Tiny stand-ins for Wan 2.2 A14B under the official names: per task, two experts with different weights
+    (T2V on 16 channels, I2V on a 36-channel input) and two LoRAs."""
+    targets = {}
+    for task_index, task in enumerate(("t2v", "i2v")):
+        for expert_index, expert in enumerate(("high", "low")):
+            seed = 10 + 2 * task_index + expert_index
+            targets[f"wan22_a14b_{task}_{expert}"] = (
+                models_dir / "diffusion_models" / WAN22_A14B_FILES[task][expert_index],
+                lambda task=task, seed=seed: wan21_state_dict(task, seed=seed),
+            )
+            targets[f"wan22_a14b_{task}_lora_{expert}"] = (
+                models_dir / "loras" / WAN22_A14B_LORA_FILES[task][expert_index],
+                lambda seed=seed: wan21_lora_state_dict(seed=seed),
+            )
+    return targets
+
+
 def write_tiny_models(models_dir: pathlib.Path) -> dict[str, pathlib.Path]:
     """Write the tiny checkpoints into ComfyUI's folder layout under ``models_dir``.
 
@@ -137,6 +166,7 @@ def write_tiny_models(models_dir: pathlib.Path) -> dict[str, pathlib.Path]:
         "wan21_lora": (models_dir / "loras" / WAN21_LORA_FILE, wan21_lora_state_dict),
         "wan22_ti2v": (models_dir / "diffusion_models" / WAN22_TI2V_FILE, lambda: wan21_state_dict("ti2v", seed=2)),
         "wan22_vae": (models_dir / "vae" / WAN22_VAE_FILE, wan22_vae_state_dict),
+        **wan22_a14b_targets(models_dir),
     }
     for path, build in targets.values():
         if not path.exists():

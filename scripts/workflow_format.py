@@ -7,7 +7,9 @@ e.g. SaveVideo's ``format`` on ComfyUI 0.33) is a widget followed by the widgets
 of its selected option, named ``parent.child`` in the API graph. The frontend
 gives widgets missing from ``widgets_values`` their defaults and ignores surplus
 values, so one file serves runtimes whose nodes gained inputs. Frontend-only
-nodes (notes) have no ``/object_info`` entry and no API counterpart.
+nodes (notes) have no ``/object_info`` entry and no API counterpart. A bypassed
+node (mode 4) is left out of the API graph, its consumers fed by its input of
+the same type, as the frontend queues it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ DYNAMIC_COMBO = "COMFY_DYNAMICCOMBO_V3"
 FRONTEND_ONLY_NODES = {"Note", "MarkdownNote"}
 # Queueing a shipped workflow again searches a fresh seed range (a fixed seed would repeat the search).
 SEED_CONTROL = "randomize"
+BYPASSED_MODE = 4
 
 
 def _ordered_inputs(info: dict) -> list[tuple[str, list]]:
@@ -87,9 +90,9 @@ def _gui_widgets_values(given: dict, info: dict, seed_control: str) -> list:
 
 
 def api_to_gui(api: dict, object_info: dict, layout: dict, titles: dict | None = None, notes=(), groups=(),
-               seed_control: str = SEED_CONTROL) -> dict:
+               seed_control: str = SEED_CONTROL, bypassed=()) -> dict:
     """A GUI workflow for ``api``. ``layout`` maps node id -> (x, y, width, height); ``seed_control`` is every
-    control-after-generate widget's mode."""
+    control-after-generate widget's mode; the nodes in ``bypassed`` are present but bypassed."""
     titles = titles or {}
     ids = {key: index + 1 for index, key in enumerate(api)}
     nodes, links = [], []
@@ -124,7 +127,7 @@ def api_to_gui(api: dict, object_info: dict, layout: dict, titles: dict | None =
         x, y, width, height = layout[key]
         gui_node = {
             "id": ids[key], "type": node["class_type"], "pos": [x, y], "size": [width, height], "flags": {},
-            "order": order, "mode": 0, "inputs": inputs, "outputs": outputs,
+            "order": order, "mode": BYPASSED_MODE if key in bypassed else 0, "inputs": inputs, "outputs": outputs,
             "properties": {"Node name for S&R": node["class_type"]}, "widgets_values": widgets_values,
         }
         if key in titles:
@@ -157,17 +160,28 @@ def gui_widget_slots(gui_node: dict, info: dict) -> list[tuple[str | None, objec
 
 
 def gui_to_api(gui: dict, object_info: dict) -> dict:
-    """The API graph a GUI workflow queues (node ids as strings, notes dropped)."""
+    """The API graph a GUI workflow queues (node ids as strings, notes and bypassed nodes dropped)."""
     links = {link[0]: link for link in gui["links"]}
+    by_id = {node["id"]: node for node in gui["nodes"]}
+
+    def upstream(source: int, slot: int) -> tuple[int, int]:
+        node = by_id[source]
+        if node.get("mode") != BYPASSED_MODE:
+            return source, slot
+        kind = node["outputs"][slot]["type"]
+        entry = next(entry for entry in node["inputs"] if entry["type"] == kind and entry.get("link") is not None)
+        _, passed_source, passed_slot, *_ = links[entry["link"]]
+        return upstream(passed_source, passed_slot)
+
     api = {}
     for node in gui["nodes"]:
-        if node["type"] in FRONTEND_ONLY_NODES:
+        if node["type"] in FRONTEND_ONLY_NODES or node.get("mode") == BYPASSED_MODE:
             continue
         info = object_info[node["type"]]
         inputs = {name: value for name, value in gui_widget_slots(node, info) if name is not None}
         for entry in node.get("inputs", []):
             if entry.get("link") is not None:
-                _, source, slot, *_ = links[entry["link"]]
+                source, slot = upstream(*links[entry["link"]][1:3])
                 inputs[entry["name"]] = [str(source), slot]
         api[str(node["id"])] = {"class_type": node["type"], "inputs": inputs}
     return api

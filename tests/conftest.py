@@ -47,7 +47,17 @@ def _base_with_models(tmp_path_factory, name, models_dir) -> pathlib.Path:
         folder = base / "models" / entry.parent.name
         folder.mkdir(exist_ok=True)
         (folder / entry.name).symlink_to(entry)
+    _write_start_image(base / "input")
     return base
+
+
+def _write_start_image(input_dir: pathlib.Path) -> None:
+    """The Wan 2.2 A14B I2V workflow's start image (the official template's file name), for LoadImage."""
+    from PIL import Image
+
+    from scripts.build_workflows import A14B_I2V_IMAGE
+
+    Image.new("RGB", (64, 64), (200, 120, 40)).save(input_dir / A14B_I2V_IMAGE)
 
 
 @pytest.fixture(scope="session")

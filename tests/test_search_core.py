@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from cachedsearch_core import Draft, Ranking, SearchCost, candidate_seeds, parse_scores, search_report
+from cachedsearch_core import Draft, Ranking, SearchCost, StageCalls, candidate_seeds, parse_scores, search_report
 
 
 def test_candidate_seeds_are_consecutive_from_the_seed():
@@ -80,3 +80,12 @@ def test_report_before_ranking_has_no_scores_or_winner():
     text = search_report([Draft(3, 0.5, 10, 0)], "no cache on this model")
     assert "winner" not in text and "-" in text.splitlines()[2]
     assert text.endswith("mean draft 0.50 s")
+
+
+def test_report_of_a_staged_search_sums_each_stage_over_the_drafts():
+    drafts = [Draft(5, 1.0, 14, 6, stage_calls=(StageCalls(6, 4), StageCalls(8, 2))),
+              Draft(6, 1.0, 17, 3, stage_calls=(StageCalls(8, 2), StageCalls(9, 1)))]
+    text = search_report(drafts, "high noise: cache ...; low noise: no cache", stage_names=("high noise", "low noise"))
+    assert "high noise: 6/20 calls skipped (30%) over all drafts" in text
+    assert "low noise: 3/20 calls skipped (15%) over all drafts" in text
+    assert drafts[1].stage_calls[0].skipped_fraction == pytest.approx(0.2)

@@ -10,6 +10,7 @@ const RENDERERS = {
   CachedSearchVerifier: renderRanking,
   CachedSearchSampler: renderDrafts,
   CachedSearchSamplerAdvanced: renderDrafts,
+  CachedSearchSamplerExperts: renderDrafts,
   CachedSearchRecommit: renderDelivery,
 };
 

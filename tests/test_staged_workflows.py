@@ -1,0 +1,78 @@
+"""The Wan 2.2 A14B workflows over HTTP: the delivered video equals the official two-KSamplerAdvanced graph
+queued on the same server with the winning seed, with and without the 4-step LoRAs."""
+
+import copy
+import json
+import pathlib
+
+import numpy
+import pytest
+from PIL import Image
+
+from scripts.graphs import tiny_workflow_variant
+from scripts.workflow_format import BYPASSED_MODE, gui_to_api
+
+WORKFLOWS = pathlib.Path(__file__).resolve().parents[1] / "workflows"
+
+
+def queued_graph(name, object_info, loras_on):
+    gui = json.loads((WORKFLOWS / f"{name}.json").read_text())
+    bypassed = [node for node in gui["nodes"] if node.get("mode") == BYPASSED_MODE]
+    assert [node["type"] for node in bypassed] == ["LoraLoaderModelOnly"] * 2  # shipped bypassed
+    if loras_on:
+        for node in bypassed:
+            node["mode"] = 0
+    return gui_to_api(gui, object_info)
+
+
+def key_of(graph, class_type):
+    (key,) = [k for k, n in graph.items() if n["class_type"] == class_type]
+    return key
+
+
+def official_variant(graph, seed):
+    """The same graph delivering ``seed`` through the template's two KSamplerAdvanced nodes, uncached."""
+    stock = copy.deepcopy(graph)
+    search_key, recommit_key = key_of(stock, "CachedSearchSamplerExperts"), key_of(stock, "CachedSearchRecommit")
+    search = stock[search_key]["inputs"]
+    models = [stock[search[name][0]]["inputs"]["model"] for name in ("model_high", "model_low")]
+    shared = {name: search[name] for name in ("positive", "negative", "steps", "cfg", "sampler_name", "scheduler")}
+    stock["stage_high"] = {"class_type": "KSamplerAdvanced", "inputs": {
+        **shared, "model": models[0], "add_noise": "enable", "noise_seed": seed, "latent_image": search["latent_image"],
+        "start_at_step": 0, "end_at_step": search["split_step"], "return_with_leftover_noise": "enable"}}
+    stock[recommit_key] = {"class_type": "KSamplerAdvanced", "inputs": {
+        **shared, "model": models[1], "add_noise": "disable", "noise_seed": 0, "latent_image": ["stage_high", 0],
+        "start_at_step": search["split_step"], "end_at_step": 10000, "return_with_leftover_noise": "disable"}}
+    for key in [k for k, n in stock.items() if n["class_type"].startswith("CachedSearch") and k != recommit_key
+                and n["class_type"] != "CachedSearchTestConditioning"]:
+        del stock[key]
+    for key in [k for k, n in stock.items()
+                if n["class_type"] == "VAEDecode" and n["inputs"]["samples"][0] == search_key]:
+        del stock[key]
+    return stock
+
+
+def frames(server, entry):
+    return [numpy.asarray(Image.open(server.base_dir / "output" / image["subfolder"] / image["filename"]))
+            for image in entry["outputs"]["frames"]["images"]]
+
+
+@pytest.mark.parametrize("name", ["cachedsearch_wan22_a14b_t2v", "cachedsearch_wan22_a14b_i2v"])
+@pytest.mark.parametrize("loras_on", [False, True])
+def test_a14b_workflow_delivers_the_official_graph_for_the_winner(comfy_server, name, loras_on):
+    graph = tiny_workflow_variant(queued_graph(name, comfy_server.get("/object_info"), loras_on), pooled=False)
+    assert ("LoraLoaderModelOnly" in {node["class_type"] for node in graph.values()}) == loras_on
+    if loras_on:  # the note's 4-step settings
+        graph[key_of(graph, "CachedSearchSamplerExperts")]["inputs"].update(steps=4, split_step=2, cfg=1.0)
+        for node in graph.values():
+            if node["class_type"] == "CachedSearchApplyCache":
+                node["inputs"].update(warmup_steps=0, cooldown_steps=0)
+    entry = comfy_server.run_prompt(graph)
+    report = entry["outputs"][key_of(graph, "CachedSearchRecommit")]["text"][0]
+    assert report.startswith("CachedSearch: 3 candidate(s), high noise: cache adaptive tau 0.15")
+    assert "low noise: " in report and "calls skipped" in report
+    winner_seed = int(report.split("winner: candidate ")[1].split("seed ")[1].split(",")[0])
+    stock = comfy_server.run_prompt(official_variant(graph, winner_seed))
+    delivered, reference = frames(comfy_server, entry), frames(comfy_server, stock)
+    assert len(delivered) == len(reference) == 9
+    assert all((a == b).all() for a, b in zip(delivered, reference))
