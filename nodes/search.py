@@ -198,6 +198,7 @@ def run_search(recipe: Recipe, seeds: list[int], announce=None) -> SearchCandida
             seed=seed, seconds=seconds,
             calls_computed=sum(s.calls_computed for s in run_statistics),
             calls_skipped=sum(s.calls_skipped for s in run_statistics),
+            cache_inactive_reason=next((s.inactive_reason for s in run_statistics if s.inactive_reason), None),
         ))
     return SearchCandidates(recipe, tuple(drafts), torch.cat(latents), describe_cache(recipe.patcher))
 

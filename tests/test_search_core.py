@@ -80,3 +80,11 @@ def test_report_before_ranking_has_no_scores_or_winner():
     text = search_report([Draft(3, 0.5, 10, 0)], "no cache on this model")
     assert "winner" not in text and "-" in text.splitlines()[2]
     assert text.endswith("mean draft 0.50 s")
+
+
+def test_report_names_why_the_cache_was_inactive_once():
+    reason = "its latent input is a NestedTensor"
+    drafts = [Draft(3, 0.5, 10, 0, cache_inactive_reason=reason), Draft(4, 0.5, 10, 0, cache_inactive_reason=reason)]
+    lines = search_report(drafts, "cache adaptive tau 0.1").splitlines()
+    assert lines.count(f"cache inactive on this model: {reason}") == 1
+    assert not any("inactive" in line for line in search_report([Draft(3, 0.5, 10, 0)], "cache").splitlines())
