@@ -175,6 +175,15 @@ def kandinsky5_state_dict(seed: int = 7) -> dict[str, torch.Tensor]:
     return _fill_deterministically(model, seed)
 
 
+def hunyuan15_latent_upsampler_state_dict(seed: int = 9) -> dict[str, torch.Tensor]:
+    """HunyuanVideo 1.5's 1080p latent upsampler; the loader reads its widths from ``conv_in`` and ``up.*``."""
+    import nodes  # noqa: F401  puts comfy/ on sys.path; ComfyUI 0.3.75's upsampler imports model_management bare
+    import comfy.ldm.hunyuan_video.upsampler
+
+    model = comfy.ldm.hunyuan_video.upsampler.Upsampler(z_channels=32, out_channels=32, block_out_channels=(32, 32))
+    return _fill_deterministically(model, seed)
+
+
 def runtime_has(module_name: str, attribute: str) -> bool:
     """Whether this ComfyUI defines ``module_name.attribute`` (families differ between versions)."""
     import importlib
@@ -238,6 +247,8 @@ def write_tiny_models(models_dir: pathlib.Path) -> dict[str, pathlib.Path]:
         "hunyuan15_t2v": (models_dir / "diffusion_models" / HUNYUAN15_T2V_FILE, hunyuan15_state_dict),
         "hunyuan15_sr": (models_dir / "diffusion_models" / HUNYUAN15_SR_FILE, lambda: hunyuan15_state_dict(98, seed=8)),
         "ltxv": (models_dir / "diffusion_models" / LTXV_FILE, ltxv_state_dict),
+        "hunyuan15_upsampler": (models_dir / "latent_upscale_models" / HUNYUAN15_UPSAMPLER_FILE,
+                                hunyuan15_latent_upsampler_state_dict),
     }
     if runtime_has("comfy.ldm.kandinsky5.model", "Kandinsky5"):
         targets["kandinsky5_t2v"] = (models_dir / "diffusion_models" / KANDINSKY5_T2V_FILE, kandinsky5_state_dict)

@@ -98,6 +98,14 @@ FAMILIES = {
 }
 
 
+@pytest.fixture(scope="module", autouse=True)
+def record_comfyui_version(record_testsuite_property, engine):
+    """The JUnit report names the runtime, for scripts/works_with.py."""
+    import comfyui_version
+
+    record_testsuite_property("comfyui_version", comfyui_version.__version__)
+
+
 @pytest.fixture(scope="module", params=sorted(FAMILIES), ids=str)
 def family(request, engine):
     """(family, model, positive, negative, latent) loaded through UNETLoader; skipped where the runtime lacks it."""

@@ -28,8 +28,9 @@ def input_spec(info, name):
     return {**info["input"].get("required", {}), **info["input"].get("optional", {})}[name]
 
 
-def test_three_workflows_ship():
-    assert NAMES == ["cachedsearch_hunyuan_t2v", "cachedsearch_wan21_t2v", "cachedsearch_wan22_ti2v"]
+def test_four_workflows_ship():
+    assert NAMES == ["cachedsearch_hunyuan15_t2v", "cachedsearch_hunyuan_t2v", "cachedsearch_wan21_t2v",
+                     "cachedsearch_wan22_ti2v"]
     assert sorted(path.stem for path in (WORKFLOWS / "api").glob("*.json")) == NAMES
 
 

@@ -52,5 +52,24 @@ class SyntheticConditioning:
         return ([[context, extras]],)
 
 
-NODE_CLASS_MAPPINGS = {"CachedSearchTestConditioning": SyntheticConditioning}
-NODE_DISPLAY_NAME_MAPPINGS = {"CachedSearchTestConditioning": "Synthetic Conditioning (CachedSearch tests)"}
+class LatentFrames:
+    """IMAGE frames read straight off a video latent: a stand-in for VAEs that cannot be made tiny."""
+
+    CATEGORY = "CachedSearch/testing"
+    FUNCTION = "decode"
+    RETURN_TYPES = ("IMAGE",)
+    DESCRIPTION = "Test-only: the latent's first three channels as frames (no VAE)."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"samples": ("LATENT", {"tooltip": "A [B, C, T, H, W] video latent."})}}
+
+    def decode(self, samples):
+        latent = samples["samples"][:, :3].float()
+        frames = torch.sigmoid(latent).permute(0, 2, 3, 4, 1).flatten(0, 1)  # [B*T, H, W, 3]
+        return (frames.repeat_interleave(8, dim=1).repeat_interleave(8, dim=2),)
+
+
+NODE_CLASS_MAPPINGS = {"CachedSearchTestConditioning": SyntheticConditioning, "CachedSearchTestLatentFrames": LatentFrames}
+NODE_DISPLAY_NAME_MAPPINGS = {"CachedSearchTestConditioning": "Synthetic Conditioning (CachedSearch tests)",
+                              "CachedSearchTestLatentFrames": "Latent Frames (CachedSearch tests)"}
