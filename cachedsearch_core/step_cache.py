@@ -182,6 +182,17 @@ class CacheStatistics:
         return summary
 
 
+@dataclasses.dataclass
+class _CallPlan:
+    """What the cache decided for one call before the transformer runs (or instead of it)."""
+
+    step: int
+    labels: list[str]
+    states: list[BranchState] | None = None  # None: nothing to anchor (mode off, inactive cache)
+    chunks: tuple[torch.Tensor, ...] | None = None
+    cached_output: torch.Tensor | None = None
+
+
 class TransformationVectorCache:
     """The cache for one sampling run over a fixed sigma schedule.
 
@@ -221,11 +232,16 @@ class TransformationVectorCache:
     def active(self) -> bool:
         return self.statistics.inactive_reason is None
 
+    @torch.compiler.disable(recursive=False)
     def compute_uncached(self, compute: Callable[[], torch.Tensor], sigma: float | torch.Tensor,
                          labels: Sequence[str]) -> torch.Tensor:
         """Run ``compute()`` and count it as a computed call (mode off, or an inactive cache)."""
-        self._record(self.step_index(float(sigma)), labels, computed=True)
+        self._count_uncached(sigma, labels)
         return compute()
+
+    @torch.compiler.disable
+    def _count_uncached(self, sigma: float | torch.Tensor, labels: Sequence[str]) -> None:
+        self._record(self.step_index(float(sigma)), labels, computed=True)
 
     def _record(self, step: int, labels: Sequence[str], computed: bool) -> None:
         with self._lock:
@@ -245,6 +261,9 @@ class TransformationVectorCache:
         sigmas_at_or_above = len(self._ascending_sigmas) - bisect.bisect_left(self._ascending_sigmas, sigma)
         return min(max(sigmas_at_or_above - 1, 0), self.total_steps - 1)
 
+    # Under torch.compile the decisions below run eagerly (dynamo would bake Python state such as the
+    # accumulators into guarded graphs and recompile for each value); ``compute`` is still compiled.
+    @torch.compiler.disable(recursive=False)
     def __call__(
         self,
         compute: Callable[[], torch.Tensor],
@@ -259,9 +278,18 @@ class TransformationVectorCache:
         ``sigma`` may be a one-element tensor on the model's device: it is read
         in the same host sync as the drifts.
         """
+        plan = self._plan(x, sigma, branch_keys)
+        if plan.cached_output is not None:
+            return plan.cached_output
+        output = compute()
+        self._after_compute(plan, x, output)
+        return output
+
+    @torch.compiler.disable
+    def _plan(self, x: torch.Tensor, sigma: float | torch.Tensor, branch_keys: Sequence[BranchKey]) -> _CallPlan:
         labels = [key[0] for key in branch_keys]
         if self.config.mode is CacheMode.OFF or not self.active:
-            return self.compute_uncached(compute, sigma, labels)
+            return _CallPlan(self.step_index(float(sigma)), labels)
         states = self._states(branch_keys)
         chunks = x.chunk(len(states))
         anchored = all(s.delta is not None and s.delta.shape == c.shape for s, c in zip(states, chunks))
@@ -276,21 +304,24 @@ class TransformationVectorCache:
             else:
                 drifts = drift_tensor.tolist()
         step = self.step_index(float(sigma))
-
         if anchored and self._may_skip(step, states, drifts):
             self._record(step, labels, computed=False)
-            return torch.cat([chunk + state.delta for chunk, state in zip(chunks, states)])
+            cached = torch.cat([chunk + state.delta for chunk, state in zip(chunks, states)])
+            return _CallPlan(step, labels, cached_output=cached)
+        return _CallPlan(step, labels, states, chunks)
 
-        output = compute()
-        self._record(step, labels, computed=True)
+    @torch.compiler.disable
+    def _after_compute(self, plan: _CallPlan, x: torch.Tensor, output: torch.Tensor) -> None:
+        self._record(plan.step, plan.labels, computed=True)
+        if plan.states is None:
+            return
         if not isinstance(output, torch.Tensor) or output.shape != x.shape:
             shape = tuple(output.shape) if isinstance(output, torch.Tensor) else type(output).__name__
             self.deactivate(f"the transformer's output {shape} does not have the shape of its latent input "
                             f"{tuple(x.shape)}")
-            return output
-        for chunk, out_chunk, state in zip(chunks, output.chunk(len(states)), states):
+            return
+        for chunk, out_chunk, state in zip(plan.chunks, output.chunk(len(plan.states)), plan.states):
             state.anchor(chunk, out_chunk)
-        return output
 
     def _may_skip(self, step: int, states: list[BranchState], drifts: list[float] | None) -> bool:
         """The skip decision of SPEC section 2 for anchored branches; updates the accumulators only when it skips."""

@@ -95,31 +95,50 @@ def _outer_sample_wrapper(executor, noise, latent_image, sampler, sigmas, *args,
             report(statistics)
 
 
-def _running_cache(args, kwargs) -> tuple[_CacheRun | None, dict | None]:
-    """This run's cache from ``transformer_options``, wherever the model passes it.
+class _Route(NamedTuple):
+    cache: TransformationVectorCache
+    x: torch.Tensor | None
+    sigma: torch.Tensor
+    labels: list[str]
+    branch_keys: list | None  # None: run this call uncached
 
-    Most models pass it last; LTX-Video passes it before ``keyframe_idxs``, others by keyword.
+
+@torch.compiler.disable
+def _route(args, kwargs) -> _Route | None:
+    """Where this transformer call goes: None when its run has no cache.
+
+    ``transformer_options`` is found wherever the model passes it: most pass it last, LTX-Video before
+    ``keyframe_idxs``, others by keyword.
     """
     options = kwargs.get("transformer_options")
-    if isinstance(options, dict) and RUN_OPTION in options:
-        return options[RUN_OPTION], options
-    for argument in reversed(args):
-        if isinstance(argument, dict) and RUN_OPTION in argument:
-            return argument[RUN_OPTION], argument
-    return None, None
-
-
-def _diffusion_model_wrapper(executor, *args, **kwargs):
-    run, options = _running_cache(args, kwargs)
-    if run is None:
-        return executor(*args, **kwargs)
+    if not (isinstance(options, dict) and RUN_OPTION in options):
+        options = next((a for a in reversed(args) if isinstance(a, dict) and RUN_OPTION in a), None)
+    if options is None:
+        return None
+    run: _CacheRun = options[RUN_OPTION]
     x = args[0] if args else kwargs.get("x")
     labels = [_BRANCH_LABELS[index] for index in options["cond_or_uncond"]]
+    sigma = options["sigmas"][0]
     if not isinstance(x, torch.Tensor) or x.is_nested:
         _deactivate(run.cache, f"its latent input is a {type(x).__name__} (several latents in one, e.g. video with "
                     "audio), not one tensor")
     if not run.cache.active:
-        return run.cache.compute_uncached(lambda: executor(*args, **kwargs), options["sigmas"][0], labels)
-    # Keyed by device too: conds that run on several devices in threads never share state.
-    branch_keys = [(label, (uuid, x.device)) for label, uuid in zip(labels, options["uuids"])]
-    return run.cache(lambda: executor(*args, **kwargs), x[:, : run.latent_channels], options["sigmas"][0], branch_keys)
+        return _Route(run.cache, None, sigma, labels, None)
+    # Keyed by device (conds that run on several devices in threads) and by context window (ComfyUI's context
+    # window nodes call the model once per window): each gets its own state.
+    window = options.get("context_window")
+    window_frames = tuple(window.index_list) if window is not None else None
+    branch_keys = [(label, (uuid, x.device, window_frames)) for label, uuid in zip(labels, options["uuids"])]
+    return _Route(run.cache, x[:, : run.latent_channels], sigma, labels, branch_keys)
+
+
+# Under torch.compile (TorchCompileModel) this frame and the cache's decisions run eagerly: traced, they would be
+# baked into graphs whose guards on transformer_options ComfyUI filters out. The transformer itself is compiled.
+@torch.compiler.disable(recursive=False)
+def _diffusion_model_wrapper(executor, *args, **kwargs):
+    route = _route(args, kwargs)
+    if route is None:
+        return executor(*args, **kwargs)
+    if route.branch_keys is None:
+        return route.cache.compute_uncached(lambda: executor(*args, **kwargs), route.sigma, route.labels)
+    return route.cache(lambda: executor(*args, **kwargs), route.x, route.sigma, route.branch_keys)

@@ -262,3 +262,30 @@ def test_config_rejects_bad_values_naming_the_field(field, value, message):
 def test_run_needs_a_schedule():
     with pytest.raises(ValueError, match="sample_sigmas"):
         TransformationVectorCache(StepCacheConfig(), [1.0])
+
+
+def test_under_torch_compile_the_decisions_run_eagerly_and_the_transformer_is_compiled():
+    """As with ComfyUI's TorchCompileModel: the compiled model calls the cache, which calls the transformer."""
+    torch._dynamo.reset()
+    graphs = []
+
+    def counting_backend(graph_module, example_inputs):
+        graphs.append(graph_module)
+        return graph_module.forward
+
+    config = StepCacheConfig(tau=0.25, warmup_steps=2, cooldown_steps=2)
+    cache = TransformationVectorCache(config, SIGMAS)
+
+    @torch.compile(backend=counting_backend)
+    def model(x, sigma):
+        return cache(lambda: 2 * x, x, sigma, ONE_BRANCH)
+
+    outputs = [model(torch.full((1, 2, 3), 1.0 + 0.1 * step), SIGMAS[step]) for step in range(STEPS)]
+    eager_outputs, eager_cache, _ = run_ramp(config)
+    assert all(torch.equal(a, b) for a, b in zip(outputs, eager_outputs))
+    assert cache.statistics.as_dict() == eager_cache.statistics.as_dict()
+    # the transformer (2 * x) ran compiled; no graph holds the cache's bookkeeping, and the per-step values of
+    # sigma and the accumulators did not cause a recompilation per step
+    assert any("mul" in str(graph.graph) for graph in graphs)
+    assert not any("norm" in str(graph.graph) or "cat" in str(graph.graph) for graph in graphs)
+    assert len(graphs) < STEPS
