@@ -85,8 +85,11 @@ def test_each_window_is_a_separate_branch_state(engine):
     options = {patch.RUN_OPTION: patch._CacheRun(cache, 2), "cond_or_uncond": [0, 1], "uuids": ["a", "b"],
                "sigmas": torch.tensor([1.0])}
     x = torch.ones(2, 2, 2, 2, 2)
+    # 0.33 added total_frames (required in practice: it divides by it)
+    sizing = {"total_frames": 3} if "total_frames" in inspect.signature(
+        comfy.context_windows.IndexListContextWindow).parameters else {}
     for frames in ([0, 1], [1, 2], [0, 1]):
-        window = comfy.context_windows.IndexListContextWindow(frames, dim=2)
+        window = comfy.context_windows.IndexListContextWindow(frames, dim=2, **sizing)
         patch._diffusion_model_wrapper(lambda *a: 2 * a[0], x, None, options | {"context_window": window})
     assert len(cache.branches) == 4  # cond and uncond for each of the two windows
 
