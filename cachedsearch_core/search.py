@@ -7,6 +7,8 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
+from .step_cache import INACTIVE_PREFIX
+
 MAX_CANDIDATES = 64
 MAX_SEED = 0xFFFF_FFFF_FFFF_FFFF  # ComfyUI's seed range
 
@@ -48,6 +50,8 @@ class Draft:
     calls_computed: int
     calls_skipped: int
     stage_calls: tuple[StageCalls, ...] = ()
+    # Set when the cache could not serve this model and computed every call.
+    cache_inactive_reason: str | None = None
 
     @property
     def skipped_fraction(self) -> float:
@@ -135,6 +139,8 @@ def search_report(
     """The text the sampler and recommit nodes show: per candidate and for the whole search, and with
     ``stage_names`` the skipped calls of each stage over all drafts."""
     lines = [f"CachedSearch: {len(drafts)} candidate(s), {cache_description}"]
+    inactive_reasons = dict.fromkeys(d.cache_inactive_reason for d in drafts if d.cache_inactive_reason)
+    lines.extend(f"{INACTIVE_PREFIX}{reason}" for reason in inactive_reasons)
     winner = ranking.winner if ranking is not None else None
     lines.append(f"{'':2}{'#':>3}  {'seed':>20}  {'score':>9}  {'skipped calls':>15}  {'seconds':>8}")
     for index, draft in enumerate(drafts):

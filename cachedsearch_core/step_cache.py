@@ -17,12 +17,18 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import enum
+import threading
 from collections.abc import Callable, Hashable, Sequence
 
 import torch
 
 BranchKey = tuple[str, Hashable]
-"""(label, identity) of one guidance branch, e.g. ("uncond", <uuid>)."""
+"""(label, identity) of one guidance branch, e.g. ("uncond", (<uuid>, <device>)).
+
+The identity must tell apart everything whose state may not mix: branches of
+one conditioning computed on different devices get different identities."""
+
+INACTIVE_PREFIX = "cache inactive on this model: "
 
 
 class CacheMode(str, enum.Enum):
@@ -119,6 +125,8 @@ class CacheStatistics:
     steps_computed: set[int] = dataclasses.field(default_factory=set)
     steps_skipped: set[int] = dataclasses.field(default_factory=set)
     total_steps: int = 0
+    # Why the cache computed every call of this run, when it could not handle the model's inputs.
+    inactive_reason: str | None = None
 
     @property
     def calls(self) -> int:
@@ -156,6 +164,7 @@ class CacheStatistics:
             "steps_computed": len(self.steps_computed),
             "skipped_steps": sorted(self.steps_skipped - self.steps_computed),
             "ideal_speedup": self.ideal_speedup,
+            "inactive_reason": self.inactive_reason,
         }
 
     def summary(self) -> str:
@@ -164,17 +173,33 @@ class CacheStatistics:
             for label in sorted(set(self.computed_by_branch) | set(self.skipped_by_branch))
         )
         steps = self.total_steps or len(self.steps_seen)
-        return (
+        summary = (
             f"computed {len(self.steps_computed)}/{steps} steps ({branches}), "
             f"{self.calls_computed}/{self.calls} transformer calls, ~{self.ideal_speedup:.2f}x"
         )
+        if self.inactive_reason is not None:
+            summary += f"; {INACTIVE_PREFIX}{self.inactive_reason}"
+        return summary
+
+
+@dataclasses.dataclass
+class _CallPlan:
+    """What the cache decided for one call before the transformer runs (or instead of it)."""
+
+    step: int
+    labels: list[str]
+    states: list[BranchState] | None = None  # None: nothing to anchor (mode off, inactive cache)
+    chunks: tuple[torch.Tensor, ...] | None = None
+    cached_output: torch.Tensor | None = None
 
 
 class TransformationVectorCache:
     """The cache for one sampling run over a fixed sigma schedule.
 
     Create one per run (the ComfyUI adapter does so in its outer-sample
-    wrapper) and call it in place of each transformer call.
+    wrapper) and call it in place of each transformer call. Calls may come
+    from several threads (one per device): branch states are keyed by the
+    caller and the shared bookkeeping is locked.
     """
 
     def __init__(self, config: StepCacheConfig, sample_sigmas: Sequence[float]):
@@ -186,12 +211,45 @@ class TransformationVectorCache:
         self._ascending_sigmas = sorted(float(s) for s in sample_sigmas)
         self.branches: dict[BranchKey, BranchState] = {}
         self.statistics = CacheStatistics(total_steps=self.total_steps)
+        self._lock = threading.Lock()
 
     def reset(self) -> None:
-        for state in self.branches.values():
-            state.reset()
-        self.branches.clear()
-        self.statistics = CacheStatistics(total_steps=self.total_steps)
+        with self._lock:
+            for state in self.branches.values():
+                state.reset()
+            self.branches.clear()
+            self.statistics = CacheStatistics(total_steps=self.total_steps)
+
+    def deactivate(self, reason: str) -> bool:
+        """Compute every further call of this run; True for the first reason given (the one reported)."""
+        with self._lock:
+            if self.statistics.inactive_reason is not None:
+                return False
+            self.statistics.inactive_reason = reason
+            return True
+
+    @property
+    def active(self) -> bool:
+        return self.statistics.inactive_reason is None
+
+    @torch.compiler.disable(recursive=False)
+    def compute_uncached(self, compute: Callable[[], torch.Tensor], sigma: float | torch.Tensor,
+                         labels: Sequence[str]) -> torch.Tensor:
+        """Run ``compute()`` and count it as a computed call (mode off, or an inactive cache)."""
+        self._count_uncached(sigma, labels)
+        return compute()
+
+    @torch.compiler.disable
+    def _count_uncached(self, sigma: float | torch.Tensor, labels: Sequence[str]) -> None:
+        self._record(self.step_index(float(sigma)), labels, computed=True)
+
+    def _record(self, step: int, labels: Sequence[str], computed: bool) -> None:
+        with self._lock:
+            self.statistics.record(step, labels, computed)
+
+    def _states(self, branch_keys: Sequence[BranchKey]) -> list[BranchState]:
+        with self._lock:
+            return [self.branches.setdefault(key, BranchState()) for key in branch_keys]
 
     def step_index(self, sigma: float) -> int:
         """Step whose interval [sigma_{i+1}, sigma_i] holds ``sigma``.
@@ -203,6 +261,9 @@ class TransformationVectorCache:
         sigmas_at_or_above = len(self._ascending_sigmas) - bisect.bisect_left(self._ascending_sigmas, sigma)
         return min(max(sigmas_at_or_above - 1, 0), self.total_steps - 1)
 
+    # Under torch.compile the decisions below run eagerly (dynamo would bake Python state such as the
+    # accumulators into guarded graphs and recompile for each value); ``compute`` is still compiled.
+    @torch.compiler.disable(recursive=False)
     def __call__(
         self,
         compute: Callable[[], torch.Tensor],
@@ -217,11 +278,19 @@ class TransformationVectorCache:
         ``sigma`` may be a one-element tensor on the model's device: it is read
         in the same host sync as the drifts.
         """
+        plan = self._plan(x, sigma, branch_keys)
+        if plan.cached_output is not None:
+            return plan.cached_output
+        output = compute()
+        self._after_compute(plan, x, output)
+        return output
+
+    @torch.compiler.disable
+    def _plan(self, x: torch.Tensor, sigma: float | torch.Tensor, branch_keys: Sequence[BranchKey]) -> _CallPlan:
         labels = [key[0] for key in branch_keys]
-        if self.config.mode is CacheMode.OFF:
-            self.statistics.record(self.step_index(float(sigma)), labels, computed=True)
-            return compute()
-        states = [self.branches.setdefault(key, BranchState()) for key in branch_keys]
+        if self.config.mode is CacheMode.OFF or not self.active:
+            return _CallPlan(self.step_index(float(sigma)), labels)
+        states = self._states(branch_keys)
         chunks = x.chunk(len(states))
         anchored = all(s.delta is not None and s.delta.shape == c.shape for s, c in zip(states, chunks))
         drifts = None
@@ -235,21 +304,24 @@ class TransformationVectorCache:
             else:
                 drifts = drift_tensor.tolist()
         step = self.step_index(float(sigma))
-
         if anchored and self._may_skip(step, states, drifts):
-            self.statistics.record(step, labels, computed=False)
-            return torch.cat([chunk + state.delta for chunk, state in zip(chunks, states)])
+            self._record(step, labels, computed=False)
+            cached = torch.cat([chunk + state.delta for chunk, state in zip(chunks, states)])
+            return _CallPlan(step, labels, cached_output=cached)
+        return _CallPlan(step, labels, states, chunks)
 
-        output = compute()
-        if output.shape != x.shape:
-            raise ValueError(
-                f"transformer output shape {tuple(output.shape)} differs from its latent input {tuple(x.shape)}; "
-                "this model is not supported by the step cache (set mode to off)"
-            )
-        for chunk, out_chunk, state in zip(chunks, output.chunk(len(states)), states):
+    @torch.compiler.disable
+    def _after_compute(self, plan: _CallPlan, x: torch.Tensor, output: torch.Tensor) -> None:
+        self._record(plan.step, plan.labels, computed=True)
+        if plan.states is None:
+            return
+        if not isinstance(output, torch.Tensor) or output.shape != x.shape:
+            shape = tuple(output.shape) if isinstance(output, torch.Tensor) else type(output).__name__
+            self.deactivate(f"the transformer's output {shape} does not have the shape of its latent input "
+                            f"{tuple(x.shape)}")
+            return
+        for chunk, out_chunk, state in zip(plan.chunks, output.chunk(len(plan.states)), plan.states):
             state.anchor(chunk, out_chunk)
-        self.statistics.record(step, labels, computed=True)
-        return output
 
     def _may_skip(self, step: int, states: list[BranchState], drifts: list[float] | None) -> bool:
         """The skip decision of SPEC section 2 for anchored branches; updates the accumulators only when it skips."""

@@ -3,6 +3,10 @@
 OUTER_SAMPLE creates a fresh TransformationVectorCache for every sampling run
 (each KSampler call, each stage of a two-stage Wan 2.2 graph) and drops it in a
 ``finally``; DIFFUSION_MODEL routes every transformer call through it.
+
+Models the cache cannot serve (inputs that are not one latent tensor, a model
+whose forward never calls the DIFFUSION_MODEL wrapper) run uncached, with one
+log line and the reason in the run's statistics, which the search report shows.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from typing import NamedTuple
 
 import comfy.model_patcher
 import comfy.patcher_extension
+import torch
 
 from ..cachedsearch_core import StepCacheConfig, TransformationVectorCache
 
@@ -59,6 +64,11 @@ def step_cache_config(model) -> StepCacheConfig | None:
     return model.model_options.get("transformer_options", {}).get(CONFIG_OPTION)
 
 
+def _deactivate(cache: TransformationVectorCache, reason: str) -> None:
+    if cache.deactivate(reason):
+        log.warning("CachedSearch: cache inactive on this model: %s; this run computes every step", reason)
+
+
 def _outer_sample_wrapper(executor, noise, latent_image, sampler, sigmas, *args, **kwargs):
     guider = executor.class_obj
     shared_options = guider.model_options
@@ -69,7 +79,12 @@ def _outer_sample_wrapper(executor, noise, latent_image, sampler, sigmas, *args,
     latent_channels = guider.model_patcher.model.latent_format.latent_channels
     guider.model_options["transformer_options"][RUN_OPTION] = _CacheRun(cache, latent_channels)
     try:
-        return executor(noise, latent_image, sampler, sigmas, *args, **kwargs)
+        samples = executor(noise, latent_image, sampler, sigmas, *args, **kwargs)
+        if cache.statistics.calls == 0:
+            model_class = type(guider.model_patcher.model.diffusion_model).__name__
+            _deactivate(cache, f"{model_class}'s forward does not call ComfyUI's diffusion-model wrapper, so the "
+                        "cache never saw a transformer call")
+        return samples
     finally:
         guider.model_options = shared_options
         statistics = cache.statistics
@@ -80,17 +95,50 @@ def _outer_sample_wrapper(executor, noise, latent_image, sampler, sigmas, *args,
             report(statistics)
 
 
-def _diffusion_model_wrapper(executor, *args, **kwargs):
+class _Route(NamedTuple):
+    cache: TransformationVectorCache
+    x: torch.Tensor | None
+    sigma: torch.Tensor
+    labels: list[str]
+    branch_keys: list | None  # None: run this call uncached
+
+
+@torch.compiler.disable
+def _route(args, kwargs) -> _Route | None:
+    """Where this transformer call goes: None when its run has no cache.
+
+    ``transformer_options`` is found wherever the model passes it: most pass it last, LTX-Video before
+    ``keyframe_idxs``, others by keyword.
+    """
     options = kwargs.get("transformer_options")
+    if not (isinstance(options, dict) and RUN_OPTION in options):
+        options = next((a for a in reversed(args) if isinstance(a, dict) and RUN_OPTION in a), None)
     if options is None:
-        options = args[-1]
-    run: _CacheRun | None = options.get(RUN_OPTION)
-    if run is None:
+        return None
+    run: _CacheRun = options[RUN_OPTION]
+    x = args[0] if args else kwargs.get("x")
+    labels = [_BRANCH_LABELS[index] for index in options["cond_or_uncond"]]
+    sigma = options["sigmas"][0]
+    if not isinstance(x, torch.Tensor) or x.is_nested:
+        _deactivate(run.cache, f"its latent input is a {type(x).__name__} (several latents in one, e.g. video with "
+                    "audio), not one tensor")
+    if not run.cache.active:
+        return _Route(run.cache, None, sigma, labels, None)
+    # Keyed by device (conds that run on several devices in threads) and by context window (ComfyUI's context
+    # window nodes call the model once per window): each gets its own state.
+    window = options.get("context_window")
+    window_frames = tuple(window.index_list) if window is not None else None
+    branch_keys = [(label, (uuid, x.device, window_frames)) for label, uuid in zip(labels, options["uuids"])]
+    return _Route(run.cache, x[:, : run.latent_channels], sigma, labels, branch_keys)
+
+
+# Under torch.compile (TorchCompileModel) this frame and the cache's decisions run eagerly: traced, they would be
+# baked into graphs whose guards on transformer_options ComfyUI filters out. The transformer itself is compiled.
+@torch.compiler.disable(recursive=False)
+def _diffusion_model_wrapper(executor, *args, **kwargs):
+    route = _route(args, kwargs)
+    if route is None:
         return executor(*args, **kwargs)
-    branch_keys = [(_BRANCH_LABELS[index], uuid) for index, uuid in zip(options["cond_or_uncond"], options["uuids"])]
-    return run.cache(
-        lambda: executor(*args, **kwargs),
-        args[0][:, : run.latent_channels],
-        options["sigmas"][0],
-        branch_keys,
-    )
+    if route.branch_keys is None:
+        return route.cache.compute_uncached(lambda: executor(*args, **kwargs), route.sigma, route.labels)
+    return route.cache(lambda: executor(*args, **kwargs), route.x, route.sigma, route.branch_keys)

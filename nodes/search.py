@@ -151,13 +151,15 @@ class CandidateState:
     latent: dict
     seconds: float = 0.0
     stage_calls: tuple[StageCalls, ...] = ()
+    # Set once a stage's cache could not serve its model and computed every call.
+    cache_inactive_reason: str | None = None
 
     def draft(self) -> Draft:
         return Draft(
             seed=self.seed, seconds=self.seconds,
             calls_computed=sum(calls.computed for calls in self.stage_calls),
             calls_skipped=sum(calls.skipped for calls in self.stage_calls),
-            stage_calls=self.stage_calls,
+            stage_calls=self.stage_calls, cache_inactive_reason=self.cache_inactive_reason,
         )
 
 
@@ -302,8 +304,12 @@ def run_stage(recipe: StagedRecipe, stage_index: int, states: list[CandidateStat
             latent = stage.run(state.latent, state.seed)
         calls = StageCalls(computed=sum(s.calls_computed for s in statistics),
                            skipped=sum(s.calls_skipped for s in statistics))
-        advanced.append(dataclasses.replace(state, latent=latent, seconds=state.seconds + time.perf_counter() - start,
-                                            stage_calls=(*state.stage_calls, calls)))
+        inactive_reason = next((s.inactive_reason for s in statistics if s.inactive_reason), None)
+        advanced.append(dataclasses.replace(
+            state, latent=latent, seconds=state.seconds + time.perf_counter() - start,
+            stage_calls=(*state.stage_calls, calls),
+            cache_inactive_reason=state.cache_inactive_reason or inactive_reason,
+        ))
     return advanced
 
 

@@ -252,6 +252,77 @@ def wan22_a14b_i2v() -> dict:
                      bypassed=("lora_high", "lora_low"))
 
 
+def hunyuan15_t2v() -> dict:
+    """ComfyUI's video_hunyuan_video_1.5_720p_t2v template as a search: 720p drafts, recommit, then its
+    distilled 1080p super-resolution stage on the winner only (file names and settings from the template)."""
+    search_and_commit = _verify_commit_save("VAEDecodeTiled", 24.0, "cachedsearch/hunyuan15_t2v_1080p")
+    nodes = {
+        "unet": ("UNETLoader", {"unet_name": "hunyuanvideo1.5_720p_t2v_fp16.safetensors", "weight_dtype": "default"},
+                 0),
+        "shift": ("ModelSamplingSD3", {"model": ["unet", 0], "shift": 7.0}, 0),
+        "cache": ("CachedSearchApplyCache", {"model": ["shift", 0], "mode": "adaptive", "tau": 0.10,
+                                             "warmup_steps": 3, "cooldown_steps": 3, "static_interval": 2}, 0),
+        "clip": ("DualCLIPLoader", {"clip_name1": "qwen_2.5_vl_7b_fp8_scaled.safetensors",
+                                    "clip_name2": "byt5_small_glyphxl_fp16.safetensors", "type": "hunyuan_video_15",
+                                    "device": "default"}, 0),
+        "vae": ("VAELoader", {"vae_name": "hunyuanvideo15_vae_fp16.safetensors"}, 0),
+        "prompt": ("PrimitiveStringMultiline", {"value": PROMPT}, 1),
+        "positive": ("CLIPTextEncode", {"text": ["prompt", 0], "clip": ["clip", 0]}, 1),
+        "negative": ("CLIPTextEncode", {"text": "", "clip": ["clip", 0]}, 1),
+        "latent": ("EmptyHunyuanVideo15Latent", {"width": 1280, "height": 720, "length": 121, "batch_size": 1}, 1),
+        "guider": ("CFGGuider", {"model": ["cache", 0], "positive": ["positive", 0], "negative": ["negative", 0],
+                                 "cfg": 6.0}, 2),
+        "sampler": ("KSamplerSelect", {"sampler_name": "euler"}, 2),
+        "sigmas": ("BasicScheduler", {"model": ["unet", 0], "scheduler": "simple", "steps": 20, "denoise": 1.0}, 2),
+        "search": ("CachedSearchSamplerAdvanced", {"guider": ["guider", 0], "sampler": ["sampler", 0],
+                                                   "sigmas": ["sigmas", 0], "latent_image": ["latent", 0],
+                                                   "seed": 42, "num_candidates": 8}, 2),
+        **{key: search_and_commit[key] for key in ("decode_drafts", "load_verifier", "verify", "recommit")},
+        # The template's super-resolution stage, fed with the committed winner instead of a single sample.
+        "sr_upsampler": ("LatentUpscaleModelLoader",
+                         {"model_name": "hunyuanvideo15_latent_upsampler_1080p.safetensors"}, 5),
+        "sr_upscale": ("HunyuanVideo15LatentUpscaleWithModel", {
+            "model": ["sr_upsampler", 0], "samples": ["recommit", 0], "upscale_method": "bilinear", "width": 1920,
+            "height": 1080, "crop": "disabled"}, 5),
+        "sr_conditioning": ("HunyuanVideo15SuperResolution", {
+            "positive": ["positive", 0], "negative": ["negative", 0], "latent": ["sr_upscale", 0],
+            "noise_augmentation": 0.7}, 5),
+        "sr_unet": ("UNETLoader", {"unet_name": "hunyuanvideo1.5_1080p_sr_distilled_fp16.safetensors",
+                                   "weight_dtype": "default"}, 5),
+        "sr_shift": ("ModelSamplingSD3", {"model": ["sr_unet", 0], "shift": 2.0}, 5),
+        "sr_sigmas": ("BasicScheduler", {"model": ["sr_unet", 0], "scheduler": "simple", "steps": 8, "denoise": 1.0},
+                      5),
+        "sr_split": ("SplitSigmas", {"sigmas": ["sr_sigmas", 0], "step": 4}, 5),
+        "sr_noise": ("RandomNoise", {"noise_seed": 889}, 5),
+        "sr_guider_high": ("CFGGuider", {"model": ["sr_shift", 0], "positive": ["sr_conditioning", 0],
+                                         "negative": ["sr_conditioning", 1], "cfg": 1.0}, 5),
+        "sr_high": ("SamplerCustomAdvanced", {"noise": ["sr_noise", 0], "guider": ["sr_guider_high", 0],
+                                              "sampler": ["sampler", 0], "sigmas": ["sr_split", 0],
+                                              "latent_image": ["sr_conditioning", 2]}, 5),
+        "sr_no_noise": ("DisableNoise", {}, 5),
+        "sr_guider_low": ("CFGGuider", {"model": ["sr_unet", 0], "positive": ["positive", 0],
+                                        "negative": ["negative", 0], "cfg": 1.0}, 5),
+        "sr_low": ("SamplerCustomAdvanced", {"noise": ["sr_no_noise", 0], "guider": ["sr_guider_low", 0],
+                                             "sampler": ["sampler", 0], "sigmas": ["sr_split", 1],
+                                             "latent_image": ["sr_high", 0]}, 5),
+        **{key: search_and_commit[key] for key in ("decode", "video", "save")},
+    }
+    nodes["decode"] = ("VAEDecodeTiled", {**nodes["decode"][1], "samples": ["sr_low", 0]}, 6)
+    nodes["video"] = (*nodes["video"][:2], 6)
+    nodes["save"] = (*nodes["save"][:2], 6)
+    models = ("- `models/diffusion_models/hunyuanvideo1.5_720p_t2v_fp16.safetensors` and "
+              "`models/diffusion_models/hunyuanvideo1.5_1080p_sr_distilled_fp16.safetensors`\n"
+              "- `models/text_encoders/qwen_2.5_vl_7b_fp8_scaled.safetensors` and "
+              "`models/text_encoders/byt5_small_glyphxl_fp16.safetensors`\n"
+              "- `models/vae/hunyuanvideo15_vae_fp16.safetensors`\n"
+              "- `models/latent_upscale_models/hunyuanvideo15_latent_upsampler_1080p.safetensors`\n"
+              "The search runs at 720p (20 steps, cfg 6, shift 7, as ComfyUI's template); only the committed winner "
+              "is super-resolved to 1080p (8 distilled steps, split at 4).")
+    workflow = _workflow(nodes, models, "0.10 is a starting point (not calibrated for HunyuanVideo 1.5)")
+    workflow["groups"] = GROUPS[:5] + (("6. Super-resolve the winner (1080p)", 5, "#5a4f9e"), ("7. Save", 6, "#444"))
+    return workflow
+
+
 TITLES = {
     "cache": "Apply Cache (explore cheap)", "search": "N cached drafts", "verify": "Rank drafts (ImageReward)",
     "recommit": "Recommit winner (full compute)", "prompt": "Prompt (text encoder + verifier)",
@@ -270,7 +341,7 @@ def _workflow(nodes: dict, models: str, tau_advice: str, bypassed=()) -> dict:
 
 WORKFLOWS = {"cachedsearch_wan21_t2v": wan21_t2v, "cachedsearch_hunyuan_t2v": hunyuan_t2v,
              "cachedsearch_wan22_ti2v": wan22_ti2v, "cachedsearch_wan22_a14b_t2v": wan22_a14b_t2v,
-             "cachedsearch_wan22_a14b_i2v": wan22_a14b_i2v}
+             "cachedsearch_wan22_a14b_i2v": wan22_a14b_i2v, "cachedsearch_hunyuan15_t2v": hunyuan15_t2v}
 
 
 def build(object_info: dict) -> dict[str, tuple[dict, dict]]:
@@ -287,7 +358,7 @@ def build(object_info: dict) -> dict[str, tuple[dict, dict]]:
             column = workflow["columns"][key]
             bottoms[column] = max(bottoms.get(column, 0), y + height)
         groups = [(title, (40 + column * COLUMN_WIDTH, 60, NODE_WIDTH + 40, bottoms.get(column, 200)), color)
-                  for title, column, color in GROUPS if column in bottoms]
+                  for title, column, color in workflow.get("groups", GROUPS) if column in bottoms]
         note_box = (60, max(bottoms.values()) + 80, 2 * COLUMN_WIDTH + NODE_WIDTH, 420)
         gui = api_to_gui(api, object_info, layout, {k: v for k, v in TITLES.items() if k in api},
                          notes=[(workflow["note"], note_box)], groups=groups,

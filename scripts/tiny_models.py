@@ -37,6 +37,17 @@ WAN22_A14B_LORA_FILES = {
     "i2v": ("wan2.2_i2v_lightx2v_4steps_lora_v1_high_noise.safetensors",
             "wan2.2_i2v_lightx2v_4steps_lora_v1_low_noise.safetensors"),
 }
+WAN21_VACE_FILE = "wan2.1_vace_1.3B_fp16.safetensors"
+HUNYUAN_I2V_FILE = "hunyuan_video_image_to_video_720p_bf16.safetensors"
+HUNYUAN15_T2V_FILE = "hunyuanvideo1.5_720p_t2v_fp16.safetensors"
+HUNYUAN15_SR_FILE = "hunyuanvideo1.5_1080p_sr_distilled_fp16.safetensors"
+HUNYUAN15_UPSAMPLER_FILE = "hunyuanvideo15_latent_upsampler_1080p.safetensors"
+LTXV_FILE = "ltx-video-2b-v0.9.5.safetensors"
+KANDINSKY5_T2V_FILE = "kandinsky5lite_t2v_sft_5s.safetensors"
+
+QWEN_VL_WIDTH = 3584  # qwen2.5-vl-7b hidden size (HunyuanVideo 1.5, Kandinsky 5)
+BYT5_WIDTH = 1472  # byt5-small glyph encoder (HunyuanVideo 1.5)
+SIGLIP_WIDTH = 1152  # HunyuanVideo 1.5's vision input; detection requires exactly this width
 
 TEXT_WIDTH = 4096  # umt5-xxl / llava-llama3 hidden size; fixed by model detection
 POOLED_WIDTH = 768  # clip-l pooled output used by HunyuanVideo's vector_in
@@ -98,6 +109,100 @@ def hunyuan_t2v_state_dict(seed: int = 0) -> dict[str, torch.Tensor]:
         **_accepted_fields(comfy.ldm.hunyuan_video.model.HunyuanVideoParams, meanflow_sum=False),
     )
     return _fill_deterministically(model, seed)
+
+
+def wan21_vace_state_dict(seed: int = 3) -> dict[str, torch.Tensor]:
+    """Wan 2.1 VACE: detection keys on ``vace_patch_embedding``; 96 VACE channels (control latent pair + mask)."""
+    import comfy.ldm.wan.model
+    import comfy.ops
+
+    model = comfy.ldm.wan.model.VaceWanModel(
+        dim=128, ffn_dim=256, num_heads=1, num_layers=2, in_dim=16, out_dim=16, text_dim=TEXT_WIDTH, freq_dim=256,
+        vace_layers=1, vace_in_dim=96, operations=comfy.ops.disable_weight_init,
+    )
+    return _fill_deterministically(model, seed)
+
+
+def _hunyuan_video_state_dict(seed: int, **params) -> dict[str, torch.Tensor]:
+    import comfy.ldm.hunyuan_video.model
+    import comfy.ops
+
+    common = dict(
+        image_model="hunyuan_video", hidden_size=128, mlp_ratio=4.0, num_heads=1, depth=1, depth_single_blocks=1,
+        axes_dim=[16, 56, 56], theta=256, patch_size=[1, 2, 2], qkv_bias=True, meanflow=False,
+        operations=comfy.ops.disable_weight_init,
+    )
+    params = common | params
+    # ComfyUI 0.33 added meanflow_sum as a required field (True exactly when vision_in exists); 0.3.75 rejects it.
+    optional = _accepted_fields(comfy.ldm.hunyuan_video.model.HunyuanVideoParams,
+                                meanflow_sum=params.get("vision_in_dim") is not None)
+    return _fill_deterministically(comfy.ldm.hunyuan_video.model.HunyuanVideo(**params, **optional), seed)
+
+
+def hunyuan_i2v_state_dict(seed: int = 4) -> dict[str, torch.Tensor]:
+    """HunyuanVideo I2V: 33 input channels (latent, image latent, mask) select HunyuanVideoI2V."""
+    return _hunyuan_video_state_dict(
+        seed, in_channels=33, out_channels=16, vec_in_dim=POOLED_WIDTH, context_in_dim=TEXT_WIDTH,
+        guidance_embed=True, byt5=False, use_cond_type_embedding=False, vision_in_dim=None,
+    )
+
+
+def hunyuan15_state_dict(in_channels: int = 65, seed: int = 5) -> dict[str, torch.Tensor]:
+    """HunyuanVideo 1.5: 32-channel latents, Qwen2.5-VL + ByT5 text, a 1152-wide vision input.
+
+    65 input channels (latent, image latent, mask) is the 720p T2V/I2V model; 98 the distilled super-resolution
+    model (latent, upsampled latent pair and two masks).
+    """
+    return _hunyuan_video_state_dict(
+        seed, in_channels=in_channels, out_channels=32, vec_in_dim=None, context_in_dim=QWEN_VL_WIDTH,
+        guidance_embed=False, byt5=True, use_cond_type_embedding=True, vision_in_dim=SIGLIP_WIDTH,
+        patch_size=[1, 1, 1],
+    )
+
+
+def ltxv_state_dict(seed: int = 6) -> dict[str, torch.Tensor]:
+    """LTX-Video: detection reads the head width as attn2.to_k rows / 32, so 32 heads of width 4."""
+    import comfy.ldm.lightricks.model
+    import comfy.ops
+
+    model = comfy.ldm.lightricks.model.LTXVModel(
+        in_channels=128, cross_attention_dim=128, attention_head_dim=4, num_attention_heads=32,
+        caption_channels=TEXT_WIDTH, num_layers=1, operations=comfy.ops.disable_weight_init,
+    )
+    return _fill_deterministically(model, seed)
+
+
+def kandinsky5_state_dict(seed: int = 7) -> dict[str, torch.Tensor]:
+    """Kandinsky 5 (ComfyUI 0.33 and later): width 128 = 2 heads of the default 64-wide rope axes."""
+    import comfy.ldm.kandinsky5.model
+    import comfy.ops
+
+    # 16 latent + 16 image + 1 mask channels, times the 1x2x2 patch.
+    model = comfy.ldm.kandinsky5.model.Kandinsky5(
+        in_visual_dim=16, out_visual_dim=16, in_text_dim=QWEN_VL_WIDTH, in_text_dim2=POOLED_WIDTH, time_dim=64,
+        model_dim=128, ff_dim=256, visual_embed_dim=33 * 4, num_text_blocks=1, num_visual_blocks=1,
+        operations=comfy.ops.disable_weight_init,
+    )
+    return _fill_deterministically(model, seed)
+
+
+def hunyuan15_latent_upsampler_state_dict(seed: int = 9) -> dict[str, torch.Tensor]:
+    """HunyuanVideo 1.5's 1080p latent upsampler; the loader reads its widths from ``conv_in`` and ``up.*``."""
+    import nodes  # noqa: F401  puts comfy/ on sys.path; ComfyUI 0.3.75's upsampler imports model_management bare
+    import comfy.ldm.hunyuan_video.upsampler
+
+    model = comfy.ldm.hunyuan_video.upsampler.Upsampler(z_channels=32, out_channels=32, block_out_channels=(32, 32))
+    return _fill_deterministically(model, seed)
+
+
+def runtime_has(module_name: str, attribute: str) -> bool:
+    """Whether this ComfyUI defines ``module_name.attribute`` (families differ between versions)."""
+    import importlib
+
+    try:
+        return hasattr(importlib.import_module(module_name), attribute)
+    except ImportError:
+        return False
 
 
 def wan21_vae_state_dict(dim: int = 8, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -167,7 +272,16 @@ def write_tiny_models(models_dir: pathlib.Path) -> dict[str, pathlib.Path]:
         "wan22_ti2v": (models_dir / "diffusion_models" / WAN22_TI2V_FILE, lambda: wan21_state_dict("ti2v", seed=2)),
         "wan22_vae": (models_dir / "vae" / WAN22_VAE_FILE, wan22_vae_state_dict),
         **wan22_a14b_targets(models_dir),
+        "wan21_vace": (models_dir / "diffusion_models" / WAN21_VACE_FILE, wan21_vace_state_dict),
+        "hunyuan_i2v": (models_dir / "diffusion_models" / HUNYUAN_I2V_FILE, hunyuan_i2v_state_dict),
+        "hunyuan15_t2v": (models_dir / "diffusion_models" / HUNYUAN15_T2V_FILE, hunyuan15_state_dict),
+        "hunyuan15_sr": (models_dir / "diffusion_models" / HUNYUAN15_SR_FILE, lambda: hunyuan15_state_dict(98, seed=8)),
+        "ltxv": (models_dir / "diffusion_models" / LTXV_FILE, ltxv_state_dict),
+        "hunyuan15_upsampler": (models_dir / "latent_upscale_models" / HUNYUAN15_UPSAMPLER_FILE,
+                                hunyuan15_latent_upsampler_state_dict),
     }
+    if runtime_has("comfy.ldm.kandinsky5.model", "Kandinsky5"):
+        targets["kandinsky5_t2v"] = (models_dir / "diffusion_models" / KANDINSKY5_T2V_FILE, kandinsky5_state_dict)
     for path, build in targets.values():
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,9 @@ def pytest_report_header(config):
 PLACEHOLDER_MODEL_FILES = (
     "text_encoders/umt5_xxl_fp8_e4m3fn_scaled.safetensors", "text_encoders/clip_l.safetensors",
     "text_encoders/llava_llama3_fp8_scaled.safetensors",
+    # HunyuanVideo 1.5: Qwen2.5-VL and ByT5 encoders, and its VAE (fixed at 1.26 B parameters)
+    "text_encoders/qwen_2.5_vl_7b_fp8_scaled.safetensors", "text_encoders/byt5_small_glyphxl_fp16.safetensors",
+    "vae/hunyuanvideo15_vae_fp16.safetensors",
 )
 
 

@@ -89,3 +89,11 @@ def test_report_of_a_staged_search_sums_each_stage_over_the_drafts():
     assert "high noise: 6/20 calls skipped (30%) over all drafts" in text
     assert "low noise: 3/20 calls skipped (15%) over all drafts" in text
     assert drafts[1].stage_calls[0].skipped_fraction == pytest.approx(0.2)
+
+
+def test_report_names_why_the_cache_was_inactive_once():
+    reason = "its latent input is a NestedTensor"
+    drafts = [Draft(3, 0.5, 10, 0, cache_inactive_reason=reason), Draft(4, 0.5, 10, 0, cache_inactive_reason=reason)]
+    lines = search_report(drafts, "cache adaptive tau 0.1").splitlines()
+    assert lines.count(f"cache inactive on this model: {reason}") == 1
+    assert not any("inactive" in line for line in search_report([Draft(3, 0.5, 10, 0)], "cache").splitlines())

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from cachedsearch_core import CacheMode, StepCacheConfig, TransformationVectorCache
+from cachedsearch_core.step_cache import INACTIVE_PREFIX
 
 STEPS = 10
 SIGMAS = [1.0 - i / STEPS for i in range(STEPS + 1)]
@@ -169,11 +170,70 @@ def test_cached_rollout_differs_from_uncached_and_stays_finite():
     assert all(torch.isfinite(out).all() for out in cached)
 
 
-def test_output_shape_mismatch_names_the_fix():
-    cache = TransformationVectorCache(StepCacheConfig(), SIGMAS)
+def test_output_shape_mismatch_turns_the_cache_off_for_the_run_with_its_reason():
+    cache = TransformationVectorCache(StepCacheConfig(tau=1.0, warmup_steps=0, cooldown_steps=0), SIGMAS)
     x = torch.ones(1, 4)
-    with pytest.raises(ValueError, match="mode to off"):
-        cache(lambda: torch.ones(1, 5), x, SIGMAS[0], ONE_BRANCH)
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return torch.ones(1, 5)
+
+    outputs = [cache(compute, x, SIGMAS[step], ONE_BRANCH) for step in range(STEPS)]
+    assert all(torch.equal(out, torch.ones(1, 5)) for out in outputs)
+    assert len(calls) == STEPS  # nothing skipped after the mismatch
+    assert cache.statistics.calls_computed == STEPS
+    assert "output (1, 5) does not have the shape of its latent input (1, 4)" in cache.statistics.inactive_reason
+    assert cache.statistics.summary().endswith(INACTIVE_PREFIX + cache.statistics.inactive_reason)
+
+
+def test_first_reason_to_deactivate_is_the_one_kept():
+    cache = TransformationVectorCache(StepCacheConfig(), SIGMAS)
+    assert cache.active
+    assert cache.deactivate("first")
+    assert not cache.deactivate("second")
+    assert cache.statistics.inactive_reason == "first" and not cache.active
+    cache.reset()
+    assert cache.active
+
+
+def test_branches_keyed_by_device_identity_keep_separate_state():
+    """Two callers (devices / threads) feeding the same branch label and uuid with different inputs."""
+    config = StepCacheConfig(tau=0.25, warmup_steps=2, cooldown_steps=2)
+    shared = TransformationVectorCache(config, SIGMAS)
+    alone = [TransformationVectorCache(config, SIGMAS) for _ in range(2)]
+    for step in range(STEPS):
+        for device, growth in enumerate((0.1, -0.05)):
+            x = torch.full((1, 2, 3), 1.0 + growth * step)
+            key = [("cond", ("uuid", device))]
+            assert torch.equal(shared(double(x), x, SIGMAS[step], key), alone[device](double(x), x, SIGMAS[step], key))
+    assert shared.statistics.calls == sum(cache.statistics.calls for cache in alone) == 2 * STEPS
+    assert shared.statistics.calls_skipped == sum(cache.statistics.calls_skipped for cache in alone) > 0
+
+
+def test_statistics_stay_exact_under_concurrent_callers():
+    import threading
+
+    config = StepCacheConfig(tau=0.25, warmup_steps=2, cooldown_steps=2)
+    cache = TransformationVectorCache(config, SIGMAS)
+    threads_count, rounds = 8, 200
+    barrier = threading.Barrier(threads_count)
+
+    def caller(identity):
+        barrier.wait()
+        for round_index in range(rounds):
+            step = round_index % STEPS
+            x = torch.full((1, 2), 1.0 + 0.1 * step)
+            cache(double(x), x, SIGMAS[step], [("cond", (identity, round_index // STEPS))])
+
+    threads = [threading.Thread(target=caller, args=(identity,)) for identity in range(threads_count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert cache.statistics.calls == threads_count * rounds
+    assert sum(cache.statistics.computed_by_branch.values()) == cache.statistics.calls_computed
+    assert len(cache.branches) == threads_count * rounds // STEPS
 
 
 def test_statistics_summary_reports_steps_branches_and_speedup():
@@ -202,3 +262,30 @@ def test_config_rejects_bad_values_naming_the_field(field, value, message):
 def test_run_needs_a_schedule():
     with pytest.raises(ValueError, match="sample_sigmas"):
         TransformationVectorCache(StepCacheConfig(), [1.0])
+
+
+def test_under_torch_compile_the_decisions_run_eagerly_and_the_transformer_is_compiled():
+    """As with ComfyUI's TorchCompileModel: the compiled model calls the cache, which calls the transformer."""
+    torch._dynamo.reset()
+    graphs = []
+
+    def counting_backend(graph_module, example_inputs):
+        graphs.append(graph_module)
+        return graph_module.forward
+
+    config = StepCacheConfig(tau=0.25, warmup_steps=2, cooldown_steps=2)
+    cache = TransformationVectorCache(config, SIGMAS)
+
+    @torch.compile(backend=counting_backend)
+    def model(x, sigma):
+        return cache(lambda: 2 * x, x, sigma, ONE_BRANCH)
+
+    outputs = [model(torch.full((1, 2, 3), 1.0 + 0.1 * step), SIGMAS[step]) for step in range(STEPS)]
+    eager_outputs, eager_cache, _ = run_ramp(config)
+    assert all(torch.equal(a, b) for a, b in zip(outputs, eager_outputs))
+    assert cache.statistics.as_dict() == eager_cache.statistics.as_dict()
+    # the transformer (2 * x) ran compiled; no graph holds the cache's bookkeeping, and the per-step values of
+    # sigma and the accumulators did not cause a recompilation per step
+    assert any("mul" in str(graph.graph) for graph in graphs)
+    assert not any("norm" in str(graph.graph) or "cat" in str(graph.graph) for graph in graphs)
+    assert len(graphs) < STEPS
