@@ -160,6 +160,8 @@ def draft_rows(candidates: SearchCandidates, ranking: Ranking | None = None) -> 
                "skipped": draft.calls_skipped, "calls": calls}
         if ranking is not None:
             row.update(score=ranking.scores[index], winner=index == ranking.winner)
+            if ranking.columns:
+                row["columns"] = {name: values[index] for name, values in ranking.columns}
         rows.append(row)
     return rows
 
