@@ -5,6 +5,7 @@ from comfy_api.latest import ComfyExtension, io
 from .apply_cache import ApplyStepCache
 from .search_nodes import RankingFromScores, Recommit, SearchSampler, SearchSamplerAdvanced
 from .verifier_nodes import LoadClipVerifier, LoadImageReward, ScoreCandidates, register_model_folders
+from .verifier_nodes import CombineScores, LoadVideoScore, ScoreVideos
 
 register_model_folders()
 
@@ -14,4 +15,5 @@ class CachedSearchExtension(ComfyExtension):
         return [
             ApplyStepCache, SearchSampler, SearchSamplerAdvanced, LoadImageReward, LoadClipVerifier, ScoreCandidates,
             RankingFromScores, Recommit,
+            LoadVideoScore, ScoreVideos, CombineScores,
         ]
