@@ -43,11 +43,11 @@ class ManagedVerifier:
         self.verifier = verifier
         self.name = name
         self.patcher = comfy.model_patcher.ModelPatcher(
-            module, load_device=comfy.model_management.get_torch_device(),
-            offload_device=comfy.model_management.unet_offload_device())
+            module, load_device=comfy.model_management.get_torch_device(), offload_device=_offload_device())
 
     def loaded(self):
-        comfy.model_management.load_models_gpu([self.patcher])
+        # Whole: plain torch layers cannot stream their weights the way comfy.ops layers do in --lowvram.
+        comfy.model_management.load_models_gpu([self.patcher], force_full_load=True)
         return self.verifier
 
     def score(self, prompt: str, frames: torch.Tensor) -> torch.Tensor:
