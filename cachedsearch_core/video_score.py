@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import pathlib
 
 import torch
@@ -85,7 +86,7 @@ class AspectWeights:
 
     def __post_init__(self):
         weights = tuple(float(w) for w in self.weights)
-        if len(weights) != len(ASPECTS) or any(w < 0 or w != w for w in weights) or sum(weights) <= 0:
+        if len(weights) != len(ASPECTS) or any(not math.isfinite(w) or w < 0 for w in weights) or sum(weights) <= 0:
             raise ValueError(f"aspect weights: expected {len(ASPECTS)} non-negative numbers, not all zero, one per "
                              f"aspect ({', '.join(ASPECTS)}); got {self.weights}")
         object.__setattr__(self, "weights", weights)
@@ -122,7 +123,7 @@ class VideoScoreNetwork(torch.nn.Module):
 
         self.model = Idefics2Model(config)
         self.score = torch.nn.Linear(config.text_config.hidden_size, config.num_labels)
-        self.pad_token_id = config.text_config.pad_token_id
+        self.pad_token_id = getattr(config, "pad_token_id", None)  # the top-level one, as Mantis reads it
 
     def forward(self, input_ids, attention_mask, pixel_values, pixel_attention_mask) -> torch.Tensor:
         hidden = self.model(input_ids=input_ids, attention_mask=attention_mask, pixel_values=pixel_values,

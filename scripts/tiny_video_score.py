@@ -32,6 +32,7 @@ def config_dict(sizes: dict = SIZES) -> dict:
         "architectures": ["Idefics2ForSequenceClassification"],
         "model_type": "idefics2",
         "image_token_id": IMAGE_TOKEN_ID,
+        "pad_token_id": PAD_TOKEN_ID,
         "problem_type": "regression",
         "id2label": {str(i): f"LABEL_{i}" for i in range(5)},
         "label2id": {f"LABEL_{i}": i for i in range(5)},

@@ -18,7 +18,7 @@ from cachedsearch_core.video_score import (
     build_query,
     sample_frame_indices,
 )
-from scripts.tiny_video_score import IMAGE_TOKEN_ID, SIZES, tiny_state_dict, write_tiny_video_score
+from scripts.tiny_video_score import IMAGE_TOKEN_ID, PAD_TOKEN_ID, SIZES, tiny_state_dict, write_tiny_video_score
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +141,21 @@ def test_scores_match_an_independent_reference_forward(model):
     assert scores.shape == (len(ASPECTS),)
     assert torch.allclose(scores, reference, atol=1e-4, rtol=0), (scores, reference)
     assert scores.std() > 1e-2  # the five outputs differ
+
+
+def test_head_reads_the_token_before_the_first_padding_token_like_mantis(model):
+    frames = clip(4, count=1)
+    batch = model.inputs("a cat <pad> on the grass", frames)
+    ids = batch["input_ids"][0]
+    pad = model.network.pad_token_id
+    assert pad == PAD_TOKEN_ID and int((ids == pad).sum()) == 1
+    with torch.inference_mode():
+        hidden = model.network.model(**batch, use_cache=False).last_hidden_state[0]
+        before_pad = int((ids == pad).nonzero()[0, 0]) - 1
+        expected = model.network.score(hidden[before_pad])
+        last = model.network.score(hidden[-1])
+    assert torch.allclose(model.score_clip("a cat <pad> on the grass", frames), expected, atol=1e-6)
+    assert not torch.allclose(expected, last, atol=1e-3)
 
 
 def test_pixels_are_the_uint8_frames_resized_and_scaled_to_minus_one_one(model):
