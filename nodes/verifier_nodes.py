@@ -309,7 +309,7 @@ class ScoreVideos(io.ComfyNode):
             node_id="CachedSearchVideoVerifier",
             display_name="CachedSearch VideoScore Verifier",
             category="CachedSearch",
-            description="Ranks the drafts with VideoScore, which watches each candidate as a clip (up to 48 "
+            description="Ranks the drafts with VideoScore, which watches each candidate as a clip (max_frames "
             "uniformly strided frames) and scores five aspects on [1, 4]. The table shows all five; the ranking uses "
             "their average (the report's choice), one aspect, or a weighted mean. Connect the VAEDecode of the "
             "sampler's drafts (N x F frames).",
