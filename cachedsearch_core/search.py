@@ -65,6 +65,8 @@ class Ranking:
 
     scores: tuple[float, ...]
     verifier: str = "scores"
+    # Named per-candidate values shown beside the score (VideoScore's aspects, the verifiers a combined score uses).
+    columns: tuple[tuple[str, tuple[float, ...]], ...] = ()
 
     def __post_init__(self):
         scores = tuple(float(score) for score in self.scores)
@@ -77,6 +79,11 @@ class Ranking:
                 "every score must be a finite number (check the verifier's input frames)"
             )
         object.__setattr__(self, "scores", scores)
+        columns = tuple((str(name), tuple(float(value) for value in values)) for name, values in self.columns)
+        for name, values in columns:
+            if len(values) != len(scores):
+                raise ValueError(f"columns: {name!r} has {len(values)} values for {len(scores)} candidates")
+        object.__setattr__(self, "columns", columns)
 
     @property
     def winner(self) -> int:

@@ -4,7 +4,9 @@ from comfy_api.latest import ComfyExtension, io
 
 from .apply_cache import ApplyStepCache
 from .search_nodes import RankingFromScores, Recommit, SearchSampler, SearchSamplerAdvanced, SearchSamplerExperts
-from .verifier_nodes import LoadClipVerifier, LoadImageReward, ScoreCandidates, register_model_folders
+from .verifier_nodes import (
+    CombineScores, LoadClipVerifier, LoadImageReward, LoadVideoScore, ScoreCandidates, ScoreVideos, register_model_folders,
+)
 
 register_model_folders()
 
@@ -14,4 +16,5 @@ class CachedSearchExtension(ComfyExtension):
         return [
             ApplyStepCache, SearchSampler, SearchSamplerAdvanced, LoadImageReward, LoadClipVerifier, ScoreCandidates,
             RankingFromScores, Recommit, SearchSamplerExperts,
+            LoadVideoScore, ScoreVideos, CombineScores,
         ]

@@ -260,6 +260,8 @@ def draft_rows(candidates: SearchCandidates, ranking: Ranking | None = None) -> 
                              for name, stage in zip(candidates.recipe.names, draft.stage_calls)]
         if ranking is not None:
             row.update(score=ranking.scores[index], winner=index == ranking.winner)
+            if ranking.columns:
+                row["columns"] = {name: values[index] for name, values in ranking.columns}
         rows.append(row)
     return rows
 

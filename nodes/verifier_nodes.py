@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 
 import comfy.model_management
+import comfy.model_patcher
 import comfy.utils
 import folder_paths
 import torch
@@ -10,19 +11,62 @@ from comfy_api.latest import io, ui
 
 from ..cachedsearch_core import Ranking
 from ..cachedsearch_core.clip_score import ClipScore
+from ..cachedsearch_core.combine import NORMALISATIONS, RANK_AVERAGE, combine_rankings
 from ..cachedsearch_core.image_reward import TOKENIZER_FOLDER, ImageReward, frame_indices
+from ..cachedsearch_core.video_score import (
+    ASPECTS,
+    AVERAGE,
+    MAX_FRAMES,
+    REPORT_FRAMES,
+    AspectWeights,
+    VideoScore,
+    expected_files_message,
+    sample_frame_indices,
+)
 from .search import draft_rows
 from .search_nodes import Candidates, RankingType
 
 VERIFIER_FOLDER = "image_reward"
 CLIP_FOLDER = "clip_score"
+VIDEO_SCORE_FOLDER = "video_score"
 Verifier = io.Custom("CACHEDSEARCH_VERIFIER")
+VideoVerifier = io.Custom("CACHEDSEARCH_VIDEO_VERIFIER")
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
+class ManagedVerifier:
+    """A verifier whose weights ComfyUI's model management owns: they wait on the offload device, are loaded
+    for scoring like any model (freeing VRAM from others if needed) and are offloaded again when something else
+    needs the memory, so the judge never sits in VRAM during sampling unless there is room for it."""
+
+    def __init__(self, verifier, module: torch.nn.Module, name: str):
+        self.verifier = verifier
+        self.name = name
+        self.patcher = comfy.model_patcher.ModelPatcher(
+            module, load_device=comfy.model_management.get_torch_device(), offload_device=_offload_device())
+
+    def loaded(self):
+        # Whole: plain torch layers cannot stream their weights the way comfy.ops layers do in --lowvram.
+        comfy.model_management.load_models_gpu([self.patcher], force_full_load=True)
+        return self.verifier
+
+    def score(self, prompt: str, frames: torch.Tensor) -> torch.Tensor:
+        """Per-frame scores (ImageReward, CLIP score)."""
+        return self.loaded().score(prompt, frames)
+
+    def score_clip(self, prompt: str, frames: torch.Tensor) -> torch.Tensor:
+        """Aspect scores of one clip (VideoScore)."""
+        return self.loaded().score_clip(prompt, frames)
+
+
+def _offload_device() -> torch.device:
+    return comfy.model_management.unet_offload_device()
+
+
 def register_model_folders() -> None:
-    """models/image_reward and models/clip_score, also configurable in extra_model_paths.yaml."""
-    for name, extensions in ((VERIFIER_FOLDER, {".pt", ".pth", ".safetensors"}), (CLIP_FOLDER, {".json"})):
+    """models/image_reward, models/clip_score and models/video_score, also configurable in extra_model_paths.yaml."""
+    for name, extensions in ((VERIFIER_FOLDER, {".pt", ".pth", ".safetensors"}), (CLIP_FOLDER, {".json"}),
+                             (VIDEO_SCORE_FOLDER, {".json"})):
         # extra_model_paths.yaml may have registered the name already, without extensions or the default folder
         paths, known = folder_paths.folder_names_and_paths.get(name, ([], set()))
         default = os.path.join(folder_paths.models_dir, name)
@@ -33,8 +77,13 @@ def register_model_folders() -> None:
 
 def clip_model_folders() -> dict[str, str]:
     """Subfolders of models/clip_score that hold a saved transformers model (a config.json)."""
+    return model_folders(CLIP_FOLDER)
+
+
+def model_folders(kind: str) -> dict[str, str]:
+    """Subfolders of models/<kind> that hold a config.json."""
     found = {}
-    for root in folder_paths.get_folder_paths(CLIP_FOLDER):
+    for root in folder_paths.get_folder_paths(kind):
         if os.path.isdir(root):
             for name in sorted(os.listdir(root)):
                 if os.path.isfile(os.path.join(root, name, "config.json")):
@@ -83,8 +132,8 @@ class LoadImageReward(io.ComfyNode):
         path = folder_paths.get_full_path(VERIFIER_FOLDER, ckpt_name)
         if path is None:
             raise ValueError(f"ckpt_name: {ckpt_name!r} not found; {_expected_place()}")
-        device = comfy.model_management.get_torch_device()
-        return io.NodeOutput(ImageReward.from_files(path, device=device, dtype=_DTYPES[dtype]))
+        model = ImageReward.from_files(path, device=_offload_device(), dtype=_DTYPES[dtype])
+        return io.NodeOutput(ManagedVerifier(model, model, "ImageReward"))
 
 
 class LoadClipVerifier(io.ComfyNode):
@@ -116,8 +165,8 @@ class LoadClipVerifier(io.ComfyNode):
     @classmethod
     def execute(cls, model_folder, dtype) -> io.NodeOutput:
         folder = clip_model_folders()[model_folder]
-        device = comfy.model_management.get_torch_device()
-        return io.NodeOutput(ClipScore.from_folder(folder, device=device, dtype=_DTYPES[dtype]))
+        model = ClipScore.from_folder(folder, device=_offload_device(), dtype=_DTYPES[dtype])
+        return io.NodeOutput(ManagedVerifier(model, model, "ClipScore"))
 
 
 class ScoreCandidates(io.ComfyNode):
@@ -147,28 +196,201 @@ class ScoreCandidates(io.ComfyNode):
 
     @classmethod
     def execute(cls, images, candidates, prompt, verifier, frames_per_candidate) -> io.NodeOutput:
-        count = len(candidates)
-        total = images.shape[0]
-        if total % count:
-            raise ValueError(
-                f"images: got {total} frames for {count} candidates, which does not divide evenly; connect the "
-                "VAEDecode of this sampler's drafts output (N x F frames)"
-            )
-        per_candidate = total // count
+        per_candidate = _frames_per_candidate(images, candidates)
         picks = frame_indices(per_candidate, frames_per_candidate)
-        progress = comfy.utils.ProgressBar(count)
-        scores = []
-        for index in range(count):
-            comfy.model_management.throw_exception_if_processing_interrupted()
+
+        def score(index):
             frames = images[[index * per_candidate + pick for pick in picks]]
-            scores.append(verifier.score(prompt, frames).mean().item())
-            progress.update(1)
-        ranking = Ranking(tuple(scores), verifier=type(verifier).__name__)
-        text = "\n".join(
-            f"{'*' if index == ranking.winner else ' '} candidate {index + 1}, seed {seed}: {score:.4f}"
-            for index, (seed, score) in enumerate(zip(candidates.seeds, scores))
+            return verifier.score(prompt, frames).mean().item(), {}
+
+        return _ranking_output(cls, images, candidates, per_candidate, verifier.name, score)
+
+
+def _frames_per_candidate(images, candidates) -> int:
+    count = len(candidates)
+    total = images.shape[0]
+    if total % count:
+        raise ValueError(
+            f"images: got {total} frames for {count} candidates, which does not divide evenly; connect the "
+            "VAEDecode of this sampler's drafts output (N x F frames)"
         )
-        middle_frames = images[[index * per_candidate + per_candidate // 2 for index in range(count)]]
-        preview = ui.PreviewImage(middle_frames, cls=cls).as_dict()
-        return io.NodeOutput(ranking, text, ui={**preview, "text": (text,),
-                                                "cachedsearch_ranking": draft_rows(candidates, ranking)})
+    return total // count
+
+
+def _ranking_output(cls, images, candidates, per_candidate, verifier_name, score_candidate) -> io.NodeOutput:
+    """Scores every candidate (``score_candidate(index) -> (score, {column: value})``) with a progress bar and
+    Cancel between candidates, and builds the ranking, its text and the GUI table."""
+    count = len(candidates)
+    progress = comfy.utils.ProgressBar(count)
+    scores, columns = [], {}
+    for index in range(count):
+        comfy.model_management.throw_exception_if_processing_interrupted()
+        value, extra = score_candidate(index)
+        scores.append(value)
+        for name, column_value in extra.items():
+            columns.setdefault(name, []).append(column_value)
+        progress.update(1)
+    ranking = Ranking(tuple(scores), verifier=verifier_name, columns=tuple(columns.items()))
+    middle_frames = images[[index * per_candidate + per_candidate // 2 for index in range(count)]]
+    return _show_ranking(cls, ranking, candidates, middle_frames)
+
+
+def _show_ranking(cls, ranking, candidates, middle_frames=None) -> io.NodeOutput:
+    lines = []
+    for index, (seed, score) in enumerate(zip(candidates.seeds, ranking.scores)):
+        details = "".join(f", {name} {values[index]:.4f}" for name, values in ranking.columns)
+        lines.append(f"{'*' if index == ranking.winner else ' '} candidate {index + 1}, seed {seed}: {score:.4f}"
+                     f"{details}")
+    text = "\n".join(lines)
+    shown = {"text": (text,), "cachedsearch_ranking": draft_rows(candidates, ranking)}
+    if middle_frames is not None:
+        shown.update(ui.PreviewImage(middle_frames, cls=cls).as_dict())
+    return io.NodeOutput(ranking, text, ui=shown)
+
+
+def _default_dtype() -> torch.dtype:
+    """bf16 where the model will run on a GPU (half the memory of fp32), fp32 on the CPU."""
+    device = comfy.model_management.get_torch_device()
+    return torch.float32 if comfy.model_management.is_device_cpu(device) else torch.bfloat16
+
+
+def _video_score_place() -> str:
+    root = folder_paths.get_folder_paths(VIDEO_SCORE_FOLDER)[0]
+    return expected_files_message(os.path.join(root, "VideoScore-v1.1"))
+
+
+class LoadVideoScore(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id="CachedSearchLoadVideoScore",
+            display_name="CachedSearch Load VideoScore",
+            category="CachedSearch",
+            description="Loads VideoScore-v1.1 (TIGER-Lab; Mantis-Idefics2-8B with a five-aspect regression head), "
+            "a video-native verifier that watches the clip, strictly from a local folder in models/video_score "
+            "(config, safetensors shards, processor files). Nothing is downloaded. About 8B parameters: 16 GB in "
+            "bf16; ComfyUI loads it only while scoring.",
+            inputs=[
+                io.Combo.Input("model_folder", options=list(model_folders(VIDEO_SCORE_FOLDER)),
+                               tooltip="A folder in models/video_score holding the VideoScore-v1.1 download, e.g. "
+                               "VideoScore-v1.1 (scripts/download_video_score.py)."),
+                io.Combo.Input("dtype", options=["default", *_DTYPES], default="default",
+                               tooltip="default: bf16 on a GPU (as the model card runs it), fp32 on the CPU."),
+            ],
+            outputs=[VideoVerifier.Output(display_name="verifier", tooltip="For CachedSearch VideoScore Verifier.")],
+        )
+
+    @classmethod
+    def validate_inputs(cls, model_folder):
+        if model_folder not in model_folders(VIDEO_SCORE_FOLDER):
+            return f"model_folder: {model_folder!r} is not a folder with a config.json in models/video_score; " \
+                   f"{_video_score_place()}"
+        return True
+
+    @classmethod
+    def fingerprint_inputs(cls, model_folder, dtype):
+        folder = model_folders(VIDEO_SCORE_FOLDER).get(model_folder)
+        return (folder, os.path.getmtime(folder) if folder else None, dtype)
+
+    @classmethod
+    def execute(cls, model_folder, dtype) -> io.NodeOutput:
+        folder = model_folders(VIDEO_SCORE_FOLDER).get(model_folder)
+        if folder is None:
+            raise ValueError(f"model_folder: {model_folder!r} not found; {_video_score_place()}")
+        model = VideoScore.from_folder(folder, dtype=_DTYPES.get(dtype) or _default_dtype())
+        model.network.to(_offload_device())
+        return io.NodeOutput(ManagedVerifier(model, model.network, "VideoScore-v1.1"))
+
+
+class ScoreVideos(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id="CachedSearchVideoVerifier",
+            display_name="CachedSearch VideoScore Verifier",
+            category="CachedSearch",
+            description="Ranks the drafts with VideoScore, which watches each candidate as a clip (max_frames "
+            "uniformly strided frames) and scores five aspects on [1, 4]. The table shows all five; the ranking uses "
+            "their average (the report's choice), one aspect, or a weighted mean. Connect the VAEDecode of the "
+            "sampler's drafts (N x F frames).",
+            inputs=[
+                io.Image.Input("images", tooltip="All drafts' frames as VAEDecode emits them: N x F frames."),
+                Candidates.Input("candidates", tooltip="From the CachedSearch sampler that made the drafts."),
+                io.String.Input("prompt", multiline=True, default="",
+                                tooltip="The prompt the videos were made from (the same text as the encoder's)."),
+                VideoVerifier.Input("verifier", tooltip="From CachedSearch Load VideoScore."),
+                io.Int.Input("max_frames", default=REPORT_FRAMES, min=1, max=MAX_FRAMES,
+                             tooltip="Frames the judge reads per candidate (all of them if the clip is shorter). "
+                             f"The report uses {REPORT_FRAMES}; VideoScore-v1.1 reads up to {MAX_FRAMES}. Cost grows "
+                             "with the count (64 tokens per frame)."),
+                io.Combo.Input("rank_by", options=[AVERAGE, *ASPECTS, "weighted"], default=AVERAGE,
+                               tooltip="Which score ranks: the mean of the five aspects (the report's choice), one "
+                               "aspect, or 'weighted' with aspect_weights."),
+                io.String.Input("aspect_weights", default="1, 1, 1, 1, 1",
+                                tooltip="For rank_by = weighted: five non-negative numbers in the order visual "
+                                "quality, temporal consistency, dynamic degree, text-to-video alignment, factual "
+                                "consistency."),
+            ],
+            outputs=[
+                RankingType.Output(display_name="ranking", tooltip="Scores and winner for Recommit or Combine Scores."),
+                io.String.Output(display_name="scores", tooltip="One line per candidate: seed, score and aspects."),
+            ],
+        )
+
+    @classmethod
+    def execute(cls, images, candidates, prompt, verifier, max_frames, rank_by, aspect_weights) -> io.NodeOutput:
+        weights = AspectWeights.parse(rank_by, aspect_weights)
+        per_candidate = _frames_per_candidate(images, candidates)
+        picks = sample_frame_indices(per_candidate, max_frames)
+
+        def score(index):
+            aspects = verifier.score_clip(prompt, images[[index * per_candidate + pick for pick in picks]])
+            return weights.combine(aspects).item(), dict(zip(ASPECTS, aspects.tolist()))
+
+        label = "VideoScore" if rank_by == AVERAGE else f"VideoScore ({rank_by})"
+        return _ranking_output(cls, images, candidates, per_candidate, label, score)
+
+
+class CombineScores(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id="CachedSearchCombineScores",
+            display_name="CachedSearch Combine Scores",
+            category="CachedSearch",
+            description="Ranks by several verifiers at once (e.g. ImageReward + VideoScore): each verifier's scores "
+            "are normalised across the candidates, weighted and averaged. A guard against search gaming one "
+            "verifier: a winner must look good to several judges. The table shows each verifier's column.",
+            inputs=[
+                Candidates.Input("candidates", tooltip="From the CachedSearch sampler whose drafts were ranked."),
+                RankingType.Input("ranking_1", tooltip="A verifier's ranking of these candidates."),
+                io.Float.Input("weight_1", default=1.0, min=0.0, max=100.0, step=0.1,
+                               tooltip="Weight of ranking_1 (0 leaves it out)."),
+                RankingType.Input("ranking_2", tooltip="Another verifier's ranking of the same candidates."),
+                io.Float.Input("weight_2", default=1.0, min=0.0, max=100.0, step=0.1, tooltip="Weight of ranking_2."),
+                io.Combo.Input("normalisation", options=list(NORMALISATIONS), default=RANK_AVERAGE,
+                               tooltip="rank average (default): ranks scaled to [0, 1], robust to one verifier's "
+                               "outliers. z-score: keeps margins, so a clear win counts more, but an outlier can "
+                               "dominate."),
+                RankingType.Input("ranking_3", optional=True, tooltip="Optional third ranking."),
+                io.Float.Input("weight_3", default=1.0, min=0.0, max=100.0, step=0.1, optional=True,
+                               tooltip="Weight of ranking_3."),
+            ],
+            outputs=[
+                RankingType.Output(display_name="ranking", tooltip="The combined ranking, for Recommit."),
+                io.String.Output(display_name="scores", tooltip="One line per candidate: combined and each verifier."),
+            ],
+        )
+
+    @classmethod
+    def execute(cls, candidates, ranking_1, weight_1, ranking_2, weight_2, normalisation, ranking_3=None,
+                weight_3=1.0) -> io.NodeOutput:
+        pairs = [(ranking_1, weight_1), (ranking_2, weight_2)]
+        if ranking_3 is not None:
+            pairs.append((ranking_3, weight_3))
+        for position, (ranking, _) in enumerate(pairs, start=1):
+            if len(ranking.scores) != len(candidates):
+                raise ValueError(f"ranking_{position}: has {len(ranking.scores)} scores but the search made "
+                                 f"{len(candidates)} candidates; connect rankings of this sampler's drafts")
+        combined = combine_rankings([ranking for ranking, _ in pairs], [weight for _, weight in pairs], normalisation)
+        return _show_ranking(cls, combined, candidates)

@@ -114,3 +114,20 @@ def tiny_workflow_variant(api: dict, pooled: bool) -> dict:
     graph["frames"] = {"class_type": "SaveImage", "inputs": {"images": graph[final_decode]["inputs"]["images"],
                                                             "filename_prefix": "workflow_frames"}}
     return graph
+
+
+def combined_verifier_search(*, seed: int = 0, prompt: str = "a red ball on the grass", max_frames: int = 24,
+                             normalisation: str = "rank average", filename_prefix: str = "cachedsearch_combined") -> dict:
+    """The search ranked by ImageReward and VideoScore together (Combine Scores), then Recommit."""
+    graph = wan_search(seed=seed, verifier_prompt=prompt, filename_prefix=filename_prefix)
+    graph["load_video_score"] = {"class_type": "CachedSearchLoadVideoScore",
+                                 "inputs": {"model_folder": "VideoScore-v1.1", "dtype": "default"}}
+    graph["video_ranking"] = {"class_type": "CachedSearchVideoVerifier", "inputs": {
+        "images": ["decode_drafts", 0], "candidates": ["search", 1], "prompt": prompt,
+        "verifier": ["load_video_score", 0], "max_frames": max_frames, "rank_by": "average of the five aspects",
+        "aspect_weights": "1, 1, 1, 1, 1"}}
+    graph["combined"] = {"class_type": "CachedSearchCombineScores", "inputs": {
+        "candidates": ["search", 1], "ranking_1": ["ranking", 0], "weight_1": 1.0, "ranking_2": ["video_ranking", 0],
+        "weight_2": 1.0, "normalisation": normalisation}}
+    graph["recommit"]["inputs"]["ranking"] = ["combined", 0]
+    return graph

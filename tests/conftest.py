@@ -9,7 +9,7 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from scripts import comfy_runtime, tiny_image_reward, tiny_models  # noqa: E402
+from scripts import comfy_runtime, tiny_image_reward, tiny_models, tiny_video_score  # noqa: E402
 
 
 def pytest_report_header(config):
@@ -34,6 +34,7 @@ def tiny_models_dir(tmp_path_factory) -> pathlib.Path:
     tiny_models.generate_tiny_models(models)
     tiny_image_reward.write_tiny_image_reward(models / "image_reward")
     tiny_image_reward.write_tiny_clip(models / "clip_score" / "tiny-clip")
+    tiny_video_score.write_tiny_video_score(models / "video_score" / "VideoScore-v1.1")
     # The HunyuanVideo VAE cannot be made tiny (its width is fixed in ComfyUI); the tiny Wan 2.1 VAE decodes the
     # same 16-channel, 4x temporal / 8x spatial latents and stands in under the official file name.
     (models / "vae" / "hunyuan_video_vae_bf16.safetensors").symlink_to(models / "vae" / tiny_models.WAN21_VAE_FILE)

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from scripts.graphs import tiny_workflow_variant
+from scripts.graphs import combined_verifier_search, tiny_workflow_variant
 from scripts.workflow_format import api_to_gui
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -37,8 +37,12 @@ def test_results_appear_in_the_browser_and_survive_a_reload(comfy_server, tmp_pa
     ARTIFACTS.mkdir(exist_ok=True)
     screenshot = ARTIFACTS / "verifier_ranking.png"
     workflows = sorted(str(path) for path in (REPO_ROOT / "workflows").glob("*.json"))
+    combined = combined_verifier_search(seed=50)
+    combined_layout = {key: (60 + 380 * (index % 5), 80 + 330 * (index // 5), 340, 260)
+                       for index, key in enumerate(combined)}
+    (tmp_path / "combined.json").write_text(json.dumps(api_to_gui(combined, object_info, combined_layout)))
     config = {"workflows": workflows, "tiny_workflow": str(tmp_path / "tiny.json"), "candidates": 3,
-              "screenshot": str(screenshot)}
+              "screenshot": str(screenshot), "combined_workflow": str(tmp_path / "combined.json")}
     (tmp_path / "config.json").write_text(json.dumps(config))
     comfy_server.request("POST", "/settings/Comfy.TutorialCompleted", True)
 
@@ -64,4 +68,18 @@ def test_results_appear_in_the_browser_and_survive_a_reload(comfy_server, tmp_pa
     assert any(panel.startswith("3 drafts, ") and "per draft" in panel for panel in seen["panels"])
     assert seen["overlay"]
     assert seen["rowsAfterReload"] == 3
+
+    # the combined search: a table per verifier node, each verifier's column beside the combined score
+    by_headers = {tuple(table["headers"]): table["rows"] for table in seen["tables"]}
+    aspects = ("visual quality", "temporal consistency", "dynamic degree", "text-to-video alignment",
+               "factual consistency")
+    combined_rows = by_headers[("", "#", "seed", "ImageReward", "VideoScore", "score", "skipped", "s")]
+    video_rows = by_headers[("", "#", "seed", *aspects, "score", "skipped", "s")]
+    assert len(combined_rows) == len(video_rows) == 3
+    assert combined_rows[0]["winner"] and combined_rows[0]["score"] == max(row["score"] for row in combined_rows)
+    video_by_seed = {row["seed"]: row["score"] for row in video_rows}
+    for row in combined_rows:
+        assert row["columns"]["VideoScore"] == pytest.approx(video_by_seed[row["seed"]], abs=1e-3)
+    for row in video_rows:
+        assert row["score"] == pytest.approx(sum(row["columns"][a] for a in aspects) / 5, abs=2e-3)
     assert screenshot.stat().st_size > 0

@@ -97,6 +97,22 @@ try {
   await page.waitForFunction(() => window.app?.graph && window.LiteGraph, null, { timeout: 120000 });
   await loadWorkflow(saved);
   result.rowsAfterReload = (await candidateRows()).length;
+
+  if (config.combined_workflow) {
+    // ImageReward + VideoScore + Combine Scores: every verifier's column and the aspects appear in the tables.
+    await loadWorkflow(JSON.parse(readFileSync(config.combined_workflow, "utf8")));
+    await page.evaluate(() => window.app.queuePrompt(0, 1));
+    await page.waitForFunction(() => [...document.querySelectorAll(".cachedsearch-panel")]
+      .some((panel) => panel.textContent.startsWith("delivered seed")), null, { timeout: 300000 });
+    result.tables = await page.$$eval(".cachedsearch-panel table", (tables) => tables.map((table) => ({
+      headers: [...table.querySelectorAll("th")].map((th) => th.textContent),
+      rows: [...table.querySelectorAll("tr.candidate")].map((row) => ({
+        seed: Number(row.dataset.seed), score: Number(row.dataset.score), winner: row.classList.contains("winner"),
+        columns: Object.fromEntries([...row.querySelectorAll("td[data-column]")]
+          .map((td) => [td.dataset.column, Number(td.textContent)])),
+      })),
+    })));
+  }
 } finally {
   await context.close();
 }

@@ -12,6 +12,8 @@ const RENDERERS = {
   CachedSearchSamplerAdvanced: renderDrafts,
   CachedSearchSamplerExperts: renderDrafts,
   CachedSearchRecommit: renderDelivery,
+  CachedSearchVideoVerifier: renderRanking,
+  CachedSearchCombineScores: renderRanking,
 };
 
 const STYLE = `
@@ -85,7 +87,9 @@ function renderRanking(node, output) {
   const images = Array.isArray(output.images) ? output.images : [];
   const table = document.createElement("table");
   const header = document.createElement("tr");
-  for (const title of ["", "#", "seed", "score", "skipped", "s"]) header.append(cell("th", title));
+  // Extra per-candidate columns: VideoScore's aspects, or each verifier behind a combined score.
+  const columns = rows[0].columns && typeof rows[0].columns === "object" ? Object.keys(rows[0].columns) : [];
+  for (const title of ["", "#", "seed", ...columns, "score", "skipped", "s"]) header.append(cell("th", title));
   table.append(header);
   const ranked = rows.map((row, index) => ({ ...row, image: images[index] })).sort((a, b) => b.score - a.score);
   for (const row of ranked) {
@@ -100,8 +104,14 @@ function renderRanking(node, output) {
       thumbnail.append(picture);
       line.addEventListener("click", () => showLarge(row.image, `candidate ${row.candidate}, seed ${row.seed}, score ${row.score.toFixed(4)}`));
     }
-    line.append(thumbnail, cell("td", `${row.winner ? "★ " : ""}${row.candidate}`), cell("td", row.seed),
-      cell("td", row.score.toFixed(4)), cell("td", percent(row.skipped, row.calls)), cell("td", row.seconds.toFixed(2)));
+    line.append(thumbnail, cell("td", `${row.winner ? "★ " : ""}${row.candidate}`), cell("td", row.seed));
+    for (const name of columns) {
+      const value = row.columns?.[name];
+      const column = cell("td", typeof value === "number" ? value.toFixed(3) : "-");
+      column.dataset.column = name;
+      line.append(column);
+    }
+    line.append(cell("td", row.score.toFixed(4)), cell("td", percent(row.skipped, row.calls)), cell("td", row.seconds.toFixed(2)));
     table.append(line);
   }
   show(node, table, 26 + 42 * ranked.length);
