@@ -1,0 +1,151 @@
+"""Distributed search on ComfyUI-Distributed 1.4.4: a master and one worker, two real ComfyUI servers on loopback.
+
+Each server gets its own unpacked copy of ComfyUI-Distributed (from ../shared/runtimes/) and the tiny models;
+searches are queued through ComfyUI-Distributed's own ``POST /distributed/queue`` and compared with the
+single-machine CachedSearch Sampler on the master: drafts, ranking and delivered latent, bit for bit.
+"""
+
+import copy
+import time
+
+import pytest
+import torch
+
+from scripts import distributed_runtime
+from scripts.comfy_runtime import ServerError, _free_port
+from scripts.graphs import wan_search
+
+ARCHIVE = distributed_runtime.find_archive()
+pytestmark = pytest.mark.skipif(
+    ARCHIVE is None, reason=f"{distributed_runtime.ARCHIVE_NAME} not found in "
+    f"{[str(f) for f in distributed_runtime.runtimes_folders()]} (set CACHEDSEARCH_RUNTIMES)")
+
+WAIT_SECONDS = 300
+VERIFIER_PROMPT = "a red fox in the snow"
+UNREACHABLE = "9"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, tiny_models_dir):
+    """Master (worker "1" enabled, worker "9" configured on a port nobody listens on) and worker "1"."""
+    from tests.conftest import _base_with_models
+
+    worker = distributed_runtime.distributed_server(_base_with_models(tmp_path_factory, "worker", tiny_models_dir),
+                                                    ARCHIVE)
+    master = distributed_runtime.distributed_server(_base_with_models(tmp_path_factory, "master", tiny_models_dir),
+                                                    ARCHIVE, workers={"1": worker.port, UNREACHABLE: _free_port()})
+    try:
+        worker.start()
+        master.start()
+        yield master, worker
+    finally:
+        master.stop()
+        worker.stop()
+
+
+def search_graphs(seed, num_candidates, steps, worker_timeout=60.0, size=64):
+    search = dict(seed=seed, num_candidates=num_candidates, steps=steps, verifier_prompt=VERIFIER_PROMPT,
+                  filename_prefix=f"dist_{seed}")
+    single = distributed_runtime.save_latents(wan_search(**search))
+    distributed = distributed_runtime.distributed_wan_search(worker_timeout=worker_timeout, **search)
+    for graph in (single, distributed):
+        graph["latent"]["inputs"].update(width=size, height=size)
+    return single, distributed
+
+
+def outcome(server, entry):
+    """What must match between searches: drafts, ranking rows (exact scores) and the delivered latent."""
+    rows = [{key: row[key] for key in ("candidate", "seed", "score", "winner", "skipped", "calls")}
+            for row in entry["outputs"]["ranking"]["cachedsearch_ranking"]]
+    return {"drafts": distributed_runtime.saved_latent(server, entry, "save_drafts"), "ranking": rows,
+            "delivered": distributed_runtime.saved_latent(server, entry, "save_delivered")}
+
+
+def assert_same_search(distributed, single):
+    assert distributed["ranking"] == single["ranking"]
+    assert torch.equal(distributed["drafts"], single["drafts"])
+    assert torch.equal(distributed["delivered"], single["delivered"])
+
+
+def run_distributed(master, graph, worker_ids):
+    prompt_id = distributed_runtime.queue_distributed(master, graph, worker_ids)
+    entry = master.wait_for(prompt_id, WAIT_SECONDS)
+    if entry["status"].get("status_str") != "success":
+        raise ServerError(f"distributed search failed: {entry['status']}\n{master.log_tail()}")
+    return entry
+
+
+def search_report(entry):
+    return entry["outputs"]["search"]["text"][0]
+
+
+def test_distributed_search_equals_single_machine_search(cluster):
+    master, worker = cluster
+    single, distributed = search_graphs(seed=100, num_candidates=4, steps=8)
+    reference = master.run_prompt(single, timeout=WAIT_SECONDS)
+    entry = run_distributed(master, distributed, ["1"])
+    report = search_report(entry)
+    assert "drafted by: master 100, 101; worker 1 102, 103" in report, report
+    assert "re-drafted" not in report
+    assert_same_search(outcome(master, entry), outcome(master, reference))
+    assert "drafted by: master 100, 101; worker 1 102, 103" in entry["outputs"]["recommit"]["text"][0]
+    history = worker.get("/history")
+    worker_runs = [item for item in history.values() if "search" in item["prompt"][2]]
+    assert worker_runs and worker_runs[-1]["status"]["status_str"] == "success"
+    assert "worker 1 of 2 participants" in worker_runs[-1]["outputs"]["search"]["text"][0]
+
+
+def test_unreachable_worker_is_left_out_and_the_result_is_the_same(cluster):
+    master, _ = cluster
+    single, distributed = search_graphs(seed=200, num_candidates=3, steps=8)
+    reference = master.run_prompt(single, timeout=WAIT_SECONDS)
+    entry = run_distributed(master, distributed, ["1", UNREACHABLE])
+    report = search_report(entry)
+    assert "drafted by: master 200, 201; worker 1 202" in report, report
+    assert f"worker {UNREACHABLE}" not in report
+    assert_same_search(outcome(master, entry), outcome(master, reference))
+
+    alone = run_distributed(master, copy.deepcopy(distributed), [UNREACHABLE])  # every worker unreachable
+    assert "drafted by: master 200, 201, 202" in search_report(alone)
+    assert_same_search(outcome(master, alone), outcome(master, reference))
+
+
+def test_queued_without_orchestration_the_node_searches_alone(cluster):
+    master, _ = cluster
+    single, distributed = search_graphs(seed=300, num_candidates=2, steps=6)
+    entry = master.run_prompt(distributed, timeout=WAIT_SECONDS)  # plain POST /prompt: no workers
+    assert "no workers: queued without ComfyUI-Distributed's orchestration" in search_report(entry)
+    assert_same_search(outcome(master, entry), outcome(master, master.run_prompt(single, timeout=WAIT_SECONDS)))
+
+
+def wait_until(condition, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def test_worker_killed_mid_search_has_its_missing_seeds_redrafted_by_the_master(cluster):
+    """Runs last in this module: it kills the worker."""
+    master, worker = cluster
+    single, distributed = search_graphs(seed=400, num_candidates=6, steps=30, worker_timeout=4.0, size=128)
+    reference = master.run_prompt(single, timeout=WAIT_SECONDS)
+    prompt_id = distributed_runtime.queue_distributed(master, distributed, ["1"])
+
+    def worker_delivered_one():
+        jobs = master.get("/cachedsearch/distributed/jobs")["open"]
+        return any(job["received"].get("1") for job in jobs.values())
+
+    wait_until(worker_delivered_one, WAIT_SECONDS, "the worker's first draft")
+    worker.process.kill()
+    worker.process.wait(timeout=30)
+    entry = master.wait_for(prompt_id, WAIT_SECONDS)
+    assert entry["status"]["status_str"] == "success", master.log_tail()
+    report = search_report(entry)
+    assert "worker 1 was silent for" in report and "re-drafted by the master: " in report, report
+    redrafted = [int(seed) for seed in report.split("re-drafted by the master: ")[1].split(" (")[0].split(", ")]
+    assert redrafted and set(redrafted) <= {403, 404, 405}
+    assert_same_search(outcome(master, entry), outcome(master, reference))
