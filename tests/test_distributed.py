@@ -6,6 +6,8 @@ single-machine CachedSearch Sampler on the master: drafts, ranking and delivered
 """
 
 import copy
+import json
+import pathlib
 import time
 
 import pytest
@@ -13,7 +15,8 @@ import torch
 
 from scripts import distributed_runtime
 from scripts.comfy_runtime import ServerError, _free_port
-from scripts.graphs import wan_search
+from scripts.graphs import tiny_workflow_variant, wan_search
+from scripts.workflow_format import gui_to_api
 
 ARCHIVE = distributed_runtime.find_archive()
 pytestmark = pytest.mark.skipif(
@@ -57,7 +60,7 @@ def outcome(server, entry):
     """What must match between searches: drafts, ranking rows (exact scores) and the delivered latent."""
     ranked = entry["outputs"].get("ranking", {}).get("cachedsearch_ranking")
     rows = [{key: row[key] for key in ("candidate", "seed", "score", "winner", "skipped", "calls")}
-            for row in ranked] if ranked else entry["outputs"]["recommit"]["text"][0].split("winner: ")[1]
+            for row in ranked] if ranked else entry["outputs"]["recommit"]["text"][0].split("winner: ")[1].splitlines()[0]
     return {"drafts": distributed_runtime.saved_latent(server, entry, "save_drafts"), "ranking": rows,
             "delivered": distributed_runtime.saved_latent(server, entry, "save_delivered")}
 
@@ -122,20 +125,26 @@ def test_queued_without_orchestration_the_node_searches_alone(cluster):
 WORKFLOW = "cachedsearch_wan21_t2v_distributed"
 
 
-def test_shipped_distributed_workflow_is_valid_and_runs_on_master_and_worker(cluster):
-    import json
-    import pathlib
-
-    from scripts.graphs import tiny_workflow_variant
-    from scripts.workflow_format import gui_to_api
-
-    master, _ = cluster
+def load_workflow():
     folder = pathlib.Path(__file__).resolve().parents[1] / "workflows"
-    gui = json.loads((folder / f"{WORKFLOW}.json").read_text())
-    api = json.loads((folder / "api" / f"{WORKFLOW}.json").read_text())
+    return (json.loads((folder / f"{WORKFLOW}.json").read_text()),
+            json.loads((folder / "api" / f"{WORKFLOW}.json").read_text()))
+
+
+def test_shipped_distributed_workflow_gui_file_matches_its_api_twin(cluster):
+    master, _ = cluster
+    gui, api = load_workflow()
     assert gui_to_api(gui, master.get("/object_info")) == api
     note = [node for node in gui["nodes"] if node["type"] == "MarkdownNote"][0]["widgets_values"][0]
     assert "ComfyUI-Distributed" in note and "enabled" in note
+    (sampler,) = [key for key, node in api.items() if node["class_type"] == NODE_CLASS]
+    (collector,) = [node for node in api.values() if node["class_type"] == "DistributedCollector"]
+    assert collector["inputs"]["images"] == [sampler, 3]  # the sampler's to_collector output
+
+
+def test_shipped_distributed_workflow_runs_on_master_and_worker(cluster):
+    master, _ = cluster
+    _, api = load_workflow()
     graph = tiny_workflow_variant(api, pooled=False)
     (search_key,) = [key for key, node in graph.items() if node["class_type"] == NODE_CLASS]
     graph[search_key]["inputs"].update(num_candidates=3, steps=8)
@@ -152,6 +161,31 @@ def wait_until(condition, timeout, what):
             return value
         time.sleep(0.05)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def interrupted(entry):
+    return any(message[0] == "execution_interrupted" for message in entry["status"]["messages"])
+
+
+def test_cancel_on_the_master_stops_the_workers_drafts(cluster):
+    master, worker = cluster
+    _, distributed = search_graphs(seed=500, num_candidates=4, steps=40, verifier=False)
+    worker_runs_before = len(worker.get("/history"))
+    prompt_id = distributed_runtime.queue_distributed(master, distributed, ["1"])
+
+    def open_job_with_worker_heartbeat():
+        jobs = master.get("/cachedsearch/distributed/jobs")["open"]
+        return next((job_id for job_id, job in jobs.items() if job["claimed"] and "1" in job["silent_seconds"]),
+                    None)
+
+    job_id = wait_until(open_job_with_worker_heartbeat, WAIT_SECONDS, "the worker's first heartbeat")
+    master.interrupt(prompt_id)
+    assert interrupted(master.wait_for(prompt_id, WAIT_SECONDS))
+    assert master.get("/cachedsearch/distributed/jobs")["closed"][job_id] == "cancelled"
+    finished = wait_until(lambda: len(worker.get("/history")) > worker_runs_before and worker.get("/history"),
+                          60, "the worker's run to stop")
+    worker_entry = list(finished.values())[-1]
+    assert interrupted(worker_entry), worker_entry["status"]
 
 
 def test_worker_killed_mid_search_has_its_missing_seeds_redrafted_by_the_master(cluster):
