@@ -231,6 +231,7 @@ class MasterLink:
         self.setup = setup
         self.timeout = timeout
         self.stop_reason: str | None = None
+        self.has_more_to_draft = True  # once the last draft is on its way, a refusal has nothing left to stop
         self._closed = threading.Event()
         self._last_contact = time.monotonic()
         self._thread = threading.Thread(target=self._beat, name="cachedsearch-heartbeat", daemon=True)
@@ -254,7 +255,7 @@ class MasterLink:
         return bool(answer.get("keep_going"))
 
     def _stop(self, reason: str) -> None:
-        if self.stop_reason is None:
+        if self.stop_reason is None and self.has_more_to_draft:
             self.stop_reason = reason
             comfy.model_management.interrupt_current_processing(True)
 
@@ -273,17 +274,17 @@ class MasterLink:
             self._post_heartbeat()
 
     def send(self, message: DraftMessage) -> None:
-        deadline = time.monotonic() + self.timeout
+        blob, deadline = encode_draft(message), time.monotonic() + self.timeout
         while True:
             try:
-                if not self._post("draft", encode_draft(message), "application/octet-stream"):
+                if not self._post("draft", blob, "application/octet-stream"):
                     self._stop("the master closed this search or stopped waiting for this worker")
                 return
             except (OSError, ValueError) as error:
                 if time.monotonic() > deadline:
-                    self._stop(f"could not deliver seed {message.draft.seed} to the master at "
-                               f"{self.setup.master_url} within {self.timeout:g} s ({error})")
-                    return
+                    raise RuntimeError(f"could not deliver seed {message.draft.seed} to the master at "
+                                       f"{self.setup.master_url} within worker_timeout ({self.timeout:g} s): "
+                                       f"{error}; the master drafts this worker's seeds itself") from None
                 time.sleep(0.5)
 
 
@@ -303,6 +304,7 @@ def search_as_worker(recipe, setup: DistributedSetup, seeds: tuple[int, ...], wo
                     raise comfy.model_management.InterruptProcessingException(
                         f"{label} stopped: {link.stop_reason}") from None
                 raise
+            link.has_more_to_draft = index < len(seeds) - 1
             link.send(DraftMessage(setup.job_id, setup.worker_id, part.drafts[0], part.draft_latents))
             if link.stop_reason is not None:
                 comfy.model_management.throw_exception_if_processing_interrupted()
@@ -330,7 +332,7 @@ class DistributedSearchSampler(io.ComfyNode):
                 io.Float.Input("worker_timeout", default=60.0, min=1.0, max=3600.0, step=1.0,
                                tooltip="Seconds without a heartbeat or draft after which the master stops waiting "
                                "for a worker and drafts its remaining seeds itself. Workers send a heartbeat "
-                               "every 2 s while drafting."),
+                               "every 2 s (a quarter of this if shorter) while drafting."),
             ],
             outputs=[
                 *base.outputs,
