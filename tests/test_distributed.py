@@ -24,6 +24,7 @@ pytestmark = pytest.mark.skipif(
     f"{[str(f) for f in distributed_runtime.runtimes_folders()]} (set CACHEDSEARCH_RUNTIMES)")
 
 WAIT_SECONDS = 300
+STARTUP_SECONDS = 600  # a loaded 2-core machine can take minutes to boot ComfyUI 0.33
 VERIFIER_PROMPT = "a red fox in the snow"
 UNREACHABLE = "9"
 NODE_CLASS = "CachedSearchDistributedSampler"
@@ -39,8 +40,8 @@ def cluster(tmp_path_factory, tiny_models_dir):
     master = distributed_runtime.distributed_server(_base_with_models(tmp_path_factory, "master", tiny_models_dir),
                                                     ARCHIVE, workers={"1": worker.port, UNREACHABLE: _free_port()})
     try:
-        worker.start()
-        master.start()
+        worker.start(timeout=STARTUP_SECONDS)
+        master.start(timeout=STARTUP_SECONDS)
         yield master, worker
     finally:
         master.stop()
