@@ -3,18 +3,20 @@
 from comfy_api.latest import ComfyExtension, io
 
 from .apply_cache import ApplyStepCache
+from .distributed import DistributedSearchSampler, register_server_hooks
 from .search_nodes import RankingFromScores, Recommit, SearchSampler, SearchSamplerAdvanced, SearchSamplerExperts
 from .verifier_nodes import (
     CombineScores, LoadClipVerifier, LoadImageReward, LoadVideoScore, ScoreCandidates, ScoreVideos, register_model_folders,
 )
 
 register_model_folders()
+register_server_hooks()
 
 
 class CachedSearchExtension(ComfyExtension):
     async def get_node_list(self) -> list[type[io.ComfyNode]]:
         return [
             ApplyStepCache, SearchSampler, SearchSamplerAdvanced, LoadImageReward, LoadClipVerifier, ScoreCandidates,
-            RankingFromScores, Recommit, SearchSamplerExperts,
+            RankingFromScores, Recommit, SearchSamplerExperts, DistributedSearchSampler,
             LoadVideoScore, ScoreVideos, CombineScores,
         ]

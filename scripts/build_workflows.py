@@ -21,7 +21,7 @@ import tempfile
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from scripts import comfy_runtime  # noqa: E402
+from scripts import comfy_runtime, distributed_runtime  # noqa: E402
 from scripts.workflow_format import api_to_gui, gui_to_api  # noqa: E402
 
 WORKFLOWS_DIR = REPO_ROOT / "workflows"
@@ -323,10 +323,39 @@ def hunyuan15_t2v() -> dict:
     return workflow
 
 
+DISTRIBUTED_NOTE = """
+### Spread the drafts over several GPUs or machines (ComfyUI-Distributed)
+Install **ComfyUI-Distributed** (robertvoy, Comfy Registry) on the master and on every worker, with the same
+models and CachedSearch. In its sidebar panel add your workers (local GPUs, LAN or cloud) and tick **enabled**;
+then Queue as usual. The **Distributed Sampler** feeds a **Distributed Collector** (leave the collector's outputs
+unconnected): that link is how ComfyUI-Distributed finds the search and sends it to your workers.
+
+Participant k of W (master first, then the reachable workers in the panel's order) drafts a fixed slice of
+seed .. seed + N - 1; the master gathers every draft as an exact latent, ranks all N and recommits the winner,
+so the result equals this workflow on one GPU. A worker that is offline at Queue is left out; one that stops
+answering for `worker_timeout` seconds has its remaining seeds drafted by the master. The sampler's report
+says who drafted which seed. Without enabled workers the sampler searches alone.
+"""
+
+
+def wan21_t2v_distributed() -> dict:
+    """The Wan 2.1 workflow with the search spread over ComfyUI-Distributed's workers."""
+    workflow = wan21_t2v()
+    api = workflow["api"]
+    api["search"] = {"class_type": "CachedSearchDistributedSampler",
+                     "inputs": {**api["search"]["inputs"], "worker_timeout": 60.0}}
+    api["collector"] = {"class_type": "DistributedCollector", "inputs": {"images": ["search", 3],
+                                                                         "load_balance": False}}
+    workflow["columns"]["collector"] = workflow["columns"]["search"]
+    workflow["note"] += DISTRIBUTED_NOTE
+    return workflow
+
+
 TITLES = {
     "cache": "Apply Cache (explore cheap)", "search": "N cached drafts", "verify": "Rank drafts (ImageReward)",
     "recommit": "Recommit winner (full compute)", "prompt": "Prompt (text encoder + verifier)",
     "decode_drafts": "Decode drafts", "decode": "Decode delivered video",
+    "collector": "ComfyUI-Distributed: sends the search to your workers",
 }
 GROUPS = (("1. Models", 0, "#3f789e"), ("2. Prompt and latent", 1, "#8a8a3f"), ("3. Explore: N cached drafts", 2,
           "#a1309b"), ("4. Verify", 3, "#b06634"), ("5. Commit the winner", 4, "#3f8a54"), ("6. Save", 5, "#444"))
@@ -341,7 +370,8 @@ def _workflow(nodes: dict, models: str, tau_advice: str, bypassed=()) -> dict:
 
 WORKFLOWS = {"cachedsearch_wan21_t2v": wan21_t2v, "cachedsearch_hunyuan_t2v": hunyuan_t2v,
              "cachedsearch_wan22_ti2v": wan22_ti2v, "cachedsearch_wan22_a14b_t2v": wan22_a14b_t2v,
-             "cachedsearch_wan22_a14b_i2v": wan22_a14b_i2v, "cachedsearch_hunyuan15_t2v": hunyuan15_t2v}
+             "cachedsearch_wan22_a14b_i2v": wan22_a14b_i2v, "cachedsearch_hunyuan15_t2v": hunyuan15_t2v,
+             "cachedsearch_wan21_t2v_distributed": wan21_t2v_distributed}
 
 
 def build(object_info: dict) -> dict[str, tuple[dict, dict]]:
@@ -349,6 +379,10 @@ def build(object_info: dict) -> dict[str, tuple[dict, dict]]:
     for name, define in WORKFLOWS.items():
         workflow = define()
         api = workflow["api"]
+        unknown = sorted({node["class_type"] for node in api.values()} - set(object_info))
+        if unknown:
+            print(f"skipped {name}: this ComfyUI lacks {unknown}")
+            continue
         heights = {key: 80 + 28 * sum(1 for v in node["inputs"].values() if not isinstance(v, list))
                    for key, node in api.items()}
         heights["prompt"] = 220
@@ -370,7 +404,11 @@ def build(object_info: dict) -> dict[str, tuple[dict, dict]]:
 
 def main() -> None:
     base = pathlib.Path(tempfile.mkdtemp(prefix="cachedsearch_workflows_"))
-    with comfy_runtime.ComfyServer(base) as server:
+    server = comfy_runtime.ComfyServer(base)
+    archive = distributed_runtime.find_archive()
+    if archive is not None:  # for the workflows that use ComfyUI-Distributed's nodes
+        distributed_runtime.install(server.base_dir / "custom_nodes", archive)
+    with server:
         object_info = server.get("/object_info")
     (WORKFLOWS_DIR / "api").mkdir(parents=True, exist_ok=True)
     for name, (gui, api) in build(object_info).items():

@@ -110,7 +110,9 @@ class ServerError(RuntimeError):
 class ComfyServer:
     """A real ComfyUI server (``main.py``, on the CPU unless ``cpu=False``) on a free loopback port."""
 
-    def __init__(self, base_dir: pathlib.Path, log_path: pathlib.Path | None = None, extra_args=(), cpu: bool = True):
+    def __init__(self, base_dir: pathlib.Path, log_path: pathlib.Path | None = None, extra_args=(), cpu: bool = True,
+                 env: dict | None = None):
+        self.env = {**os.environ, **env} if env else None
         self.base_dir = prepare_base_directory(pathlib.Path(base_dir))
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -134,7 +136,7 @@ class ComfyServer:
             *self.extra_args,
         ]
         log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(command, cwd=root, stdout=log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(command, cwd=root, stdout=log, stderr=subprocess.STDOUT, env=self.env)
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

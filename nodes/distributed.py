@@ -1,0 +1,418 @@
+"""Distributed search on top of ComfyUI-Distributed (optional: without it the node searches alone).
+
+ComfyUI-Distributed's orchestrator (its panel's Queue, or ``POST /distributed/queue``)
+probes the enabled workers, sends the workflow to the reachable ones and fills
+the hidden inputs of its Distributed Collector: job id, master URL, this
+participant's worker id and the list of active workers. An on-prompt handler
+copies those onto the CachedSearch Distributed Sampler that feeds the collector,
+so each participant knows its seed slice (cachedsearch_core/seed_slices.py).
+
+Workers draft their slice and send each draft to the master as an exact latent
+(``POST /cachedsearch/distributed/draft``), with heartbeats in between. The master
+drafts its own slice, gathers the rest, and re-drafts the seeds of a worker it
+has not heard from for ``worker_timeout`` seconds. The result is the same
+SearchCandidates a single-machine search makes, so the Verifier and Recommit
+nodes work unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import comfy.model_management
+import torch
+from comfy_api.latest import io
+
+from ..cachedsearch_core import candidate_seeds
+from ..cachedsearch_core.draft_exchange import DraftInbox, DraftMessage, decode_draft, encode_draft
+from ..cachedsearch_core.seed_slices import SeedSlice, seed_slices, slice_of
+from .search import KSamplerStage, SearchCandidates, StagedRecipe, progress_text_sender, run_search
+from .search_nodes import SearchSampler, _check_latent, _search_output
+
+NODE_ID = "CachedSearchDistributedSampler"
+COLLECTOR_CLASS = "DistributedCollector"
+SETUP_INPUT = "cachedsearch_distributed"  # added to the sampler's prompt entry by the on-prompt handler
+MASTER = "master"
+ROUTE = "/cachedsearch/distributed"
+WAIT_SLICE_SECONDS = 0.25
+
+# This server's mailbox for drafts sent by workers: one per process, like the routes that fill it.
+INBOX = DraftInbox()
+
+
+def participant_label(participant: str) -> str:
+    return MASTER if participant == MASTER else f"worker {participant}"
+
+
+@dataclasses.dataclass(frozen=True)
+class DistributedSetup:
+    """What ComfyUI-Distributed's orchestrator told this participant about the run."""
+
+    job_id: str
+    is_worker: bool
+    master_url: str
+    worker_id: str
+    worker_ids: tuple[str, ...]
+
+    @property
+    def participant(self) -> str:
+        return self.worker_id if self.is_worker else MASTER
+
+    @property
+    def participants(self) -> tuple[str, ...]:
+        return (MASTER, *self.worker_ids)
+
+    @classmethod
+    def from_collector(cls, collector_inputs: dict) -> DistributedSetup | None:
+        """None when the collector was not filled in by the orchestrator (a plain Queue without workers)."""
+        job_id = str(collector_inputs.get("multi_job_id") or "")
+        if not job_id:
+            return None
+        worker_ids = collector_inputs.get("enabled_worker_ids") or "[]"
+        if isinstance(worker_ids, str):
+            worker_ids = json.loads(worker_ids)
+        return cls(job_id=job_id, is_worker=bool(collector_inputs.get("is_worker")),
+                   master_url=str(collector_inputs.get("master_url") or "").rstrip("/"),
+                   worker_id=str(collector_inputs.get("worker_id") or ""),
+                   worker_ids=tuple(dict.fromkeys(str(worker) for worker in worker_ids)))
+
+
+def attach_distributed_setup(json_data: dict) -> dict:
+    """On-prompt handler: copy each Distributed Collector's orchestration inputs onto the sampler feeding it.
+
+    Being an input of the sampler's prompt entry, the setup is also part of ComfyUI's cache key, so every
+    distributed run drafts afresh on every participant (a worker never answers from its cache).
+    """
+    prompt = json_data.get("prompt") if isinstance(json_data, dict) else None
+    if not isinstance(prompt, dict):
+        return json_data
+    for node in prompt.values():
+        if not isinstance(node, dict) or node.get("class_type") != COLLECTOR_CLASS:
+            continue
+        inputs = node.get("inputs") or {}
+        source = inputs.get("images")
+        if not (isinstance(source, list) and len(source) == 2):
+            continue
+        sampler = prompt.get(str(source[0]))
+        if not isinstance(sampler, dict) or sampler.get("class_type") != NODE_ID:
+            continue
+        setup = DistributedSetup.from_collector(inputs)
+        if setup is not None:
+            sampler.setdefault("inputs", {})[SETUP_INPUT] = json.dumps(dataclasses.asdict(setup))
+    return json_data
+
+
+def setup_from_prompt(prompt, unique_id) -> DistributedSetup | None:
+    entry = (prompt or {}).get(str(unique_id)) or {}
+    raw = (entry.get("inputs") or {}).get(SETUP_INPUT)
+    if not raw:
+        return None
+    fields = json.loads(raw)
+    fields["worker_ids"] = tuple(fields["worker_ids"])
+    return DistributedSetup(**fields)
+
+
+@dataclasses.dataclass(frozen=True)
+class DistributedCandidates(SearchCandidates):
+    """SearchCandidates that also say which participant drafted each seed and what was re-drafted."""
+
+    drafted_by: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def distribution_lines(self) -> list[str]:
+        by_participant: dict[str, list[int]] = {}
+        for draft, participant in zip(self.drafts, self.drafted_by):
+            by_participant.setdefault(participant, []).append(draft.seed)
+        drafted = "; ".join(f"{participant_label(participant)} {', '.join(map(str, seeds))}"
+                            for participant, seeds in by_participant.items())
+        return [f"drafted by: {drafted}", *self.notes]
+
+    def report(self, ranking=None, mode=None, commit_seconds=None) -> str:
+        return "\n".join([super().report(ranking, mode, commit_seconds), *self.distribution_lines()])
+
+
+def _assemble(like: SearchCandidates, collected: dict, notes: list[str]) -> DistributedCandidates:
+    """Candidates in seed order from ``collected[seed] = (Draft, latent [1, ...], participant)``, with the recipe,
+    cache description and latent entries of this participant's own search ``like``."""
+    seeds = sorted(collected)
+    return DistributedCandidates(
+        recipe=like.recipe, drafts=tuple(collected[seed][0] for seed in seeds),
+        draft_latents=torch.cat([collected[seed][1] for seed in seeds]), cache_description=like.cache_description,
+        latent_entries=like.latent_entries, drafted_by=tuple(collected[seed][2] for seed in seeds),
+        notes=tuple(notes),
+    )
+
+
+def _collect(candidates: SearchCandidates, participant: str, into: dict) -> None:
+    for index, draft in enumerate(candidates.drafts):
+        into[draft.seed] = (draft, candidates.draft_latents[index : index + 1], participant)
+
+
+def _prefixed(announce, prefix: str):
+    return None if announce is None else (lambda text: announce(f"{prefix}: {text}"))
+
+
+def search_as_master(recipe, setup: DistributedSetup, slices: tuple[SeedSlice, ...], worker_timeout: float,
+                     announce, inbox: DraftInbox = INBOX) -> DistributedCandidates:
+    """Draft the master's slice, gather the workers' drafts, re-draft what a silent worker left."""
+    inbox.claim(setup.job_id)
+    outcome = "failed"
+    try:
+        own = run_search(recipe, list(slice_of(slices, MASTER)), _prefixed(announce, MASTER))
+        collected, notes = {}, []
+        _collect(own, MASTER, collected)
+        owner = {seed: seed_slice.participant for seed_slice in slices for seed in seed_slice.seeds}
+        reference = own.draft_latents[0:1]
+        rejected: set[str] = set()
+        last_text = None
+        while True:
+            for seed, message in inbox.drafts(setup.job_id).items():
+                if seed in collected or owner.get(seed) != message.participant or message.participant in rejected:
+                    continue
+                if message.latent.shape != reference.shape or message.latent.dtype != reference.dtype:
+                    rejected.add(message.participant)
+                    notes.append(f"{participant_label(message.participant)} sent a draft of shape "
+                                 f"{list(message.latent.shape)} {message.latent.dtype}, the master's are "
+                                 f"{list(reference.shape)} {reference.dtype} (different workflow or models?); "
+                                 "its seeds were re-drafted by the master")
+                    continue
+                collected[seed] = (message.draft, message.latent, message.participant)
+            missing = {seed_slice.participant: [seed for seed in seed_slice.seeds if seed not in collected]
+                       for seed_slice in slices if seed_slice.participant != MASTER}
+            missing = {participant: seeds for participant, seeds in missing.items() if seeds}
+            if not missing:
+                break
+            for participant, seeds in missing.items():
+                silent = inbox.silent_seconds(setup.job_id, participant)
+                if participant not in rejected and silent <= worker_timeout:
+                    continue
+                inbox.drop(setup.job_id, participant)
+                arrived = inbox.drafts(setup.job_id)
+                seeds = [seed for seed in seeds if participant in rejected or seed not in arrived]
+                if not seeds:
+                    continue  # everything arrived just before the drop; taken on the next pass
+                if participant not in rejected:
+                    done = len(slice_of(slices, participant)) - len(seeds)
+                    notes.append(f"{participant_label(participant)} was silent for {silent:.0f} s after "
+                                 f"{done} of {done + len(seeds)} drafts (worker_timeout {worker_timeout:g} s)")
+                notes.append(f"re-drafted by the master: {', '.join(map(str, seeds))} "
+                             f"(seeds of {participant_label(participant)})")
+                _collect(run_search(recipe, seeds, _prefixed(announce, f"re-drafting for "
+                                                                       f"{participant_label(participant)}")),
+                         MASTER, collected)
+                rejected.discard(participant)
+            text = "waiting for " + ", ".join(f"{participant_label(p)} ({len(s)} draft(s) to come)"
+                                              for p, s in missing.items())
+            if announce is not None and text != last_text:
+                announce(text)
+                last_text = text
+            comfy.model_management.throw_exception_if_processing_interrupted()
+            inbox.wait(WAIT_SLICE_SECONDS)
+        outcome = "done"
+        return _assemble(own, collected, notes)
+    except comfy.model_management.InterruptProcessingException:
+        outcome = "cancelled"
+        raise
+    finally:
+        inbox.close(setup.job_id, outcome)  # workers still drafting are told to stop at their next message
+
+
+class MasterLink:
+    """A worker's connection to the master: heartbeats from a thread, drafts from the sampling thread.
+
+    When the master refuses a message (search closed or cancelled, or this worker dropped) or cannot be
+    reached for ``timeout`` seconds, the worker's current run is interrupted.
+    """
+
+    def __init__(self, setup: DistributedSetup, timeout: float):
+        self.setup = setup
+        self.timeout = timeout
+        self.stop_reason: str | None = None
+        self.has_more_to_draft = True  # once the last draft is on its way, a refusal has nothing left to stop
+        self._closed = threading.Event()
+        self._last_contact = time.monotonic()
+        self._thread = threading.Thread(target=self._beat, name="cachedsearch-heartbeat", daemon=True)
+
+    def __enter__(self) -> MasterLink:
+        self._post_heartbeat()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._closed.set()
+        self._thread.join(timeout=self.timeout)
+
+    def _post(self, path: str, body: bytes, content_type: str) -> bool:
+        """True when the master wants more; False when it refused; raises OSError when it is unreachable."""
+        request = urllib.request.Request(f"{self.setup.master_url}{ROUTE}/{path}", data=body, method="POST",
+                                         headers={"Content-Type": content_type})
+        with urllib.request.urlopen(request, timeout=max(5.0, self.timeout)) as response:
+            answer = json.loads(response.read() or b"{}")
+        self._last_contact = time.monotonic()
+        return bool(answer.get("keep_going"))
+
+    def _stop(self, reason: str) -> None:
+        if self.stop_reason is None and self.has_more_to_draft:
+            self.stop_reason = reason
+            comfy.model_management.interrupt_current_processing(True)
+
+    def _post_heartbeat(self) -> None:
+        body = json.dumps({"job_id": self.setup.job_id, "participant": self.setup.worker_id}).encode()
+        try:
+            if not self._post("heartbeat", body, "application/json"):
+                self._stop("the master closed this search or stopped waiting for this worker")
+        except (OSError, ValueError) as error:
+            if time.monotonic() - self._last_contact > self.timeout:
+                self._stop(f"the master at {self.setup.master_url} did not answer for {self.timeout:g} s ({error})")
+
+    def _beat(self) -> None:
+        interval = min(2.0, self.timeout / 4)
+        while not self._closed.wait(interval) and self.stop_reason is None:
+            self._post_heartbeat()
+
+    def send(self, message: DraftMessage) -> None:
+        blob, deadline = encode_draft(message), time.monotonic() + self.timeout
+        while True:
+            try:
+                if not self._post("draft", blob, "application/octet-stream"):
+                    self._stop("the master closed this search or stopped waiting for this worker")
+                return
+            except (OSError, ValueError) as error:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"could not deliver seed {message.draft.seed} to the master at "
+                                       f"{self.setup.master_url} within worker_timeout ({self.timeout:g} s): "
+                                       f"{error}; the master drafts this worker's seeds itself") from None
+                time.sleep(0.5)
+
+
+def search_as_worker(recipe, setup: DistributedSetup, seeds: tuple[int, ...], worker_timeout: float,
+                     announce) -> DistributedCandidates:
+    """Draft this worker's slice one seed at a time, sending each draft to the master as soon as it exists."""
+    collected = {}
+    label = participant_label(setup.worker_id)
+    with MasterLink(setup, worker_timeout) as link:
+        for index, seed in enumerate(seeds):
+            if announce is not None:
+                announce(f"{label}: draft {index + 1} / {len(seeds)} (seed {seed}) for the master")
+            try:
+                part = run_search(recipe, [seed])
+            except comfy.model_management.InterruptProcessingException:
+                if link.stop_reason is not None:
+                    raise comfy.model_management.InterruptProcessingException(
+                        f"{label} stopped: {link.stop_reason}") from None
+                raise
+            link.has_more_to_draft = index < len(seeds) - 1
+            link.send(DraftMessage(setup.job_id, setup.worker_id, part.drafts[0], part.draft_latents))
+            if link.stop_reason is not None:
+                comfy.model_management.throw_exception_if_processing_interrupted()
+            _collect(part, setup.worker_id, collected)
+    return _assemble(part, collected, [f"{label} of {len(setup.participants)} participants: drafts sent to the "
+                                       "master"])
+
+
+class DistributedSearchSampler(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        base = SearchSampler.define_schema()
+        return io.Schema(
+            node_id=NODE_ID,
+            display_name="CachedSearch Distributed Sampler",
+            category="CachedSearch",
+            description="CachedSearch Sampler spread over ComfyUI-Distributed's workers: connect to_collector to a "
+            "Distributed Collector and enable workers in its panel. Each participant drafts a fixed slice of the "
+            "seeds; the master gathers all N (exact latents) and re-drafts the seeds of a worker that stops "
+            "answering, so ranking and delivered video equal a single-machine search. Without workers it "
+            "searches alone.",
+            inputs=[
+                *base.inputs,
+                io.Float.Input("worker_timeout", default=60.0, min=1.0, max=3600.0, step=1.0,
+                               tooltip="Seconds without a heartbeat or draft after which the master stops waiting "
+                               "for a worker and drafts its remaining seeds itself. Workers send a heartbeat "
+                               "every 2 s (a quarter of this if shorter) while drafting."),
+            ],
+            outputs=[
+                *base.outputs,
+                io.Image.Output(display_name="to_collector",
+                                tooltip="Connect to ComfyUI-Distributed's Distributed Collector and leave the "
+                                "collector's outputs unconnected: the link is how its orchestrator finds this search "
+                                "and sends it to your workers. The drafts reach the master as exact latents through "
+                                "CachedSearch's own route, not as collector images (this output is an empty "
+                                "placeholder)."),
+            ],
+            hidden=[io.Hidden.unique_id, io.Hidden.prompt],
+            is_output_node=True,
+        )
+
+    @classmethod
+    def validate_inputs(cls, seed=None, num_candidates=None, denoise=None):
+        return SearchSampler.validate_inputs(seed, num_candidates, denoise)
+
+    @classmethod
+    def execute(cls, model, positive, negative, latent_image, seed, num_candidates, steps, cfg, sampler_name,
+                scheduler, denoise, worker_timeout) -> io.NodeOutput:
+        message = cls.validate_inputs(seed, num_candidates, denoise)
+        if message is not True:
+            raise ValueError(message)
+        _check_latent(latent_image)
+        stage = KSamplerStage(model, positive, negative, steps, cfg, sampler_name, scheduler, denoise)
+        recipe = StagedRecipe.single(stage, latent_image)
+        announce = progress_text_sender(cls.hidden.unique_id)
+        setup = setup_from_prompt(cls.hidden.prompt, cls.hidden.unique_id)
+        if setup is None:
+            alone = run_search(recipe, candidate_seeds(seed, num_candidates), announce)
+            candidates = DistributedCandidates(
+                **{field.name: getattr(alone, field.name) for field in dataclasses.fields(SearchCandidates)},
+                drafted_by=(MASTER,) * len(alone), notes=("no workers: queued without ComfyUI-Distributed's "
+                                                          "orchestration (enable workers in its panel)",))
+        else:
+            slices = seed_slices(seed, num_candidates, setup.participants)
+            if setup.is_worker and not slice_of(slices, setup.participant):
+                note = (f"{participant_label(setup.participant)}: no seeds to draft ({num_candidates} candidates, "
+                        f"{len(slices)} participants); raise num_candidates or enable fewer workers")
+                return io.NodeOutput(latent_image, None, note, torch.zeros(1, 1, 1, 3), ui={"text": (note,)})
+            if setup.is_worker:
+                candidates = search_as_worker(recipe, setup, slice_of(slices, setup.participant), worker_timeout,
+                                              announce)
+            else:
+                candidates = search_as_master(recipe, setup, slices, worker_timeout, announce)
+        output = _search_output(candidates)
+        return io.NodeOutput(*output.result, torch.zeros(1, 1, 1, 3), ui=output.ui)
+
+
+def register_server_hooks() -> None:
+    """The draft and heartbeat routes and the on-prompt handler, on the running ComfyUI server (if any)."""
+    try:
+        from aiohttp import web
+        from server import PromptServer
+    except ImportError:
+        return
+    server = getattr(PromptServer, "instance", None)
+    if server is None:
+        return
+    server.add_on_prompt_handler(attach_distributed_setup)
+
+    @server.routes.post(f"{ROUTE}/draft")
+    async def receive_draft(request):
+        try:
+            message = decode_draft(await request.read())
+        except ValueError as error:
+            return web.json_response({"error": str(error)}, status=400)
+        return web.json_response({"keep_going": INBOX.deliver(message)})
+
+    @server.routes.post(f"{ROUTE}/heartbeat")
+    async def receive_heartbeat(request):
+        try:
+            body = await request.json()
+            job_id, participant = str(body["job_id"]), str(body["participant"])
+        except (ValueError, KeyError, TypeError) as error:
+            return web.json_response({"error": f"heartbeat: expected job_id and participant ({error})"}, status=400)
+        return web.json_response({"keep_going": INBOX.heartbeat(job_id, participant)})
+
+    @server.routes.get(f"{ROUTE}/jobs")
+    async def job_status(request):
+        return web.json_response(INBOX.status())
