@@ -85,8 +85,8 @@ def test_audit_rollouts_of_an_example_workflow_run_on_the_real_server(comfy_serv
 
 
 def test_the_model_trained_here_follows_its_prompts(engine):
-    """The committed ball-and-spot model learned its prompts: the ball takes the prompt's colour, and the spot the
-    prompt's colour far more often than the 1-in-4 of chance (the training data honour it 60 % of the time)."""
+    """The committed ball-and-spot model learned its prompts: the ball takes the prompt's colour, and the spot, when
+    drawn, the prompt's colour rather than one of the two other colours (the training data show it half the time)."""
     import os
     import pathlib
 
@@ -101,7 +101,7 @@ def test_the_model_trained_here_follows_its_prompts(engine):
     model = engine.one("ModelSamplingSD3", model=engine.one("UNETLoader", unet_name=checkpoint.name,
                                                              weight_dtype="default"), shift=3.0)
     latent = engine.one("EmptyHunyuanLatentVideo", width=64, height=64, length=9, batch_size=1)
-    own_ball, other_ball, spot_right = [], [], []
+    own_ball, other_ball, spot_colours = [], [], []
     for seed, prompt in enumerate(shapes.PROMPTS[::3]):
         out = engine.one("KSampler", model=model, seed=seed, steps=20, cfg=4.0, sampler_name="euler",
                          scheduler="simple", positive=[[shapes.conditioning(prompt), {}]],
@@ -112,6 +112,7 @@ def test_the_model_trained_here_follows_its_prompts(engine):
         other = (ball + 1) % shapes.COLOURS
         other_ball.append(shapes.adherence_parts(clip, (other, spot if spot != other else ball, motion))[0])
         spot_matches = [shapes.adherence_parts(clip, (ball, colour, motion))[1] for colour in range(shapes.COLOURS)]
-        spot_right.append(max(range(shapes.COLOURS), key=spot_matches.__getitem__) == spot)
-    assert sum(own_ball) / len(own_ball) > sum(other_ball) / len(other_ball) + 0.3, (own_ball, other_ball)
-    assert sum(spot_right) / len(spot_right) >= 0.5, spot_right
+        drawn = max(range(shapes.COLOURS), key=spot_matches.__getitem__)
+        spot_colours.append("prompt's" if drawn == spot else "missing" if drawn == ball else "other")
+    assert sum(own_ball) / len(own_ball) > sum(other_ball) / len(other_ball) + 0.5, (own_ball, other_ball)
+    assert spot_colours.count("prompt's") >= 3 and spot_colours.count("other") <= 1, spot_colours

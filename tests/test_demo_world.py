@@ -21,26 +21,28 @@ def test_the_verifier_scores_a_correct_clip_above_wrong_ones():
     def noisy(clip):
         return clip + 0.05 * torch.randn(clip.shape, generator=generator)
 
-    correct = shapes.adherence(noisy(shapes.clip(prompt, (2, 1))), prompt)
-    wrong_spot = shapes.adherence(noisy(shapes.clip(prompt, (2, 1), spot_colour=3)), prompt)
-    wrong_ball = shapes.adherence(noisy(shapes.clip((1, 2, 1), (2, 1))), prompt)
-    wrong_motion = shapes.adherence(noisy(shapes.clip((0, 2, 0), (2, 1))), prompt)
+    correct = shapes.adherence(noisy(shapes.clip(prompt)), prompt)
+    missing_spot = shapes.adherence(noisy(shapes.clip(prompt, spot_colour=0)), prompt)
+    wrong_spot = shapes.adherence(noisy(shapes.clip(prompt, spot_colour=3)), prompt)
+    wrong_ball = shapes.adherence(noisy(shapes.clip((1, 2, 1))), prompt)
+    wrong_motion = shapes.adherence(noisy(shapes.clip((0, 2, 0))), prompt)
     noise = shapes.adherence(torch.randn(shapes.LATENT_SHAPE, generator=generator), prompt)
     assert 0.85 < correct < 1.0, correct
-    assert max(wrong_spot, wrong_ball, wrong_motion) < correct - 0.3, (correct, wrong_spot, wrong_ball, wrong_motion)
+    wrong = (missing_spot, wrong_spot, wrong_ball, wrong_motion)
+    assert max(wrong) < correct - 0.3, (correct, wrong)
     assert abs(noise) < 0.2
-    ball, spot = shapes.adherence_parts(shapes.clip(prompt, (1, 2), spot_colour=1), prompt)
-    assert ball > 0.7 and abs(spot) < 1e-6  # the spot is judged at the found start's centres
+    ball, spot = shapes.adherence_parts(shapes.clip(prompt, spot_colour=1), prompt)
+    assert ball > 0.99 and abs(spot) < 1e-6  # the ball is judged outside the spot, the spot on its own
 
 
 def test_render_shows_the_ball_and_its_spot():
-    frames = shapes.render(shapes.clip((0, 2, 0), (1, 1)), scale=1)
+    frames = shapes.render(shapes.clip((0, 2, 0)), scale=1)  # red ball, blue spot, moving right one token a frame
     assert frames.shape == (shapes.FRAMES, shapes.SIZE, shapes.SIZE, 3)
-    assert torch.allclose(frames[0, 1, 1], shapes.RGB[2], atol=0.05)  # the blue spot at the centre
-    assert torch.allclose(frames[2, 1, 5], shapes.RGB[2], atol=0.05)  # two pixels per frame to the right
-    assert torch.allclose(frames[0, 1, 5], shapes.BACKGROUND, atol=0.01)
-    red, green, blue = frames[2, 1, 4]  # the red ball around the spot
-    assert red > 0.5 and red > 2 * max(green, blue)
+    assert torch.allclose(frames[0, 2, 3], shapes.RGB[2], atol=0.05)  # the spot covers token (1, 1)
+    assert torch.allclose(frames[2, 3, 6], shapes.RGB[2], atol=0.05)  # ... and token (1, 3) two frames later
+    assert torch.allclose(frames[0, 7, 7], shapes.BACKGROUND, atol=0.02)
+    red, green, blue = frames[2, 3, 4]  # the red ball around the spot
+    assert red > 0.4 and red > 2 * max(green, blue)
 
 
 def test_the_main_demo_searches_the_trained_model_and_draws_a_contact_sheet(tmp_path):
@@ -67,3 +69,10 @@ def test_the_main_demo_searches_the_trained_model_and_draws_a_contact_sheet(tmp_
     assert image.size == sheet_size(candidates + 1, shapes.FRAMES, frame, frame)  # N drafts + the delivered video
     webp = re.search(r"delivered video \(animated WEBP\): (\S+)", out).group(1)
     assert Image.open(webp).n_frames == shapes.FRAMES
+
+
+def test_the_demo_node_pack_is_not_part_of_the_extension(comfy_server):
+    """A ComfyUI with the extension installed (as a user's is) lists the CachedSearch nodes but none of the demo's."""
+    names = set(comfy_server.get("/object_info"))
+    assert "CachedSearchSampler" in names and "CachedSearchRankingFromScores" in names
+    assert not [name for name in names if name.startswith("CachedSearchDemo")]
