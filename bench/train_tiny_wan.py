@@ -32,6 +32,7 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=pathlib.Path, default=DEFAULT_OUT)
+    parser.add_argument("--save-every", type=int, default=250, help="also save every this many steps")
     args = parser.parse_args()
 
     from scripts.comfy_runtime import import_comfy_on_cpu
@@ -41,8 +42,6 @@ def main() -> None:
     import comfy.ldm.wan.model
     import comfy.ops
     import torch
-    from safetensors.torch import save_file
-
     from bench import shapes
     from scripts.tiny_models import TEXT_WIDTH, _fill_deterministically
 
@@ -78,10 +77,19 @@ def main() -> None:
         optimiser.step()
         if step % 250 == 0 or step == args.steps - 1:
             print(f"step {step:5d}  loss {loss.item():.4f}  {time.perf_counter() - start:6.1f} s", flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    state = {name: tensor.detach().half().contiguous() for name, tensor in model.state_dict().items()}
-    save_file(state, str(args.out))
+        if (step + 1) % args.save_every == 0 or step == args.steps - 1:
+            save(model, args.out)
     print(f"saved {args.out}")
+
+
+def save(model, path: pathlib.Path) -> None:
+    """Half-precision weights (the file is committed), written whole so a stopped run leaves a loadable one."""
+    from safetensors.torch import save_file
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {name: tensor.detach().half().contiguous() for name, tensor in model.state_dict().items()}
+    save_file(state, str(path.with_suffix(".tmp")))
+    path.with_suffix(".tmp").replace(path)
 
 
 if __name__ == "__main__":
