@@ -1,8 +1,8 @@
 """Ranking-fidelity audit (report Sec. 4 protocol): full rollouts against seed-matched cheap drafts.
 
-On the small Wan model trained here on the moving-shapes world (CPU, about 5 minutes):
+On the small Wan model trained here on the ball-and-spot world (bench/shapes.py; CPU):
 
-    .venv/bin/python -m bench.audit [--prompts 12] [--seeds 8] [--steps 30] [--taus 0.05 0.1 0.2] [--out DIR]
+    .venv/bin/python -m bench.audit [--prompts 12] [--seeds 8] [--steps 30] [--taus 0.05 0.1 0.2 0.3 0.5] [--out DIR]
 
 On real weights through a real ComfyUI server (GPU), with one of the example workflows and a prompt file:
 
@@ -10,8 +10,8 @@ On real weights through a real ComfyUI server (GPU), with one of the example wor
         --models /path/to/ComfyUI/models --prompt-file prompts.txt --seeds 8 --steps 50 --out audit_wan21
 
 For P prompts x S seeds it scores the full-compute rollout and the drafts of every arm: CachedSearch at each
-tau, the static every-2nd-step cache, half the steps (T/2), and ComfyUI's EasyCache at the threshold that
-skips as many calls as tau 0.10. Rollouts are kept in DIR/scores.jsonl, so a stopped audit resumes without
+tau, the static cache computing every 2nd and every 3rd step, half the steps (T/2), half the resolution (scored
+upsampled), and ComfyUI's EasyCache at the threshold that skips as many calls as tau 0.10. Rollouts are kept in DIR/scores.jsonl, so a stopped audit resumes without
 recomputing. Writes DIR/report.md (SPEC section 5 metrics, bootstrap intervals, tau*) and
 DIR/capture_vs_speedup.svg.
 """
@@ -27,12 +27,16 @@ import sys
 import tempfile
 import time
 
+import torch
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from bench import shapes  # noqa: E402
 from bench.train_tiny_wan import DEFAULT_OUT as TRAINED_MODEL, TRAINING_SHIFT  # noqa: E402
-from cachedsearch_core.audit import FULL_ARM, ScoreStore, evaluate_arms, markdown_report, svg_plot  # noqa: E402
+from cachedsearch_core.audit import (  # noqa: E402
+    FULL_ARM, ScoreStore, evaluate_arms, markdown_report, recommend_tau, svg_plot,
+)
 from scripts import comfy_runtime  # noqa: E402
 
 
@@ -41,8 +45,10 @@ def arm_specs(taus: list[float], steps: int) -> dict[str, dict]:
     arms = {FULL_ARM: {"cache": None, "steps": steps}}
     for tau in taus:
         arms[f"tau {tau:g}"] = {"cache": {"mode": "adaptive", "tau": tau}, "steps": steps, "tau": tau}
-    arms["static every 2"] = {"cache": {"mode": "static", "static_interval": 2}, "steps": steps}
+    for interval in (2, 3):
+        arms[f"static every {interval}"] = {"cache": {"mode": "static", "static_interval": interval}, "steps": steps}
     arms["T/2 steps"] = {"cache": None, "steps": steps // 2}
+    arms["half resolution"] = {"cache": None, "steps": steps, "resolution": 0.5}
     return arms
 
 
@@ -63,8 +69,9 @@ class ShapesBackend:
         model = self.one("UNETLoader", unet_name=model_path.name, weight_dtype="default")
         self.model = self.one("ModelSamplingSD3", model=model, shift=TRAINING_SHIFT)
         self.cfg = cfg
-        self.latent = self.one("EmptyHunyuanLatentVideo", width=8 * shapes.SIZE, height=8 * shapes.SIZE,
-                               length=4 * shapes.FRAMES - 3, batch_size=1)
+        self.latents = {scale: self.one("EmptyHunyuanLatentVideo", width=round(8 * shapes.SIZE * scale),
+                                        height=round(8 * shapes.SIZE * scale), length=4 * shapes.FRAMES - 3,
+                                        batch_size=1) for scale in (1.0, 0.5)}
         self.negative = [[shapes.conditioning(None), {}]]
         self.prompts = [shapes.PROMPTS[(7 * index) % len(shapes.PROMPTS)] for index in range(prompt_count)]
         self.models: dict[str, object] = {}
@@ -98,17 +105,21 @@ class ShapesBackend:
         with easycache_log:
             out = self.one("KSampler", model=observed, seed=seed, steps=spec["steps"], cfg=self.cfg,
                            sampler_name="euler", scheduler="simple", positive=[[shapes.conditioning(prompt), {}]],
-                           negative=self.negative, latent_image=self.latent, denoise=1.0)
+                           negative=self.negative, latent_image=self.latents[spec.get("resolution", 1.0)],
+                           denoise=1.0)
         seconds = time.perf_counter() - start
         calls = sum(r.calls for r in runs) or spec["steps"]
         skipped = sum(r.calls_skipped for r in runs) + easycache_log.skipped
         # KSampler returns latents in the VAE's scale (Wan's latent mean/std); the model was trained in its own.
         latent = self.model.model.latent_format.process_in(out["samples"])[0]
+        if latent.shape[-1] != shapes.SIZE:  # a half-resolution draft is scored upsampled, as a preview would be
+            latent = torch.nn.functional.interpolate(latent.transpose(0, 1), size=(shapes.SIZE, shapes.SIZE),
+                                                     mode="bilinear").transpose(0, 1)
         return shapes.adherence(latent, prompt), seconds, calls, skipped
 
     def describe(self) -> str:
-        return (f"small Wan model trained on moving shapes, euler/simple, cfg {self.cfg}, shift {TRAINING_SHIFT}, "
-                "analytic prompt-adherence verifier")
+        return (f"small Wan model trained on the ball-and-spot world, euler/simple, cfg {self.cfg}, shift "
+                f"{TRAINING_SHIFT}, analytic prompt-adherence verifier")
 
 
 class WorkflowBackend:
@@ -146,6 +157,10 @@ def audit_graph(workflow: dict, spec: dict, prompt: str, seed: int) -> dict:
     search = graph[search_key]["inputs"]
     search.update(seed=seed, num_candidates=1)
     (graph[key["BasicScheduler"]]["inputs"] if "BasicScheduler" in key else search)["steps"] = spec["steps"]
+    if "resolution" in spec:
+        size = next(n["inputs"] for n in graph.values() if {"width", "height"} <= n["inputs"].keys())
+        size.update(width=16 * round(size["width"] * spec["resolution"] / 16),
+                    height=16 * round(size["height"] * spec["resolution"] / 16))
     cache = graph[key["CachedSearchApplyCache"]]
     if "easycache" in spec:
         cache.update(class_type="EasyCache", inputs={"model": cache["inputs"]["model"],
@@ -208,6 +223,32 @@ def match_easycache(backend, steps: int, target_skips: float) -> float:
     return best[0]
 
 
+def target_checks(results, reference_tau: float, target: float) -> str:
+    """Whether the world separates the arms (issue targets): a best-of-N gain well above its bootstrap noise, T/2
+    truncation capturing less than the cache at ``reference_tau`` with disjoint intervals, capture falling with tau
+    so that tau* is an interior choice."""
+    by_arm = {r.arm: r.fidelity for r in results}
+    best_gain = results[0].fidelity.best_gain
+    half_width = (best_gain.high - best_gain.low) / 2
+    reference, truncated = by_arm[f"tau {reference_tau:g}"].capture_of_means, by_arm["T/2 steps"].capture_of_means
+    sweep = sorted((r.tau, r.fidelity.capture_of_means.value) for r in results if r.tau is not None)
+    falling = all(later <= earlier for (_, earlier), (_, later) in zip(sweep, sweep[1:])) and sweep[-1][1] < sweep[0][1]
+    tau_star = recommend_tau(results, target)
+    interior = tau_star is not None and tau_star < sweep[-1][0]
+
+    def verdict(passed):
+        return "met" if passed else "NOT met"
+
+    return "\n".join([
+        f"- best-of-N gain {best_gain} is {best_gain.value / half_width:.1f}x its bootstrap half-width "
+        f"(target >= 3): {verdict(best_gain.value >= 3 * half_width)}",
+        f"- T/2 capture {truncated} below tau {reference_tau:g} capture {reference} with disjoint intervals: "
+        f"{verdict(truncated.high < reference.low)}",
+        f"- capture over the tau sweep ({', '.join(f'{tau:g}: {value:.3f}' for tau, value in sweep)}) never rises "
+        f"and ends lower: {verdict(falling)}; tau* {tau_star} is interior: {verdict(interior)}",
+    ])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", type=pathlib.Path, default=TRAINED_MODEL, help="shapes mode: the trained model")
@@ -218,10 +259,12 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--cfg", type=float, default=4.0, help="shapes mode: guidance scale")
-    parser.add_argument("--taus", type=float, nargs="+", default=[0.05, 0.10, 0.20])
+    parser.add_argument("--taus", type=float, nargs="+", default=[0.05, 0.10, 0.20, 0.30, 0.50])
     parser.add_argument("--target", type=float, default=0.85, help="capture target for tau*")
     parser.add_argument("--out", type=pathlib.Path, default=REPO_ROOT / "bench" / "results" / "audit")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
 
     if args.workflow:
         if not (args.models and args.prompt_file):
@@ -260,7 +303,8 @@ def main() -> None:
     header = (f"# Ranking-fidelity audit\n\n{backend.describe()}; {prompt_count} prompts x {len(seeds)} seeds, "
               f"{args.steps} steps; EasyCache reuse_threshold {threshold:.3f}, matched to tau {reference_tau:g}'s "
               f"skipped calls ({target_skips:.1f} per rollout).\n\n")
-    report = header + markdown_report(results, args.target) + "\n"
+    report = (header + markdown_report(results, args.target) + "\n\nTargets:\n"
+              + target_checks(results, reference_tau, args.target) + "\n")
     (args.out / "report.md").write_text(report)
     (args.out / "capture_vs_speedup.svg").write_text(svg_plot(results))
     print(report)

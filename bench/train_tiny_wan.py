@@ -1,11 +1,11 @@
-"""Train a small Wan 2.1-architecture model on the moving-shapes world with flow matching, on the CPU.
+"""Train a small Wan 2.1-architecture model on the ball-and-spot world (bench/shapes.py) with flow matching, on the CPU.
 
-    .venv/bin/python -m bench.train_tiny_wan [--steps 3000] [--out bench/models/tiny_wan_shapes.safetensors]
+    .venv/bin/python -m bench.train_tiny_wan [--steps 5000] [--threads 1] [--out bench/models/tiny_wan_shapes.safetensors]
 
 The model is ComfyUI's own WanModel class (dim 128, so it loads through UNETLoader like the real one) trained
 with ComfyUI's flow parametrisation: x_sigma = (1 - sigma) x0 + sigma noise, timestep = 1000 sigma, target
 velocity noise - x0; 10 % of samples drop the prompt so classifier-free guidance works. Deterministic for a
-seed; about 10 minutes on 2 cores.
+seed and thread count; one thread so it can share a small machine.
 """
 
 from __future__ import annotations
@@ -25,11 +25,14 @@ TRAINING_SHIFT = 3.0  # sigma distribution shift; sample with ModelSamplingSD3(s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=3000)
-    parser.add_argument("--batch", type=int, default=48)
-    parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=5000)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--batch", type=int, default=24)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=pathlib.Path, default=DEFAULT_OUT)
+    parser.add_argument("--save-every", type=int, default=250, help="also save every this many steps")
     args = parser.parse_args()
 
     from scripts.comfy_runtime import import_comfy_on_cpu
@@ -39,11 +42,10 @@ def main() -> None:
     import comfy.ldm.wan.model
     import comfy.ops
     import torch
-    from safetensors.torch import save_file
-
     from bench import shapes
     from scripts.tiny_models import TEXT_WIDTH, _fill_deterministically
 
+    torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     model = comfy.ldm.wan.model.WanModel(
         model_type="t2v", dim=128, ffn_dim=512, num_heads=1, num_layers=args.layers, in_dim=16, out_dim=16,
@@ -53,7 +55,7 @@ def main() -> None:
     # Zero the output head so training starts from "predict nothing" (standard for DiT training).
     torch.nn.init.zeros_(model.head.head.weight)
     torch.nn.init.zeros_(model.head.head.bias)
-    optimiser = torch.optim.AdamW(model.parameters(), lr=5e-4, weight_decay=0.0)
+    optimiser = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
     generator = torch.Generator().manual_seed(args.seed)
     empty = shapes.conditioning(None)
     start = time.perf_counter()
@@ -69,16 +71,25 @@ def main() -> None:
         velocity = model(noisy, sigma * 1000, context)
         loss = torch.nn.functional.mse_loss(velocity, noise - clips)
         for group in optimiser.param_groups:
-            group["lr"] = 5e-4 * 0.5 * (1 + math.cos(math.pi * step / args.steps))
+            group["lr"] = args.lr * 0.5 * (1 + math.cos(math.pi * step / args.steps))
         optimiser.zero_grad()
         loss.backward()
         optimiser.step()
         if step % 250 == 0 or step == args.steps - 1:
             print(f"step {step:5d}  loss {loss.item():.4f}  {time.perf_counter() - start:6.1f} s", flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    state = {name: tensor.detach().half().contiguous() for name, tensor in model.state_dict().items()}
-    save_file(state, str(args.out))
+        if (step + 1) % args.save_every == 0 or step == args.steps - 1:
+            save(model, args.out)
     print(f"saved {args.out}")
+
+
+def save(model, path: pathlib.Path) -> None:
+    """Half-precision weights (the file is committed), written whole so a stopped run leaves a loadable one."""
+    from safetensors.torch import save_file
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {name: tensor.detach().half().contiguous() for name, tensor in model.state_dict().items()}
+    save_file(state, str(path.with_suffix(".tmp")))
+    path.with_suffix(".tmp").replace(path)
 
 
 if __name__ == "__main__":

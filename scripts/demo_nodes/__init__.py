@@ -1,0 +1,115 @@
+"""Demo-only ComfyUI nodes for the ball-and-spot world (bench/shapes.py): its prompts, verifier and renderer.
+
+``scripts/demo.py`` installs this pack next to CachedSearch in the demo's own ComfyUI base directory, so the real
+search nodes run on the model trained in that world. It is not part of the extension: a user's ComfyUI, which
+loads only the repository's top-level ``__init__.py``, never sees these nodes.
+"""
+
+import importlib.util
+import pathlib
+
+import torch
+
+_SHAPES_PATH = pathlib.Path(__file__).resolve().parents[2] / "bench" / "shapes.py"
+_spec = importlib.util.spec_from_file_location("cachedsearch_demo_shapes", _SHAPES_PATH)
+shapes = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(shapes)
+
+
+def _prompt_of(text: str) -> tuple[int, int, int]:
+    for prompt in shapes.PROMPTS:
+        if shapes.prompt_text(prompt) == text.strip():
+            return prompt
+    raise ValueError(f"prompt: got {text!r}; connect the prompt output of the Ball-and-Spot Prompt node "
+                     "(texts like 'a red ball with a blue spot moving right')")
+
+
+def _model_scale(samples: torch.Tensor) -> torch.Tensor:
+    """Latents as the sampler returns them (Wan 2.1 VAE scale) in the scale the world's model was trained in."""
+    import comfy.latent_formats
+
+    return comfy.latent_formats.Wan21().process_in(samples.float())
+
+
+def _clips(latent: dict) -> torch.Tensor:
+    samples = latent["samples"]
+    if tuple(samples.shape[1:]) != shapes.LATENT_SHAPE:
+        raise ValueError(f"latent: got shape {tuple(samples.shape)}; the ball-and-spot world needs "
+                         f"[N, {', '.join(map(str, shapes.LATENT_SHAPE))}] (EmptyHunyuanLatentVideo "
+                         f"{8 * shapes.SIZE}x{8 * shapes.SIZE}, length {4 * shapes.FRAMES - 3})")
+    return _model_scale(samples)
+
+
+class BallAndSpotPrompt:
+    CATEGORY = "CachedSearch/demo"
+    FUNCTION = "encode"
+    RETURN_TYPES = ("CONDITIONING", "CONDITIONING", "STRING")
+    RETURN_NAMES = ("positive", "negative", "prompt")
+    DESCRIPTION = "Demo-only: the ball-and-spot world's text conditioning (what a text encoder would give)."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        colours = list(shapes.COLOUR_NAMES)
+        return {"required": {
+            "ball": (colours, {"default": "red", "tooltip": "Colour of the ball."}),
+            "spot": (colours, {"default": "blue", "tooltip": "Colour of the one-pixel spot at the ball's centre; "
+                               "must differ from the ball's."}),
+            "motion": (list(shapes.MOTION_NAMES), {"default": "right", "tooltip": "Direction the ball moves."}),
+        }}
+
+    def encode(self, ball, spot, motion):
+        if ball == spot:
+            raise ValueError(f"spot: got {spot!r}, the same colour as the ball; pick another colour for the spot")
+        prompt = (shapes.COLOUR_NAMES.index(ball), shapes.COLOUR_NAMES.index(spot), shapes.MOTION_NAMES.index(motion))
+        return ([[shapes.conditioning(prompt), {}]], [[shapes.conditioning(None), {}]], shapes.prompt_text(prompt))
+
+
+class BallAndSpotVerifier:
+    CATEGORY = "CachedSearch/demo"
+    FUNCTION = "score"
+    RETURN_TYPES = ("STRING",)
+    RETURN_NAMES = ("scores",)
+    OUTPUT_NODE = True
+    DESCRIPTION = ("Demo-only: the world's analytic prompt-adherence verifier, one score per latent in the batch "
+                   "(feed CachedSearch Ranking From Scores).")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "latent": ("LATENT", {"tooltip": "Drafts (or a delivered video) from a sampler, N on the batch axis."}),
+            "prompt": ("STRING", {"forceInput": True, "tooltip": "The prompt output of Ball-and-Spot Prompt."}),
+        }}
+
+    def score(self, latent, prompt):
+        target = _prompt_of(prompt)
+        scores = "\n".join(f"{shapes.adherence(clip, target):.4f}" for clip in _clips(latent))
+        return {"ui": {"text": (scores,)}, "result": (scores,)}
+
+
+class BallAndSpotRender:
+    CATEGORY = "CachedSearch/demo"
+    FUNCTION = "render"
+    RETURN_TYPES = ("IMAGE",)
+    DESCRIPTION = "Demo-only: colours each latent pixel by the world's colours it carries (no VAE needed)."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "latent": ("LATENT", {"tooltip": "Ball-and-spot latents, N on the batch axis."}),
+            "scale": ("INT", {"default": 12, "min": 1, "max": 64, "tooltip": "Pixels per latent pixel."}),
+        }}
+
+    def render(self, latent, scale):
+        return (torch.cat([shapes.render(clip, scale) for clip in _clips(latent)]),)
+
+
+NODE_CLASS_MAPPINGS = {
+    "CachedSearchDemoBallAndSpotPrompt": BallAndSpotPrompt,
+    "CachedSearchDemoBallAndSpotVerifier": BallAndSpotVerifier,
+    "CachedSearchDemoBallAndSpotRender": BallAndSpotRender,
+}
+NODE_DISPLAY_NAME_MAPPINGS = {
+    "CachedSearchDemoBallAndSpotPrompt": "Ball-and-Spot Prompt (CachedSearch demo)",
+    "CachedSearchDemoBallAndSpotVerifier": "Ball-and-Spot Verifier (CachedSearch demo)",
+    "CachedSearchDemoBallAndSpotRender": "Ball-and-Spot Render (CachedSearch demo)",
+}

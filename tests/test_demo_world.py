@@ -1,0 +1,78 @@
+"""The ball-and-spot world: its verifier, the model trained in it, and the main demo through the real server."""
+
+import pathlib
+import re
+import subprocess
+import sys
+
+import torch
+from PIL import Image
+
+from bench import shapes
+from scripts.contact_sheet import sheet_size
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def test_the_verifier_scores_a_correct_clip_above_wrong_ones():
+    prompt = (0, 2, 1)  # a red ball with a blue spot moving down
+    generator = torch.Generator().manual_seed(0)
+
+    def noisy(clip):
+        return clip + 0.05 * torch.randn(clip.shape, generator=generator)
+
+    correct = shapes.adherence(noisy(shapes.clip(prompt)), prompt)
+    missing_spot = shapes.adherence(noisy(shapes.clip(prompt, spot_colour=0)), prompt)
+    wrong_spot = shapes.adherence(noisy(shapes.clip(prompt, spot_colour=3)), prompt)
+    wrong_ball = shapes.adherence(noisy(shapes.clip((1, 2, 1))), prompt)
+    wrong_motion = shapes.adherence(noisy(shapes.clip((0, 2, 0))), prompt)
+    noise = shapes.adherence(torch.randn(shapes.LATENT_SHAPE, generator=generator), prompt)
+    assert 0.85 < correct < 1.0, correct
+    wrong = (missing_spot, wrong_spot, wrong_ball, wrong_motion)
+    assert max(wrong) < correct - 0.3, (correct, wrong)
+    assert abs(noise) < 0.2
+    ball, spot = shapes.adherence_parts(shapes.clip(prompt, spot_colour=1), prompt)
+    assert ball > 0.99 and abs(spot) < 1e-6  # the ball is judged outside the spot, the spot on its own
+
+
+def test_render_shows_the_ball_and_its_spot():
+    frames = shapes.render(shapes.clip((0, 2, 0)), scale=1)  # red ball, blue spot, moving right one token a frame
+    assert frames.shape == (shapes.FRAMES, shapes.SIZE, shapes.SIZE, 3)
+    assert torch.allclose(frames[0, 2, 3], shapes.RGB[2], atol=0.05)  # the spot covers token (1, 1)
+    assert torch.allclose(frames[2, 3, 6], shapes.RGB[2], atol=0.05)  # ... and token (1, 3) two frames later
+    assert torch.allclose(frames[0, 7, 7], shapes.BACKGROUND, atol=0.02)
+    red, green, blue = frames[2, 3, 4]  # the red ball around the spot
+    assert red > 0.4 and red > 2 * max(green, blue)
+
+
+def test_the_main_demo_searches_the_trained_model_and_draws_a_contact_sheet(tmp_path):
+    candidates = 3
+    sheet = tmp_path / "sheet.png"
+    result = subprocess.run(
+        [sys.executable, "scripts/demo.py", "--candidates", str(candidates), "--steps", "8", "--seed", "5",
+         "--ball", "green", "--spot", "yellow", "--motion", "down", "--sheet", str(sheet)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    out = result.stdout
+    assert "prompt: 'a green ball with a yellow spot moving down'" in out
+    rows = re.findall(r"^\*?\s+(\d+)\s+(\d+)\s+(-?\d+\.\d+)\s", out, flags=re.MULTILINE)
+    assert [int(seed) for _, seed, _ in rows] == [5, 6, 7], out
+    best = max(rows, key=lambda row: float(row[2]))
+    winner = re.search(r"winner: candidate (\d+), seed (\d+), delivered by recommit at full compute", out)
+    assert winner and winner.groups() == best[:2], out
+    picked = re.search(r"search picked seed (\d+): adherence (-?\d\.\d\d) vs (-?\d\.\d\d) for a single random seed", out)
+    assert picked and picked.group(1) == best[1], out
+    assert f"[demo] contact sheet copied to {sheet}" in out
+    image = Image.open(sheet)
+    frame = 12 * shapes.SIZE
+    assert image.size == sheet_size(candidates + 1, shapes.FRAMES, frame, frame)  # N drafts + the delivered video
+    webp = re.search(r"delivered video \(animated WEBP\): (\S+)", out).group(1)
+    assert Image.open(webp).n_frames == shapes.FRAMES
+
+
+def test_the_demo_node_pack_is_not_part_of_the_extension(comfy_server):
+    """A ComfyUI with the extension installed (as a user's is) lists the CachedSearch nodes but none of the demo's."""
+    names = set(comfy_server.get("/object_info"))
+    assert "CachedSearchSampler" in names and "CachedSearchRankingFromScores" in names
+    assert not [name for name in names if name.startswith("CachedSearchDemo")]
