@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.video_score_cost [--frames 24] [--candidates 8]
 
 The full model (Idefics2-8B sizes: SigLIP-so400m vision tower of 27 layers, 3-layer perceiver, 32-layer
-Mistral-7B decoder; 8.0B parameters, 32 GB in fp32) does not fit beside the other work on a small CPU machine,
+Mistral-7B decoder; 8.3B parameters, 30.8 GiB in fp32) does not fit beside the other work on a small CPU machine,
 and every layer of a stack costs the same. So each dtype is measured on the same architecture at full width with
 ONE vision layer and ONE decoder layer: forward hooks time those two layers, and the full model's time is
 ``rest + 27 x vision layer + 32 x decoder layer``. Memory: the weights are counted exactly for the full model
@@ -141,7 +141,7 @@ def main() -> None:
     print(f"# VideoScore-v1.1 architecture at full width, random weights, {args.frames} of 81 frames at 480x832 per "
           f"candidate, {args.candidates} candidates in a row, torch threads {torch.get_num_threads()}, each dtype in "
           "a fresh process; ImageReward: 8 frames of the same clip")
-    print("| dtype | frames read | one vision layer s | one decoder layer s | rest (preprocess, embeddings, perceiver, "
+    print("| dtype | frames read | one vision layer s | one decoder layer s | rest (preprocess, embeddings, connector, "
           "head) s | full model per candidate s (rest + 27 x vision + 32 x decoder) | full weights GiB | peak "
           "activation RSS growth, all candidates MiB | ImageReward per candidate s |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -104,8 +104,8 @@ class AspectWeights:
             except ValueError:
                 values = ()
             if len(values) != len(ASPECTS):
-                raise ValueError(f"aspect_weights: got {weights_text!r}; give {len(ASPECTS)} comma-separated numbers in "
-                                 f"the order {', '.join(ASPECTS)}, e.g. 1,1,1,2,1")
+                raise ValueError(f"aspect_weights: got {weights_text!r}; give {len(ASPECTS)} comma-separated numbers "
+                                 f"in the order {', '.join(ASPECTS)}, e.g. 1,1,1,2,1")
             return cls(values)
         raise ValueError(f"rank_by: got {rank_by!r}; choose {AVERAGE!r}, one of {list(ASPECTS)} or 'weighted'")
 

@@ -117,7 +117,8 @@ def tiny_workflow_variant(api: dict, pooled: bool) -> dict:
 
 
 def combined_verifier_search(*, seed: int = 0, prompt: str = "a red ball on the grass", max_frames: int = 24,
-                             normalisation: str = "rank average", filename_prefix: str = "cachedsearch_combined") -> dict:
+                             normalisation: str = "rank average",
+                             filename_prefix: str = "cachedsearch_combined") -> dict:
     """The search ranked by ImageReward and VideoScore together (Combine Scores), then Recommit."""
     graph = wan_search(seed=seed, verifier_prompt=prompt, filename_prefix=filename_prefix)
     graph["load_video_score"] = {"class_type": "CachedSearchLoadVideoScore",
