@@ -10,19 +10,31 @@ import pytest
 from PIL import Image
 
 from scripts.graphs import tiny_workflow_variant
-from scripts.workflow_format import BYPASSED_MODE, gui_to_api
+from scripts.workflow_format import BYPASSED_MODE
 
 WORKFLOWS = pathlib.Path(__file__).resolve().parents[1] / "workflows"
 
 
-def queued_graph(name, object_info, loras_on):
+def queued_graph(name, loras_on):
+    """The API twin, and with ``loras_on`` the GUI file's two bypassed LoRA loaders switched on (spliced in
+    between each expert's UNETLoader and ModelSamplingSD3, as the frontend queues them)."""
     gui = json.loads((WORKFLOWS / f"{name}.json").read_text())
+    graph = json.loads((WORKFLOWS / "api" / f"{name}.json").read_text())
     bypassed = [node for node in gui["nodes"] if node.get("mode") == BYPASSED_MODE]
     assert [node["type"] for node in bypassed] == ["LoraLoaderModelOnly"] * 2  # shipped bypassed
+    assert not {str(node["id"]) for node in bypassed} & set(graph)
     if loras_on:
+        links = {link[0]: link for link in gui["links"]}
         for node in bypassed:
-            node["mode"] = 0
-    return gui_to_api(gui, object_info)
+            lora_name, strength = node["widgets_values"]
+            (model_link,) = [entry["link"] for entry in node["inputs"] if entry["name"] == "model"]
+            (consumer_link,) = node["outputs"][0]["links"]
+            source, consumer = str(links[model_link][1]), str(links[consumer_link][3])
+            assert graph[consumer]["inputs"]["model"] == [source, 0]
+            graph[str(node["id"])] = {"class_type": "LoraLoaderModelOnly", "inputs": {
+                "model": [source, 0], "lora_name": lora_name, "strength_model": strength}}
+            graph[consumer]["inputs"]["model"] = [str(node["id"]), 0]
+    return graph
 
 
 def key_of(graph, class_type):
@@ -60,7 +72,7 @@ def frames(server, entry):
 @pytest.mark.parametrize("name", ["cachedsearch_wan22_a14b_t2v", "cachedsearch_wan22_a14b_i2v"])
 @pytest.mark.parametrize("loras_on", [False, True])
 def test_a14b_workflow_delivers_the_official_graph_for_the_winner(comfy_server, name, loras_on):
-    graph = tiny_workflow_variant(queued_graph(name, comfy_server.get("/object_info"), loras_on), pooled=False)
+    graph = tiny_workflow_variant(queued_graph(name, loras_on), pooled=False)
     assert ("LoraLoaderModelOnly" in {node["class_type"] for node in graph.values()}) == loras_on
     if loras_on:  # the note's 4-step settings
         graph[key_of(graph, "CachedSearchSamplerExperts")]["inputs"].update(steps=4, split_step=2, cfg=1.0)
@@ -76,3 +88,15 @@ def test_a14b_workflow_delivers_the_official_graph_for_the_winner(comfy_server, 
     delivered, reference = frames(comfy_server, entry), frames(comfy_server, stock)
     assert len(delivered) == len(reference) == 9
     assert all((a == b).all() for a, b in zip(delivered, reference))
+
+
+def test_experts_node_reads_like_the_official_graph_with_tooltips(comfy_server):
+    info = comfy_server.get("/object_info/CachedSearchSamplerExperts")["CachedSearchSamplerExperts"]
+    inputs = info["input"]["required"]
+    assert info["input_order"]["required"] == [
+        "model_high", "model_low", "positive", "negative", "latent_image", "seed", "num_candidates", "steps",
+        "split_step", "cfg", "sampler_name", "scheduler"]
+    assert all(options[1].get("tooltip") for options in inputs.values())
+    defaults = {name: inputs[name][1].get("default") for name in ("steps", "split_step", "cfg", "sampler_name",
+                                                                   "scheduler")}
+    assert defaults == {"steps": 20, "split_step": 10, "cfg": 3.5, "sampler_name": "euler", "scheduler": "simple"}
