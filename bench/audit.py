@@ -263,6 +263,9 @@ def main() -> None:
     parser.add_argument("--target", type=float, default=0.85, help="capture target for tau*")
     parser.add_argument("--out", type=pathlib.Path, default=REPO_ROOT / "bench" / "results" / "audit")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument("--only", nargs="+", metavar="ARM",
+                        help="only collect these arms' rollouts and stop (run several at once on one --out; "
+                             "a final run without --only writes the report)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -290,6 +293,13 @@ def main() -> None:
             store.add(arm, prompt_id, seed, *backend.run(arm, spec, prompt_id, seed))
         print(f"[audit] {arm}: {len(prompt_ids) * len(seeds)} rollouts scored", flush=True)
 
+    if args.only:
+        unknown = sorted(set(args.only) - set(arms))
+        if unknown:
+            sys.exit(f"--only: no arm named {', '.join(unknown)}; the arms are {', '.join(arms)}")
+        for arm in args.only:
+            collect(arm, arms[arm])
+        return
     for arm, spec in arms.items():
         collect(arm, spec)
     reference_tau = min(args.taus, key=lambda tau: abs(tau - 0.10))

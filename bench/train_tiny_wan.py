@@ -1,6 +1,6 @@
 """Train a small Wan 2.1-architecture model on the ball-and-spot world (bench/shapes.py) with flow matching, on the CPU.
 
-    .venv/bin/python -m bench.train_tiny_wan [--steps 5000] [--threads 1] [--out bench/models/tiny_wan_shapes.safetensors]
+    .venv/bin/python -m bench.train_tiny_wan [--steps 1400] [--batch 16] [--threads 1] [--out bench/models/tiny_wan_shapes.safetensors]
 
 The model is ComfyUI's own WanModel class (dim 128, so it loads through UNETLoader like the real one) trained
 with ComfyUI's flow parametrisation: x_sigma = (1 - sigma) x0 + sigma noise, timestep = 1000 sigma, target
@@ -25,9 +25,9 @@ TRAINING_SHIFT = 3.0  # sigma distribution shift; sample with ModelSamplingSD3(s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=5000)
+    parser.add_argument("--steps", type=int, default=1400)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--batch", type=int, default=24)
+    parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
