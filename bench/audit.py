@@ -12,7 +12,7 @@ On real weights through a real ComfyUI server (GPU), with one of the example wor
 For P prompts x S seeds it scores the full-compute rollout and the drafts of every arm: CachedSearch at each
 tau, the static cache computing every 2nd and every 3rd step, half the steps (T/2), half the resolution (scored
 upsampled), and ComfyUI's EasyCache at the threshold that skips as many calls as tau 0.10. Rollouts are kept in DIR/scores.jsonl, so a stopped audit resumes without
-recomputing. Writes DIR/report.md (SPEC section 5 metrics, bootstrap intervals, tau*) and
+recomputing. Writes DIR/report.md (the report's Sec. 4.1 metrics, bootstrap intervals, tau*) and
 DIR/capture_vs_speedup.svg.
 """
 

@@ -4,7 +4,7 @@
 
 For each width N, in one process and alternating the two arms: N stock
 KSampler rollouts (full best-of-N) against CachedSearch Sampler on the cached
-model plus one Recommit. Prints the measured cost ratio next to SPEC section 4's
+model plus one Recommit. Prints the measured cost ratio next to the report's Sec. 3.3
 formula (N C_c + C_f) / (N C_f) evaluated with the measured C_c and C_f, and the
 report's 63.3 % at N = 8. Then the peak resident-memory growth while sampling (second run in a fresh process) of one
 full rollout against one cached draft. Random weights: skip counts are not

@@ -4,7 +4,7 @@
 
 In one process, alternating the two arms each round: N official two-KSamplerAdvanced graphs (high-noise expert to
 the split step, low-noise expert to the end; full best-of-N) against CachedSearch Sampler (High/Low Experts) on the
-cached experts plus one Recommit. Prints the measured cost ratio next to SPEC section 4's formula
+cached experts plus one Recommit. Prints the measured cost ratio next to the report's Sec. 3.3 formula
 (N C_c + C_f) / (N C_f) with the measured C_c (mean draft) and C_f (mean full rollout), and each expert's computed
 share of transformer calls. The experts are tiny random-weight Wan 2.1-architecture checkpoints: skip counts are
 not those of the real A14B experts; the accounting is what carries over.

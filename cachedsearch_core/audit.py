@@ -1,5 +1,5 @@
 """The ranking-fidelity audit's bookkeeping: a resumable score store, per-arm reports, the tau recommendation,
-and the markdown table and SVG plot it writes (report Sec. 4 protocol, SPEC section 5).
+and the markdown table and SVG plot it writes (report Sec. 4 protocol and Sec. 4.1 metrics).
 
 An *arm* is one way of drafting (a cache setting or a cheap-exploration baseline); every arm is compared with the
 shared full-compute references of the same prompts and seeds.

@@ -1,7 +1,7 @@
 """CLIP score verifier from a local transformers CLIP folder: 100 x cosine(image, prompt) per frame.
 
 A second built-in verifier beside ImageReward (the method is verifier-agnostic,
-SPEC section 3). The folder is what ``CLIPModel.save_pretrained`` writes plus
+the report's Sec. 3.2). The folder is what ``CLIPModel.save_pretrained`` writes plus
 its tokenizer files; nothing is downloaded.
 """
 

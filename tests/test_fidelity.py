@@ -1,4 +1,4 @@
-"""SPEC section 5's metrics on hand-computable score tables (no model)."""
+"""the report's Sec. 4.1 metrics on hand-computable score tables (no model)."""
 
 import math
 

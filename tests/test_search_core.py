@@ -1,4 +1,4 @@
-"""Search bookkeeping and the cost model of SPEC sections 3-4 (no ComfyUI)."""
+"""Search bookkeeping and the cost model of the report's Sec. 3.2-3.3 (no ComfyUI)."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""The cache rule of SPEC section 2 on hand-computable transformers (no ComfyUI)."""
+"""The cache rule of the report's Sec. 3.1 on hand-computable transformers (no ComfyUI)."""
 
 import math
 
