@@ -55,6 +55,13 @@ def _base_with_models(tmp_path_factory, name, models_dir) -> pathlib.Path:
     return base
 
 
+@pytest.fixture(scope="session")
+def base_with_models(tmp_path_factory, tiny_models_dir):
+    """Makes a fresh ComfyUI base directory with this extension and the tiny models, for tests that start their own
+    servers (imported from here, ``tests`` would resolve to ComfyUI's own tests package)."""
+    return lambda name: _base_with_models(tmp_path_factory, name, tiny_models_dir)
+
+
 def _write_start_image(input_dir: pathlib.Path) -> None:
     """The Wan 2.2 A14B I2V workflow's start image (the official template's file name), for LoadImage."""
     from PIL import Image

@@ -31,14 +31,11 @@ NODE_CLASS = "CachedSearchDistributedSampler"
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory, tiny_models_dir):
+def cluster(base_with_models):
     """Master (worker "1" enabled, worker "9" configured on a port nobody listens on) and worker "1"."""
-    from tests.conftest import _base_with_models
-
-    worker = distributed_runtime.distributed_server(_base_with_models(tmp_path_factory, "worker", tiny_models_dir),
-                                                    ARCHIVE)
-    master = distributed_runtime.distributed_server(_base_with_models(tmp_path_factory, "master", tiny_models_dir),
-                                                    ARCHIVE, workers={"1": worker.port, UNREACHABLE: _free_port()})
+    worker = distributed_runtime.distributed_server(base_with_models("worker"), ARCHIVE)
+    master = distributed_runtime.distributed_server(base_with_models("master"), ARCHIVE,
+                                                    workers={"1": worker.port, UNREACHABLE: _free_port()})
     try:
         worker.start(timeout=STARTUP_SECONDS)
         master.start(timeout=STARTUP_SECONDS)
