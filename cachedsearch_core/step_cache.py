@@ -324,7 +324,8 @@ class TransformationVectorCache:
             state.anchor(chunk, out_chunk)
 
     def _may_skip(self, step: int, states: list[BranchState], drifts: list[float] | None) -> bool:
-        """The skip decision of the report's Sec. 3.1 for anchored branches; updates the accumulators only when it skips."""
+        """The skip decision of the report's Sec. 3.1 for anchored branches; updates the accumulators only when it
+        skips."""
         config = self.config
         if in_always_compute_window(step, self.total_steps, config):
             return False

@@ -6,7 +6,8 @@ from .apply_cache import ApplyStepCache
 from .distributed import DistributedSearchSampler, register_server_hooks
 from .search_nodes import RankingFromScores, Recommit, SearchSampler, SearchSamplerAdvanced, SearchSamplerExperts
 from .verifier_nodes import (
-    CombineScores, LoadClipVerifier, LoadImageReward, LoadVideoScore, ScoreCandidates, ScoreVideos, register_model_folders,
+    CombineScores, LoadClipVerifier, LoadImageReward, LoadVideoScore, ScoreCandidates, ScoreVideos,
+    register_model_folders,
 )
 
 register_model_folders()
