@@ -45,8 +45,10 @@ function textWidth(text) {
 
 // A summary wraps at the node's width: its panel needs a line of height per wrapped line (a fixed height
 // clipped the second line under the node's preview image at the default width).
-function summaryHeight(text, nodeWidth) {
-  const usable = Math.max(60, nodeWidth - 32);
+function summaryHeight(text, nodeWidth, element) {
+  // The laid-out panel's width when known, else the node's less its insets; 5 % slack for font differences.
+  const laidOut = element?.clientWidth > 0 ? element.clientWidth : Infinity;
+  const usable = 0.95 * Math.max(60, Math.min(laidOut, nodeWidth - 40));
   const space = textWidth(" ");
   let lines = 1;
   let line = 0;
@@ -71,7 +73,7 @@ function panelOf(node) {
     widget = node.addDOMWidget(PANEL, "cachedsearch", element, {
       serialize: false,
       hideOnZoom: false,
-      getMinHeight: () => element.minHeightAt?.(node.size[0]) ?? 24,
+      getMinHeight: () => element.minHeightAt?.(node.size[0], element) ?? 24,
     });
   }
   return widget.element;
@@ -165,7 +167,7 @@ function renderDelivery(node, output) {
 function showSummary(node, text) {
   const line = cell("div", text);
   line.className = "cachedsearch-summary";
-  show(node, line, (width) => summaryHeight(text, width));
+  show(node, line, (width, element) => summaryHeight(text, width, element));
 }
 
 function render(node, output) {
