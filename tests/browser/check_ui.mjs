@@ -111,7 +111,7 @@ try {
       .some((panel) => panel.textContent.startsWith("delivered seed")), null, { timeout: 300000 });
     await page.waitForTimeout(500);
     result.panels = await panelTexts();
-    result.clipped.push(...(await clippedSummaries()));
+    result.clippedAfterRun = await clippedSummaries();
     result.rows = await candidateRows();
     result.served = await page.evaluate(() =>
       window.cachedsearchExecuted.map((detail) => detail.output?.cachedsearch_ranking).find(Array.isArray) ?? []);
