@@ -14,6 +14,7 @@ from .search import (
     progress_text_sender,
     run_search,
 )
+from .ui_results import SHOW_RESULTS_WHEN_CACHED
 
 Candidates = io.Custom("CACHEDSEARCH_CANDIDATES")
 RankingType = io.Custom("CACHEDSEARCH_RANKING")
@@ -101,6 +102,7 @@ class SearchSampler(io.ComfyNode):
             ],
             outputs=_search_outputs(),
             hidden=[io.Hidden.unique_id],
+            **SHOW_RESULTS_WHEN_CACHED,
         )
 
     @classmethod
@@ -140,6 +142,7 @@ class SearchSamplerAdvanced(io.ComfyNode):
             ],
             outputs=_search_outputs(),
             hidden=[io.Hidden.unique_id],
+            **SHOW_RESULTS_WHEN_CACHED,
         )
 
     @classmethod
@@ -287,6 +290,7 @@ class Recommit(io.ComfyNode):
                               "experts: the first KSamplerAdvanced) with it reproduces the committed video."),
                 io.String.Output(display_name="report", tooltip="The whole search: scores, skips, cost."),
             ],
+            **SHOW_RESULTS_WHEN_CACHED,
         )
 
     @classmethod

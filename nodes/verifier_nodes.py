@@ -25,6 +25,7 @@ from ..cachedsearch_core.video_score import (
 )
 from .search import draft_rows
 from .search_nodes import Candidates, RankingType
+from .ui_results import SHOW_RESULTS_WHEN_CACHED
 
 VERIFIER_FOLDER = "image_reward"
 CLIP_FOLDER = "clip_score"
@@ -192,6 +193,7 @@ class ScoreCandidates(io.ComfyNode):
                 RankingType.Output(display_name="ranking", tooltip="Scores and winner for Recommit."),
                 io.String.Output(display_name="scores", tooltip="One line per candidate: seed and mean reward."),
             ],
+            **SHOW_RESULTS_WHEN_CACHED,
         )
 
     @classmethod

@@ -239,16 +239,17 @@ class ComfyServer:
                 elif event["type"] in finished:
                     return body
 
-    def run_batch(self, graphs: list[dict], on_progress=None, timeout: float = 900.0) -> list[dict]:
+    def run_batch(self, graphs: list[dict], on_progress=None, timeout: float = 900.0, on_executing=None) -> list[dict]:
         """Queue ``graphs`` back to back, as the GUI's batch queue does, and wait for all of them.
 
-        ``on_progress(index, node, value, maximum)`` sees every progress event of prompt ``index``; returning
-        True cancels that prompt (a targeted interrupt, which cannot hit the next prompt in the queue).
+        ``on_progress(index, node, value, maximum)`` sees every progress event of prompt ``index``, and
+        ``on_executing(index, node)`` every node start; returning True from either cancels that prompt (a
+        targeted interrupt, which cannot hit the next prompt in the queue).
         Returns the history entries in queue order (failed or interrupted ones included).
         """
-        return asyncio.run(self._run_batch(graphs, on_progress, timeout))
+        return asyncio.run(self._run_batch(graphs, on_progress, timeout, on_executing))
 
-    async def _run_batch(self, graphs, on_progress, timeout):
+    async def _run_batch(self, graphs, on_progress, timeout, on_executing=None):
         import aiohttp
 
         socket_url = f"ws://127.0.0.1:{self.port}/ws?clientId={self.client_id}"
@@ -272,13 +273,22 @@ class ComfyServer:
                 prompt_id = event.get("data", {}).get("prompt_id")
                 if prompt_id not in index_of:
                     continue
+                data = event["data"]
                 if event["type"] == "progress" and on_progress is not None:
-                    data = event["data"]
                     if on_progress(index_of[prompt_id], data["node"], data["value"], data["max"]):
+                        self.interrupt(prompt_id)
+                elif event["type"] == "executing" and on_executing is not None and data.get("node") is not None:
+                    if on_executing(index_of[prompt_id], data["node"]):
                         self.interrupt(prompt_id)
                 elif event["type"] in finished_types:
                     pending.discard(prompt_id)
         return [self.wait_for(prompt_id, timeout) for prompt_id in prompt_ids]
+
+    def reset_caches(self) -> None:
+        """Make the server forget every cached node output and loaded model (POST /free), as a restart would."""
+        self.request("POST", "/free", {"unload_models": True, "free_memory": True})
+        # An idle worker applies the flags as soon as this wakes it; a prompt queued before that would run first.
+        time.sleep(1.0)
 
     def interrupt(self, prompt_id: str | None = None) -> None:
         """Cancel the running prompt, or only ``prompt_id`` if it is the one running."""

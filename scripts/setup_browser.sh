@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Browser-test tools from the package registries: Debian's chromium (no browser download) and
 # playwright-core from npm. Idempotent. Without root, prints how to install chromium and the
-# browser test is skipped (outside CI).
+# browser test is skipped (outside CI). Also fetches the newest frontend package for the frontend matrix.
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -22,4 +22,29 @@ if command -v npm >/dev/null; then
   fi
 else
   echo "[setup] npm is missing: the browser test will be skipped"
+fi
+
+# The newest published frontend, for the browser test's frontend matrix (served with --front-end-root).
+newest_frontend="1.58.1"
+frontend_dir="$repo_root/.runtimes/frontend-$newest_frontend"
+if [ ! -f "$frontend_dir/index.html" ]; then
+  echo "[setup] fetching comfyui-frontend-package==$newest_frontend"
+  download_dir="$(mktemp -d)"
+  "${PYTHON:-python3}" -m pip download -q --disable-pip-version-check --no-deps \
+    "comfyui-frontend-package==$newest_frontend" -d "$download_dir"
+  "${PYTHON:-python3}" - "$download_dir"/comfyui_frontend_package-*.whl "$frontend_dir" <<'PY'
+import pathlib, shutil, sys, zipfile
+wheel, target = sys.argv[1], pathlib.Path(sys.argv[2])
+prefix = "comfyui_frontend_package/static/"
+staging = target.with_name(target.name + ".partial")
+shutil.rmtree(staging, ignore_errors=True)
+with zipfile.ZipFile(wheel) as archive:
+    for name in archive.namelist():
+        if name.startswith(prefix) and not name.endswith("/"):
+            destination = staging / name[len(prefix):]
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            destination.write_bytes(archive.read(name))
+staging.rename(target)
+PY
+  rm -rf "$download_dir"
 fi

@@ -100,3 +100,20 @@ def comfy_server(tmp_path_factory, tiny_models_dir):
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def start_comfy_server(tmp_path_factory, tiny_models_dir):
+    """Starts another real server with tiny models and extra command-line options; all stop at session end."""
+    started = []
+
+    def start(name: str, extra_args=()):
+        server = comfy_runtime.ComfyServer(_base_with_models(tmp_path_factory, name, tiny_models_dir),
+                                           extra_args=extra_args)
+        server.start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()

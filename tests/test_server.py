@@ -149,3 +149,40 @@ def test_batch_queue_with_cancels_runs_each_prompt_as_if_alone_without_memory_gr
         assert len(saved_frames(comfy_server, alone)) == 9
     growth_mib = (memory[-1] - memory[0]) / 2**20
     assert growth_mib < 64, f"server memory grew {growth_mib:.1f} MiB over 5 more prompts"
+
+
+def search_outcome(server, entry) -> dict:
+    """What a verified search delivered, without timings: frames, drafts (seeds, skipped calls), scores."""
+    drafts = [{key: row[key] for key in ("seed", "skipped", "calls")}
+              for row in entry["outputs"]["search"]["cachedsearch_drafts"]]
+    return {"frames": [frame.tobytes() for frame in saved_frames(server, entry)], "drafts": drafts,
+            "scores": entry["outputs"]["ranking"]["text"][0]}
+
+
+@pytest.mark.parametrize("stage", ["search", "ranking", "recommit"])  # a draft, the verifier's scoring, the commit
+def test_cancel_inside_a_stage_leaves_the_next_queued_search_equal_to_a_clean_run(comfy_server, stage):
+    prompt = "a red ball on the grass"
+    cancelled = wan_search(seed=300, verifier_prompt=prompt, filename_prefix=f"cancelled_{stage}")
+    following = wan_search(seed=400, verifier_prompt=prompt, filename_prefix=f"after_cancel_{stage}")
+    pressed = []
+
+    def press_cancel(index, node):
+        if index == 0 and node == stage and not pressed:
+            pressed.append(node)  # Cancel pressed as the stage starts: POST /interrupt with this prompt's id
+            return True
+        return False
+
+    comfy_server.reset_caches()
+    interrupted, after = comfy_server.run_batch([cancelled, following], on_executing=press_cancel)
+    assert pressed == [stage]
+    (stop,) = [message[1] for message in interrupted["status"]["messages"] if message[0] == "execution_interrupted"]
+    assert stop["node_id"] == stage  # the run stopped inside that stage, not before or after it
+    assert "recommit" not in interrupted["outputs"]
+    assert after["status"]["status_str"] == "success"
+
+    comfy_server.reset_caches()
+    clean = comfy_server.run_prompt(dict(following, save=dict(following["save"], inputs=dict(
+        following["save"]["inputs"], filename_prefix=f"clean_{stage}"))))
+    cached = [message[1]["nodes"] for message in clean["status"]["messages"] if message[0] == "execution_cached"]
+    assert "search" not in sum(cached, [])  # recomputed from scratch, not served from ComfyUI's cache
+    assert search_outcome(comfy_server, after) == search_outcome(comfy_server, clean)

@@ -7,8 +7,10 @@ import { chromium } from "playwright-core";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
-const result = { missing: {}, extensionErrors: [], rows: [], served: [], panels: [], overlay: false, toleranceErrors: [],
-  rowsAfterReload: 0 };
+const result = { frontend: null, vueNodes: null, missing: {}, loadWarnings: {}, extensionErrors: [], rows: [], served: [],
+  panels: [], overlay: false, toleranceErrors: [], rowsAfterReload: 0, clipped: [], storedPanels: [], reusedRows: 0,
+  reusedPanels: [], seedRuns: [] };
+const consoleMessages = [];
 
 const context = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), "cachedsearch-chromium-")), {
   executablePath: "/usr/bin/chromium",
@@ -22,6 +24,10 @@ const page = context.pages()[0] ?? (await context.newPage());
 const fromExtension = (where) => where.includes("/extensions/cachedsearch/");
 page.on("console", (message) => {
   if (message.type() === "error" && fromExtension(message.location()?.url ?? "")) result.extensionErrors.push(message.text());
+  // Blocked network requests (no internet here) are the sandbox's, not a workflow's.
+  if (["warning", "error"].includes(message.type()) && !message.text().includes("Content Security Policy")) {
+    consoleMessages.push(`${message.type()}: ${message.text()}`);
+  }
 });
 page.on("pageerror", (error) => {
   if (fromExtension(error.stack ?? "")) result.extensionErrors.push(error.message);
@@ -30,6 +36,31 @@ page.on("pageerror", (error) => {
 async function openApp() {
   await page.goto(url);
   await page.waitForFunction(() => window.app?.graph && window.LiteGraph, null, { timeout: 120000 });
+  result.frontend = await page.evaluate(() => window.__COMFYUI_FRONTEND_VERSION__ ?? null);
+  result.vueNodes = await page.evaluate(() => window.app.extensionManager?.setting?.get?.("Comfy.VueNodes.Enabled") ?? null);
+}
+
+// Summaries whose text does not fit their panel (clipped) at the node's current width.
+const clippedSummaries = () => page.$$eval(".cachedsearch-summary", (lines) => lines
+  .filter((line) => line.parentElement.scrollHeight > line.parentElement.clientHeight + 1 && line.offsetParent !== null)
+  .map((line) => line.textContent));
+
+const panelTexts = () => page.$$eval(".cachedsearch-panel", (panels) => panels.map((panel) => panel.textContent));
+
+async function draftSeedsOfNextRuns(count) {
+  return page.evaluate(async (count) => {
+    const runs = [];
+    const done = new Promise((resolve) => {
+      window.comfyAPI.api.api.addEventListener("executed", (event) => {
+        const rows = event.detail.output?.cachedsearch_drafts;
+        if (Array.isArray(rows)) runs.push(rows.map((row) => row.seed));
+        if (runs.length === count) resolve();
+      });
+    });
+    await window.app.queuePrompt(0, count);
+    await done;
+    return runs;
+  }, count);
 }
 
 async function loadWorkflow(workflow) {
@@ -49,69 +80,107 @@ async function loadWorkflow(workflow) {
 const candidateRows = () => page.$$eval(".cachedsearch-panel tr.candidate", (rows) =>
   rows.map((row) => ({ seed: Number(row.dataset.seed), score: Number(row.dataset.score), winner: row.classList.contains("winner") })));
 
+
 try {
   await openApp();
   for (const path of config.workflows) {
+    consoleMessages.length = 0;
     result.missing[path] = await loadWorkflow(JSON.parse(readFileSync(path, "utf8")));
+    await page.waitForTimeout(300);
+    result.loadWarnings[path] = [...consoleMessages];
   }
-  await loadWorkflow(JSON.parse(readFileSync(config.tiny_workflow, "utf8")));
-  await page.evaluate(() => {
-    window.cachedsearchExecuted = [];
-    window.comfyAPI.api.api.addEventListener("executed", (event) => window.cachedsearchExecuted.push(event.detail));
-  });
-  await page.evaluate(() => window.app.queuePrompt(0, 1));
-  await page.waitForFunction((n) => document.querySelectorAll(".cachedsearch-panel tr.candidate").length >= n,
-    config.candidates, { timeout: 300000 });
-  await page.waitForFunction(() => [...document.querySelectorAll(".cachedsearch-panel")]
-    .some((panel) => panel.textContent.startsWith("delivered seed")), null, { timeout: 300000 });
-  result.panels = await page.$$eval(".cachedsearch-panel", (panels) => panels.map((panel) => panel.textContent));
-  result.rows = await candidateRows();
-  result.served = await page.evaluate(() =>
-    window.cachedsearchExecuted.map((detail) => detail.output?.cachedsearch_ranking).find(Array.isArray) ?? []);
-  await page.screenshot({ path: config.screenshot });
-  await page.click(".cachedsearch-panel tr.winner", { force: true });
-  result.overlay = (await page.$(".cachedsearch-overlay")) !== null;
-  await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_enlarged.png") });
-  if (result.overlay) await page.click(".cachedsearch-overlay");
 
-  result.toleranceErrors = await page.evaluate(() => {
-    const errors = [];
-    for (const type of ["CachedSearchVerifier", "CachedSearchSampler", "CachedSearchSamplerAdvanced", "CachedSearchRecommit"]) {
-      const node = window.LiteGraph.createNode(type);
-      window.app.graph.add(node);
-      for (const output of [undefined, null, {}, { text: ["old entry"] }, { cachedsearch_ranking: "not a list" },
-        { cachedsearch_drafts: [] }, { cachedsearch_delivery: [] }]) {
-        try {
-          node.onExecuted?.(output);
-        } catch (error) {
-          errors.push(`${type}: ${error.message}`);
-        }
-      }
-      window.app.graph.remove(node);
-    }
-    return errors;
-  });
+  // Results stored in a saved workflow are shown on load, at the default node width, unclipped.
+  await loadWorkflow(JSON.parse(readFileSync(config.stored_workflow, "utf8")));
+  await page.waitForFunction(() => document.querySelectorAll(".cachedsearch-summary").length >= 2, null, { timeout: 60000 });
+  await page.waitForTimeout(500);
+  result.storedPanels = await panelTexts();
+  result.clipped.push(...(await clippedSummaries()));
+  await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_stored.png") });
 
-  const saved = await page.evaluate(() => window.app.graph.serialize());
-  await page.reload();
-  await page.waitForFunction(() => window.app?.graph && window.LiteGraph, null, { timeout: 120000 });
-  await loadWorkflow(saved);
-  result.rowsAfterReload = (await candidateRows()).length;
-
-  if (config.combined_workflow) {
-    // ImageReward + VideoScore + Combine Scores: every verifier's column and the aspects appear in the tables.
-    await loadWorkflow(JSON.parse(readFileSync(config.combined_workflow, "utf8")));
+  if (config.full) {
+    await loadWorkflow(JSON.parse(readFileSync(config.tiny_workflow, "utf8")));
+    await page.evaluate(() => {
+      window.cachedsearchExecuted = [];
+      window.comfyAPI.api.api.addEventListener("executed", (event) => window.cachedsearchExecuted.push(event.detail));
+    });
     await page.evaluate(() => window.app.queuePrompt(0, 1));
+    await page.waitForFunction((n) => document.querySelectorAll(".cachedsearch-panel tr.candidate").length >= n,
+      config.candidates, { timeout: 300000 });
     await page.waitForFunction(() => [...document.querySelectorAll(".cachedsearch-panel")]
       .some((panel) => panel.textContent.startsWith("delivered seed")), null, { timeout: 300000 });
-    result.tables = await page.$$eval(".cachedsearch-panel table", (tables) => tables.map((table) => ({
-      headers: [...table.querySelectorAll("th")].map((th) => th.textContent),
-      rows: [...table.querySelectorAll("tr.candidate")].map((row) => ({
-        seed: Number(row.dataset.seed), score: Number(row.dataset.score), winner: row.classList.contains("winner"),
-        columns: Object.fromEntries([...row.querySelectorAll("td[data-column]")]
-          .map((td) => [td.dataset.column, Number(td.textContent)])),
-      })),
-    })));
+    await page.waitForTimeout(500);
+    result.panels = await panelTexts();
+    result.clippedAfterRun = await clippedSummaries();
+    result.rows = await candidateRows();
+    result.served = await page.evaluate(() =>
+      window.cachedsearchExecuted.map((detail) => detail.output?.cachedsearch_ranking).find(Array.isArray) ?? []);
+    await page.screenshot({ path: config.screenshot });
+    await page.click(".cachedsearch-panel tr.winner", { force: true });
+    result.overlay = (await page.$(".cachedsearch-overlay")) !== null;
+    await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_enlarged.png") });
+    if (result.overlay) await page.click(".cachedsearch-overlay");
+
+    result.toleranceErrors = await page.evaluate(() => {
+      const errors = [];
+      for (const type of ["CachedSearchVerifier", "CachedSearchSampler", "CachedSearchSamplerAdvanced", "CachedSearchRecommit"]) {
+        const node = window.LiteGraph.createNode(type);
+        window.app.graph.add(node);
+        for (const output of [undefined, null, {}, { text: ["old entry"] }, { cachedsearch_ranking: "not a list" },
+          { cachedsearch_drafts: [] }, { cachedsearch_delivery: [] }]) {
+          try {
+            node.onExecuted?.(output);
+          } catch (error) {
+            errors.push(`${type}: ${error.message}`);
+          }
+        }
+        window.app.graph.remove(node);
+      }
+      return errors;
+    });
+
+    const saved = await page.evaluate(() => window.app.graph.serialize());
+    await page.reload();
+    await page.waitForFunction(() => window.app?.graph && window.LiteGraph, null, { timeout: 120000 });
+    await loadWorkflow(saved);
+    result.rowsAfterReload = (await candidateRows()).length;
+
+    // The same graph freshly loaded (no stored results) and queued again: ComfyUI reuses every node's cached
+    // result and sends no "executed" for them; the panels must still show that result.
+    await loadWorkflow(JSON.parse(readFileSync(config.tiny_workflow_fixed, "utf8")));
+    await page.evaluate(() => window.app.queuePrompt(0, 1));
+    try {
+      await page.waitForFunction(() => [...document.querySelectorAll(".cachedsearch-panel")]
+        .some((panel) => panel.textContent.startsWith("delivered seed")), null, { timeout: 60000 });
+    } catch {
+      // reported through the counts below
+    }
+    result.reusedRows = (await candidateRows()).length;
+    result.reusedPanels = await panelTexts();
+
+    // Queued twice (batch count 2) with the shipped seed control: two searches over disjoint seed ranges.
+    await loadWorkflow(JSON.parse(readFileSync(config.tiny_workflow, "utf8")));
+    await page.evaluate((seed) => {
+      const sampler = window.app.graph.nodes.find((node) => node.type.startsWith("CachedSearchSampler"));
+      sampler.widgets.find((widget) => widget.name === "seed").value = seed;
+    }, config.first_seed);
+    result.seedRuns = await draftSeedsOfNextRuns(2);
+
+    if (config.combined_workflow) {
+      // ImageReward + VideoScore + Combine Scores: every verifier's column and the aspects appear in the tables.
+      await loadWorkflow(JSON.parse(readFileSync(config.combined_workflow, "utf8")));
+      await page.evaluate(() => window.app.queuePrompt(0, 1));
+      await page.waitForFunction(() => [...document.querySelectorAll(".cachedsearch-panel")]
+        .some((panel) => panel.textContent.startsWith("delivered seed")), null, { timeout: 300000 });
+      result.tables = await page.$$eval(".cachedsearch-panel table", (tables) => tables.map((table) => ({
+        headers: [...table.querySelectorAll("th")].map((th) => th.textContent),
+        rows: [...table.querySelectorAll("tr.candidate")].map((row) => ({
+          seed: Number(row.dataset.seed), score: Number(row.dataset.score), winner: row.classList.contains("winner"),
+          columns: Object.fromEntries([...row.querySelectorAll("td[data-column]")]
+            .map((td) => [td.dataset.column, Number(td.textContent)])),
+        })),
+      })));
+    }
   }
 } finally {
   await context.close();

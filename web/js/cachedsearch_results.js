@@ -5,6 +5,8 @@ import { app } from "../../../scripts/app.js";
 import { api } from "../../../scripts/api.js";
 
 const PANEL = "cachedsearch_results";
+const SUMMARY_FONT = "12px sans-serif";
+const SUMMARY_LINE_HEIGHT = 16;
 const STORED = "cachedsearch_last_output";
 const RENDERERS = {
   CachedSearchVerifier: renderRanking,
@@ -18,6 +20,7 @@ const RENDERERS = {
 
 const STYLE = `
 .cachedsearch-panel { font: 12px sans-serif; color: var(--fg-color, #ddd); overflow: auto; }
+.cachedsearch-summary { font: ${SUMMARY_FONT}; line-height: ${SUMMARY_LINE_HEIGHT}px; padding: 4px 0; overflow-wrap: anywhere; }
 .cachedsearch-panel table { border-collapse: collapse; width: 100%; }
 .cachedsearch-panel td, .cachedsearch-panel th { padding: 2px 4px; text-align: right; }
 .cachedsearch-panel tr.candidate { cursor: pointer; }
@@ -35,6 +38,36 @@ function ensureStyle() {
   document.head.append(style);
 }
 
+let measuring;
+
+function textWidth(text) {
+  measuring ??= document.createElement("canvas").getContext("2d");
+  measuring.font = SUMMARY_FONT;
+  return measuring.measureText(text).width;
+}
+
+// A summary wraps at the node's width: its panel needs a line of height per wrapped line (a fixed height
+// clipped the second line under the node's preview image at the default width).
+function summaryHeight(text, nodeWidth, element) {
+  // The laid-out panel's width when known, else the node's less its insets; 5 % slack for font differences.
+  const laidOut = element?.clientWidth > 0 ? element.clientWidth : Infinity;
+  const usable = 0.95 * Math.max(60, Math.min(laidOut, nodeWidth - 40));
+  const space = textWidth(" ");
+  let lines = 1;
+  let line = 0;
+  for (const word of text.split(" ")) {
+    const width = textWidth(word);
+    if (line > 0 && line + space + width > usable) {
+      lines += 1;
+      line = width;
+    } else {
+      line += (line > 0 ? space : 0) + width;
+    }
+  }
+  // 8 px of the summary's own padding; the classic frontend insets a DOM widget by 4 px on each side.
+  return 8 + 8 + SUMMARY_LINE_HEIGHT * lines;
+}
+
 function panelOf(node) {
   let widget = node.widgets?.find((w) => w.name === PANEL);
   if (!widget) {
@@ -43,15 +76,16 @@ function panelOf(node) {
     widget = node.addDOMWidget(PANEL, "cachedsearch", element, {
       serialize: false,
       hideOnZoom: false,
-      getMinHeight: () => Number(element.dataset.minHeight ?? 24),
+      getMinHeight: () => element.minHeightAt?.(node.size[0], element) ?? 24,
     });
   }
   return widget.element;
 }
 
+// minHeight: pixels, or a function of the node's width.
 function show(node, content, minHeight) {
   const panel = panelOf(node);
-  panel.dataset.minHeight = minHeight;
+  panel.minHeightAt = typeof minHeight === "function" ? minHeight : () => minHeight;
   panel.replaceChildren(content);
   const needed = node.computeSize?.();
   if (needed && node.size[1] < needed[1]) node.setSize([node.size[0], needed[1]]);
@@ -127,7 +161,7 @@ function renderDrafts(node, output) {
   const saving = skipped > 0 && calls > skipped
     ? `${percent(skipped, calls)} of transformer calls skipped (~${(calls / (calls - skipped)).toFixed(2)}x fewer)`
     : "no transformer calls skipped";
-  show(node, cell("div", `${rows.length} drafts, ${saving}, mean ${meanSeconds.toFixed(2)} s per draft`), 36);
+  showSummary(node, `${rows.length} drafts, ${saving}, mean ${meanSeconds.toFixed(2)} s per draft`);
   return true;
 }
 
@@ -137,8 +171,14 @@ function renderDelivery(node, output) {
   const cost = typeof delivery.relative_cost === "number"
     ? `search cost ${(100 * delivery.relative_cost).toFixed(1)}% of full best-of-${delivery.num_candidates}`
     : "no commit: drafts only";
-  show(node, cell("div", `delivered seed ${delivery.seed} (candidate ${delivery.candidate}, ${delivery.mode}); ${cost}`), 36);
+  showSummary(node, `delivered seed ${delivery.seed} (candidate ${delivery.candidate}, ${delivery.mode}); ${cost}`);
   return true;
+}
+
+function showSummary(node, text) {
+  const line = cell("div", text);
+  line.className = "cachedsearch-summary";
+  show(node, line, (width, element) => summaryHeight(text, width, element));
 }
 
 function render(node, output) {
@@ -150,6 +190,73 @@ function render(node, output) {
     console.warn("CachedSearch: could not show this node's results", error);
   }
 }
+
+// Canonical form of a node and everything upstream of it in an API prompt: equal forms mean ComfyUI reuses
+// one cached result for both.
+function upstreamForm(prompt, id, memo) {
+  if (memo.has(id)) return memo.get(id);
+  const node = prompt[id];
+  const inputs = Object.keys(node?.inputs ?? {}).sort().map((name) => {
+    const value = node.inputs[name];
+    return [name, Array.isArray(value) ? [upstreamForm(prompt, String(value[0]), memo), value[1]] : value];
+  });
+  const form = JSON.stringify([node?.class_type, inputs]);
+  memo.set(id, form);
+  return form;
+}
+
+async function historyEntry(promptId) {
+  for (let attempt = 0; attempt < 20; attempt += 1) {
+    const entry = (await (await api.fetchApi(`/history/${promptId}`)).json())[promptId];
+    if (entry) return entry;
+    await new Promise((resolve) => setTimeout(resolve, 150)); // the entry is stored just after success
+  }
+  return undefined;
+}
+
+// A re-queued unchanged graph reuses our nodes' cached results and the server sends them no "executed"
+// (ComfyUI 0.33 resends results of has_intermediate_output nodes; 0.3.75 does not): show the newest result the
+// history holds for the same node on the same inputs, as if the node had run.
+async function showReusedResults(promptId, nodeIds) {
+  const nodes = [...nodeIds].map((id) => app.graph.getNodeById(Number(id)) ?? app.graph.getNodeById(id))
+    .filter((node) => node && RENDERERS[node.comfyClass ?? node.type]);
+  if (nodes.length === 0) return;
+  const current = (await historyEntry(promptId))?.prompt?.[2];
+  if (!current) return;
+  const history = Object.entries(await (await api.fetchApi("/history?max_items=64")).json()).reverse();
+  for (const node of nodes) {
+    const id = String(node.id);
+    if (!current[id]) continue;
+    const wanted = upstreamForm(current, id, new Map());
+    for (const [otherId, entry] of history) {
+      const prompt = entry.prompt?.[2];
+      if (otherId === promptId || !prompt) continue;
+      const memo = new Map();
+      const match = Object.keys(entry.outputs ?? {}).find((key) => prompt[key]?.class_type === current[id].class_type &&
+        upstreamForm(prompt, key, memo) === wanted);
+      if (match) {
+        render(node, entry.outputs[match]);
+        break;
+      }
+    }
+  }
+}
+
+const reusedByPrompt = new Map();
+api.addEventListener("execution_cached", ({ detail }) => {
+  if (detail?.prompt_id) reusedByPrompt.set(detail.prompt_id, new Set((detail.nodes ?? []).map(String)));
+});
+api.addEventListener("executed", ({ detail }) => {
+  reusedByPrompt.get(detail?.prompt_id)?.delete(String(detail.display_node ?? detail.node));
+});
+api.addEventListener("execution_success", ({ detail }) => {
+  const reused = reusedByPrompt.get(detail?.prompt_id);
+  reusedByPrompt.delete(detail?.prompt_id);
+  if (reused?.size) showReusedResults(detail.prompt_id, reused).catch((error) =>
+    console.warn("CachedSearch: could not show reused results", error));
+});
+api.addEventListener("execution_error", ({ detail }) => reusedByPrompt.delete(detail?.prompt_id));
+api.addEventListener("execution_interrupted", ({ detail }) => reusedByPrompt.delete(detail?.prompt_id));
 
 app.registerExtension({
   name: "cachedsearch.results",
