@@ -73,7 +73,10 @@ def check_ui(server, tmp_path, frontend: str, full: bool, vue_nodes: bool) -> di
     for name, workflow in files.items():
         (tmp_path / f"{name}.json").write_text(json.dumps(workflow))
     ARTIFACTS.mkdir(exist_ok=True)
-    config = {"workflows": sorted(str(path) for path in (REPO_ROOT / "workflows").glob("*.json")),
+    # The distributed workflow needs ComfyUI-Distributed's nodes: tests/test_distributed.py loads it on its servers.
+    shipped = sorted(str(path) for path in (REPO_ROOT / "workflows").glob("*.json")
+                     if not path.stem.endswith("_distributed"))
+    config = {"workflows": shipped,
               "tiny_workflow": str(tmp_path / "tiny.json"), "tiny_workflow_fixed": str(tmp_path / "tiny_fixed.json"),
               "stored_workflow": str(tmp_path / "stored.json"), "candidates": CANDIDATES, "first_seed": FIRST_SEED,
               "full": full,
