@@ -35,6 +35,15 @@ VideoVerifier = io.Custom("CACHEDSEARCH_VIDEO_VERIFIER")
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
+def _draft_inputs() -> list:
+    """The inputs every verifier node takes: the decoded drafts, their candidates and the prompt."""
+    return [
+        io.Image.Input("images", tooltip="All drafts' frames as VAEDecode emits them: N x F frames."),
+        Candidates.Input("candidates", tooltip="From the CachedSearch sampler that made the drafts."),
+        io.String.Input("prompt", multiline=True, default="",
+                        tooltip="The prompt the videos were made from (the same text as the encoder's)."),
+    ]
+
 class ManagedVerifier:
     """A verifier whose weights ComfyUI's model management owns: they wait on the offload device, are loaded
     for scoring like any model (freeing VRAM from others if needed) and are offloaded again when something else
@@ -181,10 +190,7 @@ class ScoreCandidates(io.ComfyNode):
             "uniformly spaced frames of each candidate (first and last included). Connect the VAEDecode of the "
             "sampler's drafts (N x F frames).",
             inputs=[
-                io.Image.Input("images", tooltip="All drafts' frames as VAEDecode emits them: N x F frames."),
-                Candidates.Input("candidates", tooltip="From the CachedSearch sampler that made the drafts."),
-                io.String.Input("prompt", multiline=True, default="",
-                                tooltip="The prompt the videos were made from (the same text as the encoder's)."),
+                *_draft_inputs(),
                 Verifier.Input("verifier", tooltip="From CachedSearch Load ImageReward or Load CLIP Verifier."),
                 io.Int.Input("frames_per_candidate", default=8, min=1, max=256,
                              tooltip="K frames scored per candidate (the report uses 8); more is slower."),
@@ -316,10 +322,7 @@ class ScoreVideos(io.ComfyNode):
             "their average (the report's choice), one aspect, or a weighted mean. Connect the VAEDecode of the "
             "sampler's drafts (N x F frames).",
             inputs=[
-                io.Image.Input("images", tooltip="All drafts' frames as VAEDecode emits them: N x F frames."),
-                Candidates.Input("candidates", tooltip="From the CachedSearch sampler that made the drafts."),
-                io.String.Input("prompt", multiline=True, default="",
-                                tooltip="The prompt the videos were made from (the same text as the encoder's)."),
+                *_draft_inputs(),
                 VideoVerifier.Input("verifier", tooltip="From CachedSearch Load VideoScore."),
                 io.Int.Input("max_frames", default=REPORT_FRAMES, min=1, max=MAX_FRAMES,
                              tooltip="Frames the judge reads per candidate (all of them if the clip is shorter). "

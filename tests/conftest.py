@@ -56,6 +56,28 @@ def _base_with_models(tmp_path_factory, name, models_dir) -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
+def draft_tiny_wan(engine):
+    """Makes three cached tiny Wan 2.1 drafts from ``seed`` in process: (decoded frames, CANDIDATES)."""
+    from scripts.tiny_models import WAN21_T2V_FILE, WAN21_VAE_FILE
+
+    def draft(seed: int):
+        model = engine.one("ModelSamplingSD3", model=engine.one("UNETLoader", unet_name=WAN21_T2V_FILE,
+                                                                 weight_dtype="default"), shift=8.0)
+        model = engine.one("CachedSearchApplyCache", model=model, mode="adaptive", tau=0.3, warmup_steps=2,
+                           cooldown_steps=2, static_interval=2)
+        positive = engine.one("CachedSearchTestConditioning", text_seed=1, tokens=8, pooled=False)
+        negative = engine.one("CachedSearchTestConditioning", text_seed=2, tokens=8, pooled=False)
+        latent = engine.one("EmptyHunyuanLatentVideo", width=64, height=64, length=9, batch_size=1)
+        drafts, candidates, _ = engine.run("CachedSearchSampler", model=model, positive=positive, negative=negative,
+                                           latent_image=latent, seed=seed, num_candidates=3, steps=8, cfg=5.0,
+                                           sampler_name="euler", scheduler="simple", denoise=1.0)
+        images = engine.one("VAEDecode", samples=drafts, vae=engine.one("VAELoader", vae_name=WAN21_VAE_FILE))
+        return images, candidates
+
+    return draft
+
+
+@pytest.fixture(scope="session")
 def base_with_models(tmp_path_factory, tiny_models_dir):
     """Makes a fresh ComfyUI base directory with this extension and the tiny models, for tests that start their own
     servers (imported from here, ``tests`` would resolve to ComfyUI's own tests package)."""

@@ -5,24 +5,13 @@ import pathlib
 import pytest
 import torch
 
-from scripts.tiny_models import WAN21_T2V_FILE, WAN21_VAE_FILE
 
 PROMPT = "a red ball on the grass"
 
 
 @pytest.fixture(scope="module")
-def drafted(engine):
-    model = engine.one("ModelSamplingSD3", model=engine.one("UNETLoader", unet_name=WAN21_T2V_FILE,
-                                                             weight_dtype="default"), shift=8.0)
-    model = engine.one("CachedSearchApplyCache", model=model, mode="adaptive", tau=0.3, warmup_steps=2,
-                       cooldown_steps=2, static_interval=2)
-    positive = engine.one("CachedSearchTestConditioning", text_seed=1, tokens=8, pooled=False)
-    negative = engine.one("CachedSearchTestConditioning", text_seed=2, tokens=8, pooled=False)
-    latent = engine.one("EmptyHunyuanLatentVideo", width=64, height=64, length=9, batch_size=1)
-    drafts, candidates, _ = engine.run("CachedSearchSampler", model=model, positive=positive, negative=negative,
-                                       latent_image=latent, seed=5, num_candidates=3, steps=8, cfg=5.0,
-                                       sampler_name="euler", scheduler="simple", denoise=1.0)
-    images = engine.one("VAEDecode", samples=drafts, vae=engine.one("VAELoader", vae_name=WAN21_VAE_FILE))
+def drafted(engine, draft_tiny_wan):
+    images, candidates = draft_tiny_wan(seed=5)
     verifier = engine.one("CachedSearchLoadImageReward", ckpt_name="ImageReward.pt", dtype="fp32")
     return images, candidates, verifier
 
