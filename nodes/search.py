@@ -366,6 +366,19 @@ def commit(candidates: SearchCandidates, winner: int, model=None) -> tuple[dict,
     return state.latent, time.perf_counter() - start
 
 
+def _keeping_x0(stage: Stage, estimates: list) -> Stage:
+    """The stage on a clone of its model whose post-CFG hook appends each call's x0 estimate to ``estimates``
+    and returns it unchanged (the sampling result is the stock one)."""
+    model = stage.patcher.clone()
+
+    def keep(args):
+        estimates.append(args["denoised"])
+        return args["denoised"]
+
+    model.set_model_sampler_post_cfg_function(keep)
+    return stage.with_model(model)
+
+
 def split_recipe(recipe: StagedRecipe, step: int) -> tuple[StagedRecipe, int]:
     """The recipe with the stage that contains ``step`` split there into two stock KSamplerAdvanced-style calls:
     the first returns with leftover noise, the second adds no noise and resumes at ``step``, as a stock graph
@@ -403,8 +416,9 @@ def _merge_stage_calls(calls: tuple[StageCalls, ...], split_index: int, was_spli
 
 def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan, score_previews,
                       announce=None) -> PrunedSearch:
-    """Run every seed to ``plan.prune_step``, score them with ``score_previews(latents)`` (one stock output
-    latent per candidate, with leftover noise, in seed order; returns one score each) and continue only the
+    """Run every seed to ``plan.prune_step``, score them with ``score_previews(x0_estimates)`` (the sampler's
+    x0 estimate of its last step before the prune step, one latent batch per candidate in seed order; returns one
+    score each; decoding only ``plan.preview_frames`` frames is the caller's) and continue only the
     ``plan.keep`` best from there, without recomputing the steps before it.
 
     A candidate cancelled or failing while previews are scored leaves nothing behind: all state is local.
@@ -413,11 +427,23 @@ def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan,
     was_split = len(split.stages) > len(recipe.stages)
     progress = SearchProgress(len(seeds) * plan.prune_step + plan.keep * (recipe.steps - plan.prune_step))
     states = [CandidateState(seed, split.latent) for seed in seeds]
-    for stage_index in range(resume_index):
+    for stage_index in range(resume_index - 1):
         states = run_stage(split, stage_index, states, progress, announce)
+    # The last stage before the prune step runs on a clone that keeps the sampler's x0 estimate (the denoised
+    # output of its last call), one candidate at a time so each candidate's estimate is its own.
+    estimates = []
+    head = _keeping_x0(split.stages[resume_index - 1], estimates)
+    head_recipe = dataclasses.replace(split, stages=(*split.stages[: resume_index - 1], head))
+    previews = []
+    for index, state in enumerate(states):
+        if announce is not None:
+            announce(f"draft {index + 1} / {len(states)} (seed {state.seed}) to step {plan.prune_step}")
+        estimates.clear()
+        (states[index],) = run_stage(head_recipe, resume_index - 1, [state], progress)
+        previews.append(estimates[-1])
     if announce is not None:
         announce(f"scoring {len(states)} previews at step {plan.prune_step}")
-    preview_scores = tuple(float(score) for score in score_previews([state.latent for state in states]))
+    preview_scores = tuple(float(score) for score in score_previews(previews))
     if len(preview_scores) != len(states):
         raise ValueError(f"preview scores: got {len(preview_scores)} for {len(states)} candidates")
     kept = survivors(preview_scores, plan.keep)

@@ -64,7 +64,8 @@ def test_scripted_previews_keep_exact_survivors_and_continue_without_recomputing
     assert result.candidates.seeds == [SEED + 1, SEED + 3]
     assert [candidate.draft.seed for candidate in result.pruned] == [SEED, SEED + 2]
     assert [candidate.preview_score for candidate in result.pruned] == [0.3, 0.1]
-    assert len(previews) == 4
+    assert len(previews) == 4 and all(preview.shape == wan[3]["samples"].shape for preview in previews)
+    assert not torch.equal(previews[0], previews[1])
 
     # Transformer calls (cond+uncond batched: one per step): N*p for all, k*(T-p) for survivors only.
     pruned_calls = [c.draft.calls_computed + c.draft.calls_skipped for c in result.pruned]
