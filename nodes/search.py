@@ -22,6 +22,7 @@ import torch
 from comfy_extras.nodes_custom_sampler import Noise_RandomNoise, SamplerCustomAdvanced
 
 from ..cachedsearch_core import Draft, Ranking, SearchCost, StageCalls, search_report
+from ..cachedsearch_core.pruning import PruningPlan, survivors
 from .cache_patch import STATISTICS_CALLBACK_OPTION, detach_step_cache, step_cache_config
 
 
@@ -248,6 +249,26 @@ class SearchCandidates:
         return {**self.latent_entries, "samples": samples}
 
 
+@dataclasses.dataclass(frozen=True)
+class PrunedCandidate:
+    """A candidate dropped at the prune step: its draft so far (what it cost) and its preview score."""
+
+    draft: Draft
+    preview_score: float
+
+
+@dataclasses.dataclass(frozen=True)
+class PrunedSearch:
+    """A pruned search: the survivors as ordinary CANDIDATES (ranked and recommitted as today) and the record
+    of the prune step."""
+
+    candidates: SearchCandidates
+    prune_step: int
+    preview_scores: tuple[float, ...]  # every candidate's, in seed order
+    survivor_indices: tuple[int, ...]
+    pruned: tuple[PrunedCandidate, ...]
+
+
 def draft_rows(candidates: SearchCandidates, ranking: Ranking | None = None) -> list[dict]:
     """Per-candidate data for the frontend panels (JSON-ready)."""
     rows = []
@@ -343,3 +364,99 @@ def commit(candidates: SearchCandidates, winner: int, model=None) -> tuple[dict,
     for stage_index in range(len(recipe.stages)):
         (state,) = run_stage(recipe, stage_index, [state], progress)
     return state.latent, time.perf_counter() - start
+
+
+def _keeping_x0(stage: Stage, estimates: list) -> Stage:
+    """The stage on a clone of its model whose post-CFG hook appends each call's x0 estimate to ``estimates``
+    and returns it unchanged (the sampling result is the stock one)."""
+    model = stage.patcher.clone()
+
+    def keep(args):
+        estimates.append(args["denoised"])
+        return args["denoised"]
+
+    model.set_model_sampler_post_cfg_function(keep)
+    return stage.with_model(model)
+
+
+def split_recipe(recipe: StagedRecipe, step: int) -> tuple[StagedRecipe, int]:
+    """The recipe with the stage that contains ``step`` split there into two stock KSamplerAdvanced-style calls:
+    the first returns with leftover noise, the second adds no noise and resumes at ``step``, as a stock graph
+    chains two KSamplerAdvanced nodes. Returns the split recipe and the index of the first stage after the split.
+    """
+    before = 0
+    for index, stage in enumerate(recipe.stages):
+        if before < step < before + stage.step_count:
+            if not isinstance(stage, KSamplerStage):
+                raise ValueError(
+                    f"prune_step: got {step}, inside {recipe.names[index]}, which runs SamplerCustomAdvanced; "
+                    "pruning inside a stage needs a KSampler or KSamplerAdvanced stage (or prune at a stage boundary)"
+                )
+            split_at = (stage.start_step or 0) + step - before
+            head = dataclasses.replace(stage, last_step=split_at, force_full_denoise=False)
+            tail = dataclasses.replace(stage, disable_noise=True, start_step=split_at)
+            names = list(recipe.names)
+            names[index : index + 1] = [f"{names[index]} to step {step}", f"{names[index]} from step {step}"]
+            stages = (*recipe.stages[:index], head, tail, *recipe.stages[index + 1:])
+            return dataclasses.replace(recipe, stages=stages, stage_names=tuple(names)), index + 1
+        if step == before + stage.step_count:
+            return recipe, index + 1
+        before += stage.step_count
+    raise ValueError(f"prune_step: got {step}; use a step from 1 to {recipe.steps - 1}")
+
+
+def _merge_stage_calls(calls: tuple[StageCalls, ...], split_index: int, was_split: bool) -> tuple[StageCalls, ...]:
+    """Per-stage statistics of the unsplit recipe: the two halves of a split stage added together."""
+    if not was_split or len(calls) <= split_index:
+        return calls
+    head, tail = calls[split_index - 1], calls[split_index]
+    return (*calls[: split_index - 1], StageCalls(head.computed + tail.computed, head.skipped + tail.skipped),
+            *calls[split_index + 1:])
+
+
+def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan, score_previews,
+                      announce=None) -> PrunedSearch:
+    """Run every seed to ``plan.prune_step``, score them with ``score_previews(x0_estimates)`` (the sampler's
+    x0 estimate of its last step before the prune step, one latent batch per candidate in seed order; returns one
+    score each; decoding only ``plan.preview_frames`` frames is the caller's) and continue only the
+    ``plan.keep`` best from there, without recomputing the steps before it.
+
+    A candidate cancelled or failing while previews are scored leaves nothing behind: all state is local.
+    """
+    split, resume_index = split_recipe(recipe, plan.prune_step)
+    was_split = len(split.stages) > len(recipe.stages)
+    progress = SearchProgress(len(seeds) * plan.prune_step + plan.keep * (recipe.steps - plan.prune_step))
+    states = [CandidateState(seed, split.latent) for seed in seeds]
+    for stage_index in range(resume_index - 1):
+        states = run_stage(split, stage_index, states, progress, announce)
+    # The last stage before the prune step runs on a clone that keeps the sampler's x0 estimate (the denoised
+    # output of its last call), one candidate at a time so each candidate's estimate is its own.
+    estimates = []
+    head = _keeping_x0(split.stages[resume_index - 1], estimates)
+    head_recipe = dataclasses.replace(split, stages=(*split.stages[: resume_index - 1], head))
+    previews = []
+    for index, state in enumerate(states):
+        if announce is not None:
+            announce(f"draft {index + 1} / {len(states)} (seed {state.seed}) to step {plan.prune_step}")
+        estimates.clear()
+        (states[index],) = run_stage(head_recipe, resume_index - 1, [state], progress)
+        previews.append(estimates[-1])
+    if announce is not None:
+        announce(f"scoring {len(states)} previews at step {plan.prune_step}")
+    preview_scores = tuple(float(score) for score in score_previews(previews))
+    if len(preview_scores) != len(states):
+        raise ValueError(f"preview scores: got {len(preview_scores)} for {len(states)} candidates")
+    kept = survivors(preview_scores, plan.keep)
+    continuing = [states[index] for index in kept]
+    for stage_index in range(resume_index, len(split.stages)):
+        continuing = run_stage(split, stage_index, continuing, progress, announce)
+    continuing = [dataclasses.replace(state, stage_calls=_merge_stage_calls(state.stage_calls, resume_index,
+                                                                            was_split))
+                  for state in continuing]
+    pruned = tuple(PrunedCandidate(states[index].draft(), preview_scores[index])
+                   for index in range(len(states)) if index not in kept)
+    entries = {key: value for key, value in continuing[0].latent.items() if key not in ("samples", "batch_index")}
+    candidates = SearchCandidates(recipe, tuple(state.draft() for state in continuing),
+                                  torch.cat([state.latent["samples"] for state in continuing]),
+                                  describe_cache(recipe), entries)
+    return PrunedSearch(candidates, plan.prune_step, preview_scores, tuple(kept), pruned)

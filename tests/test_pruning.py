@@ -1,0 +1,125 @@
+"""Mid-trajectory pruning on ComfyUI's real KSampler (in process, CPU): every candidate runs to the prune step,
+the scripted preview scores pick the survivors, and only they continue from there."""
+
+import pytest
+import torch
+
+from cachedsearch_core.pruning import PruningPlan, preview_frame_indices, survivors
+from scripts.tiny_models import WAN21_T2V_FILE
+
+LATENT = dict(width=32, height=32, length=5, batch_size=1)
+STEPS = 8
+PRUNE_STEP = 3
+SEED = 90
+OFF = dict(mode="off", tau=0.5, warmup_steps=1, cooldown_steps=1, static_interval=2)
+
+
+@pytest.fixture(scope="module")
+def wan(engine):
+    model = engine.one("ModelSamplingSD3", model=engine.one("UNETLoader", unet_name=WAN21_T2V_FILE,
+                                                            weight_dtype="default"), shift=8.0)
+    positive = engine.one("CachedSearchTestConditioning", text_seed=1, tokens=8, pooled=False)
+    negative = engine.one("CachedSearchTestConditioning", text_seed=2, tokens=8, pooled=False)
+    latent = engine.one("EmptyHunyuanLatentVideo", **LATENT)
+    return engine.one("CachedSearchApplyCache", model=model, **OFF), positive, negative, latent
+
+
+def recipe_for(engine, wan, sampler_name="euler"):
+    search = engine.extension.nodes.search
+    model, positive, negative, latent = wan
+    stage = search.KSamplerStage(model, positive, negative, STEPS, 5.0, sampler_name, "simple")
+    return search.StagedRecipe.single(stage, latent)
+
+
+def test_survivors_are_the_best_previews_in_candidate_order():
+    assert survivors([0.1, 0.9, 0.5, 0.9, -1.0], 3) == [1, 2, 3]
+    assert survivors([0.2, 0.2, 0.2], 2) == [0, 1]  # ties go to the lower seed
+    assert preview_frame_indices(81, 4) == [0, 27, 53, 80]
+
+
+@pytest.mark.parametrize("plan, error", [
+    (PruningPlan(prune_step=1, keep=2), "prune_step: got 1"),
+    (PruningPlan(prune_step=7, keep=2), "prune_step: got 7"),
+    (PruningPlan(prune_step=4, keep=5), "keep: got 5"),
+    (PruningPlan(prune_step=4, keep=0), "keep: got 0"),
+    (PruningPlan(prune_step=4, keep=2, preview_frames=10), "preview_frames: got 10"),
+])
+def test_bad_plans_name_the_input(plan, error):
+    with pytest.raises(ValueError, match=error):
+        plan.check(num_candidates=4, steps=8, warmup_steps=1, cooldown_steps=1, video_frames=9)
+
+
+def test_scripted_previews_keep_exact_survivors_and_continue_without_recomputing(engine, wan):
+    search = engine.extension.nodes.search
+    recipe = recipe_for(engine, wan)
+    seeds = [SEED + index for index in range(4)]
+    previews = []
+
+    def score_previews(latents):
+        previews.extend(latents)
+        return [0.3, 0.9, 0.1, 0.7]
+
+    result = search.run_pruned_search(recipe, seeds, PruningPlan(prune_step=PRUNE_STEP, keep=2), score_previews)
+    assert result.survivor_indices == (1, 3)
+    assert result.candidates.seeds == [SEED + 1, SEED + 3]
+    assert [candidate.draft.seed for candidate in result.pruned] == [SEED, SEED + 2]
+    assert [candidate.preview_score for candidate in result.pruned] == [0.3, 0.1]
+    assert len(previews) == 4 and all(preview.shape == wan[3]["samples"].shape for preview in previews)
+    assert not torch.equal(previews[0], previews[1])
+
+    # Transformer calls (cond+uncond batched: one per step): N*p for all, k*(T-p) for survivors only.
+    pruned_calls = [c.draft.calls_computed + c.draft.calls_skipped for c in result.pruned]
+    survivor_calls = [d.calls_computed + d.calls_skipped for d in result.candidates.drafts]
+    assert pruned_calls == [PRUNE_STEP] * 2
+    assert survivor_calls == [STEPS] * 2
+    assert sum(pruned_calls) + sum(survivor_calls) == 4 * PRUNE_STEP + 2 * (STEPS - PRUNE_STEP)
+
+    # With euler (one-step history) the continued drafts equal unpruned drafts of the same seeds up to float
+    # rounding of the leftover-noise round trip at the split (ComfyUI's own two-KSamplerAdvanced chain).
+    unpruned = search.run_search(recipe, [SEED + 1, SEED + 3]).draft_latents
+    difference = (result.candidates.draft_latents - unpruned).abs().max().item()
+    assert difference <= 1e-4 * unpruned.abs().max().item()
+    assert not torch.equal(unpruned[0], unpruned[1])
+
+    # The winner's commit equals a stock KSampler of its seed.
+    delivered, _ = search.commit(result.candidates, 1)
+    model, positive, negative, latent = wan
+    stock = engine.one("KSampler", model=model, positive=positive, negative=negative, latent_image=latent,
+                       seed=SEED + 3, steps=STEPS, cfg=5.0, sampler_name="euler", scheduler="simple", denoise=1.0)
+    assert torch.equal(delivered["samples"], stock["samples"])
+
+
+def test_cancel_during_preview_scoring_leaves_nothing_behind(engine, wan):
+    search = engine.extension.nodes.search
+    recipe = recipe_for(engine, wan)
+    model = wan[0]
+    options_before = repr(model.model_options)
+
+    class Cancelled(Exception):
+        pass
+
+    def cancel(latents):
+        raise Cancelled
+
+    with pytest.raises(Cancelled):
+        search.run_pruned_search(recipe, [SEED, SEED + 1], PruningPlan(prune_step=PRUNE_STEP, keep=1), cancel)
+    assert repr(model.model_options) == options_before
+    # The next run is unaffected: it equals a pruned run in a fresh recipe, bit for bit.
+    plan = PruningPlan(prune_step=PRUNE_STEP, keep=2)
+    again = search.run_pruned_search(recipe, [SEED, SEED + 1], plan, lambda latents: [0.0, 0.0])
+    fresh = search.run_pruned_search(recipe_for(engine, wan), [SEED, SEED + 1], plan, lambda latents: [0.0, 0.0])
+    assert torch.equal(again.candidates.draft_latents, fresh.candidates.draft_latents)
+
+
+def test_uni_pc_continuation_differs_only_slightly(engine, wan):
+    """uni_pc restarted at the prune step loses its multistep history: measure how far its draft moves."""
+    search = engine.extension.nodes.search
+    recipe = recipe_for(engine, wan, "uni_pc")
+    with torch.inference_mode():  # as ComfyUI runs a node; uni_pc otherwise records autograd on inference tensors
+        result = search.run_pruned_search(recipe, [SEED], PruningPlan(prune_step=PRUNE_STEP, keep=1),
+                                          lambda latents: [0.0])
+        unpruned = search.run_search(recipe, [SEED]).draft_latents
+    difference = (result.candidates.draft_latents - unpruned).abs().max().item()
+    scale = unpruned.abs().max().item()
+    print(f"uni_pc continuation: max |diff| {difference:.4g} of max |latent| {scale:.4g}")
+    assert 0 < difference < scale
