@@ -80,6 +80,14 @@ async function loadWorkflow(workflow) {
 const candidateRows = () => page.$$eval(".cachedsearch-panel tr.candidate", (rows) =>
   rows.map((row) => ({ seed: Number(row.dataset.seed), score: Number(row.dataset.score), winner: row.classList.contains("winner") })));
 
+async function waitForRows(count) {
+  try {
+    await page.waitForFunction((n) => document.querySelectorAll(".cachedsearch-panel tr.candidate").length >= n,
+      count, { timeout: 30000 });
+  } catch {
+    // reported through the row count the caller reads next
+  }
+}
 
 try {
   await openApp();
@@ -143,6 +151,8 @@ try {
     await page.reload();
     await page.waitForFunction(() => window.app?.graph && window.LiteGraph, null, { timeout: 120000 });
     await loadWorkflow(saved);
+    // The panels are DOM widgets the frontend attaches after loadGraphData resolves: wait for them.
+    await waitForRows(config.candidates);
     result.rowsAfterReload = (await candidateRows()).length;
 
     // The same graph freshly loaded (no stored results) and queued again: ComfyUI reuses every node's cached
@@ -155,6 +165,7 @@ try {
     } catch {
       // reported through the counts below
     }
+    await waitForRows(config.candidates);
     result.reusedRows = (await candidateRows()).length;
     result.reusedPanels = await panelTexts();
 
