@@ -125,6 +125,10 @@ class CacheStatistics:
     steps_computed: set[int] = dataclasses.field(default_factory=set)
     steps_skipped: set[int] = dataclasses.field(default_factory=set)
     total_steps: int = 0
+    # Calls where some branches could skip and others had to compute, so all computed (the rule of the report's
+    # Sec. 3.1 for branches batched in one call), and the branch evaluations those calls could have skipped.
+    calls_disagreeing: int = 0
+    branch_skips_forgone: int = 0
     # Why the cache computed every call of this run, when it could not handle the model's inputs.
     inactive_reason: str | None = None
 
@@ -158,6 +162,8 @@ class CacheStatistics:
         return {
             "calls_computed": self.calls_computed,
             "calls_skipped": self.calls_skipped,
+            "calls_disagreeing": self.calls_disagreeing,
+            "branch_skips_forgone": self.branch_skips_forgone,
             "computed_by_branch": dict(self.computed_by_branch),
             "skipped_by_branch": dict(self.skipped_by_branch),
             "steps": self.total_steps,
@@ -191,6 +197,13 @@ class _CallPlan:
     states: list[BranchState] | None = None  # None: nothing to anchor (mode off, inactive cache)
     chunks: tuple[torch.Tensor, ...] | None = None
     cached_output: torch.Tensor | None = None
+    # Per branch, the accumulator it would take if it skipped alone (None: it must compute).
+    skipping_accumulators: list[float | None] = dataclasses.field(default_factory=list)
+
+    @property
+    def skips_forgone(self) -> int:
+        """Branches that may skip but are computed with one that may not."""
+        return sum(value is not None for value in self.skipping_accumulators)
 
 
 class TransformationVectorCache:
@@ -243,9 +256,12 @@ class TransformationVectorCache:
     def _count_uncached(self, sigma: float | torch.Tensor, labels: Sequence[str]) -> None:
         self._record(self.step_index(float(sigma)), labels, computed=True)
 
-    def _record(self, step: int, labels: Sequence[str], computed: bool) -> None:
+    def _record(self, step: int, labels: Sequence[str], computed: bool, skips_forgone: int = 0) -> None:
         with self._lock:
             self.statistics.record(step, labels, computed)
+            if skips_forgone:
+                self.statistics.calls_disagreeing += 1
+                self.statistics.branch_skips_forgone += skips_forgone
 
     def _states(self, branch_keys: Sequence[BranchKey]) -> list[BranchState]:
         with self._lock:
@@ -292,27 +308,35 @@ class TransformationVectorCache:
             return _CallPlan(self.step_index(float(sigma)), labels)
         states = self._states(branch_keys)
         chunks = x.chunk(len(states))
-        anchored = all(s.delta is not None and s.delta.shape == c.shape for s, c in zip(states, chunks))
-        drifts = None
-        if anchored and self.config.mode is CacheMode.ADAPTIVE:
-            # One host sync per call: the sigma (for the step index) and every branch's drift together.
-            drift_tensor = torch.stack([state.relative_drift(chunk) for state, chunk in zip(states, chunks)])
+        anchored = [s.delta is not None and s.delta.shape == c.shape for s, c in zip(states, chunks)]
+        drifts: list[float | None] = [None] * len(states)
+        if any(anchored) and self.config.mode is CacheMode.ADAPTIVE:
+            # One host sync per call: the sigma (for the step index) and every anchored branch's drift together.
+            drift_tensor = torch.stack([state.relative_drift(chunk)
+                                        for state, chunk, ready in zip(states, chunks, anchored) if ready])
             if isinstance(sigma, torch.Tensor):
                 # float64 holds the sigma exactly, so it matches the schedule read with tolist()
                 packed = torch.cat([sigma.reshape(1).to(drift_tensor.device, torch.float64), drift_tensor.double()])
-                sigma, *drifts = packed.tolist()
+                sigma, *values = packed.tolist()
             else:
-                drifts = drift_tensor.tolist()
+                values = drift_tensor.tolist()
+            anchored_drifts = iter(values)
+            drifts = [next(anchored_drifts) if ready else None for ready in anchored]
         step = self.step_index(float(sigma))
-        if anchored and self._may_skip(step, states, drifts):
+        accumulators = [self._skipping_accumulator(step, state, drift) if ready else None
+                        for state, drift, ready in zip(states, drifts, anchored)]
+        # Branches batched in one call are computed together: skip only if every one may skip.
+        if all(value is not None for value in accumulators):
+            for state, value in zip(states, accumulators):
+                state.accumulated = value
             self._record(step, labels, computed=False)
             cached = torch.cat([chunk + state.delta for chunk, state in zip(chunks, states)])
             return _CallPlan(step, labels, cached_output=cached)
-        return _CallPlan(step, labels, states, chunks)
+        return _CallPlan(step, labels, states, chunks, skipping_accumulators=accumulators)
 
     @torch.compiler.disable
     def _after_compute(self, plan: _CallPlan, x: torch.Tensor, output: torch.Tensor) -> None:
-        self._record(plan.step, plan.labels, computed=True)
+        self._record(plan.step, plan.labels, computed=True, skips_forgone=plan.skips_forgone)
         if plan.states is None:
             return
         if not isinstance(output, torch.Tensor) or output.shape != x.shape:
@@ -323,21 +347,16 @@ class TransformationVectorCache:
         for chunk, out_chunk, state in zip(plan.chunks, output.chunk(len(plan.states)), plan.states):
             state.anchor(chunk, out_chunk)
 
-    def _may_skip(self, step: int, states: list[BranchState], drifts: list[float] | None) -> bool:
-        """The skip decision of the report's Sec. 3.1 for anchored branches; updates the accumulators only when it
-        skips."""
+    def _skipping_accumulator(self, step: int, state: BranchState, drift: float | None) -> float | None:
+        """The skip rule of the report's Sec. 3.1 for one anchored branch: the accumulator it takes if it may skip
+        this call, None if it must compute."""
         config = self.config
         if in_always_compute_window(step, self.total_steps, config):
-            return False
+            return None
         if config.mode is CacheMode.STATIC:
-            return static_schedule_skips(step, config)
-        accumulated = [state.accumulated + drift for state, drift in zip(states, drifts)]
-        # Branches batched in one call are computed together: skip only if every one may skip.
-        if all(value <= config.tau for value in accumulated):
-            for state, value in zip(states, accumulated):
-                state.accumulated = value
-            return True
-        return False
+            return state.accumulated if static_schedule_skips(step, config) else None
+        accumulated = state.accumulated + drift
+        return accumulated if accumulated <= config.tau else None
 
     def __repr__(self) -> str:
         return (

@@ -289,3 +289,52 @@ def test_under_torch_compile_the_decisions_run_eagerly_and_the_transformer_is_co
     assert any("mul" in str(graph.graph) for graph in graphs)
     assert not any("norm" in str(graph.graph) or "cat" in str(graph.graph) for graph in graphs)
     assert len(graphs) < STEPS
+
+
+def test_disagreeing_branches_are_counted_with_the_skips_they_forgo():
+    config = StepCacheConfig(tau=0.1, warmup_steps=1, cooldown_steps=0)
+    cache = TransformationVectorCache(config, SIGMAS)
+    keys = [("uncond", "u"), ("cond", "c")]
+    anchor = torch.ones(2, 4)
+    cache(double(anchor), anchor, SIGMAS[0], keys)
+    assert (cache.statistics.calls_disagreeing, cache.statistics.branch_skips_forgone) == (0, 0)
+    # uncond drifts 0.01 (may skip), cond 0.5 (must compute): one call disagrees, one branch skip forgone
+    later = torch.cat([torch.full((1, 4), 1.01), torch.full((1, 4), 1.5)])
+    cache(double(later), later, SIGMAS[1], keys)
+    # both drift about 1 from their new anchors: both must compute, which is no disagreement
+    far = torch.cat([torch.full((1, 4), 2.0), torch.full((1, 4), 3.0)])
+    cache(double(far), far, SIGMAS[2], keys)
+    assert cache.statistics.calls_disagreeing == 1
+    assert cache.statistics.branch_skips_forgone == 1
+    assert cache.statistics.as_dict()["calls_disagreeing"] == 1
+
+
+def test_branches_fed_the_same_latent_decide_alike():
+    """Under CFG both branches see the same latent, so their drifts and skips coincide whatever F does."""
+    config = StepCacheConfig(tau=0.25, warmup_steps=2, cooldown_steps=2)
+    cache = TransformationVectorCache(config, SIGMAS)
+    keys = [("cond", "c"), ("uncond", "u")]
+
+    def guided_transformer(x):
+        cond, uncond = x.chunk(2)
+        return lambda: torch.cat([2 * cond, -5 * uncond + 1])
+
+    for step in range(STEPS):
+        latent = torch.full((1, 2, 3), 1.0 + 0.1 * step)
+        x = torch.cat([latent, latent])
+        cache(guided_transformer(x), x, SIGMAS[step], keys)
+    assert cache.statistics.calls_skipped == 4  # the single-branch ramp's schedule (steps 2, 4, 5, 7)
+    assert cache.statistics.calls_disagreeing == 0
+    assert cache.branches[keys[0]].accumulated == cache.branches[keys[1]].accumulated
+
+
+def test_a_branch_joining_mid_run_makes_the_call_disagree_when_the_other_may_skip():
+    config = StepCacheConfig(tau=10.0, warmup_steps=1, cooldown_steps=0)
+    cache = TransformationVectorCache(config, SIGMAS)
+    x = torch.ones(1, 4)
+    cache(double(x), x, SIGMAS[0], [("uncond", "u")])
+    both = torch.ones(2, 4)
+    cache(double(both), both, SIGMAS[1], [("uncond", "u"), ("cond", "c")])
+    assert (cache.statistics.calls_disagreeing, cache.statistics.branch_skips_forgone) == (1, 1)
+    # the uncond branch was computed, not skipped: its accumulator was reset by the re-anchoring
+    assert cache.branches[("uncond", "u")].accumulated == 0.0
