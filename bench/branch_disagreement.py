@@ -11,8 +11,8 @@ branches may skip and others must compute. Each row runs the same rollouts twice
   the others' cached approximation, so the decisions, the drafts and the counted work are those of computing
   only the branches that must compute.
 
-Work is counted in branch evaluations (a call computing cond and uncond counts 2), which is what the
-transformer's cost follows. Rows, each through ComfyUI's real KSampler with the cache:
+Work is counted in branch evaluations (a call computing cond and uncond counts 2), which is roughly what a
+compute-bound transformer's cost follows. Rows, each through ComfyUI's real KSampler with the cache:
 - the small Wan model trained on the ball-and-spot world (bench/train_tiny_wan.py; euler, cfg 4, shift 3, 30
   steps as in bench/audit.py);
 - tiny random-weight Wan 2.1 (uni_pc, cfg 5, shift 8, 50 steps as in bench/cache_speed.py);
