@@ -8,8 +8,8 @@ import { chromium } from "playwright-core";
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
 const result = { frontend: null, vueNodes: null, missing: {}, loadWarnings: {}, extensionErrors: [], rows: [], served: [],
-  panels: [], overlay: false, toleranceErrors: [], rowsAfterReload: 0, clipped: [], storedPanels: [], reusedRows: 0,
-  reusedPanels: [], seedRuns: [] };
+  panels: [], overlay: false, toleranceErrors: [], rowsAfterReload: 0, clipped: [], clippedAfterRun: [], storedPanels: [],
+  reusedRows: 0, reusedPanels: [], seedRuns: [], missingInProbes: {} };
 const consoleMessages = [];
 
 const context = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), "cachedsearch-chromium-")), {
@@ -40,10 +40,11 @@ async function openApp() {
   result.vueNodes = await page.evaluate(() => window.app.extensionManager?.setting?.get?.("Comfy.VueNodes.Enabled") ?? null);
 }
 
-// Summaries whose text does not fit their panel (clipped) at the node's current width.
-const clippedSummaries = () => page.$$eval(".cachedsearch-summary", (lines) => lines
-  .filter((line) => line.parentElement.scrollHeight > line.parentElement.clientHeight + 1 && line.offsetParent !== null)
-  .map((line) => line.textContent));
+// Panels (a summary or a ranking table) whose content does not fit the height the node gives them (clipped, or
+// scrolled for a table) at the node's current width.
+const clippedPanels = () => page.$$eval(".cachedsearch-panel", (panels) => panels
+  .filter((panel) => panel.offsetParent !== null && panel.scrollHeight > panel.clientHeight + 1)
+  .map((panel) => `${panel.textContent.slice(0, 80)} (${panel.scrollHeight} px in ${panel.clientHeight} px)`));
 
 const panelTexts = () => page.$$eval(".cachedsearch-panel", (panels) => panels.map((panel) => panel.textContent));
 
@@ -63,17 +64,27 @@ async function draftSeedsOfNextRuns(count) {
   }, count);
 }
 
+// Loads a workflow; returns the node types the frontend does not know. Frontend 1.32 reports them through
+// app.showMissingNodesError (replaced here, which also keeps its dialog away); 1.4x and later put them in a store
+// and a side panel instead, so the loaded graph itself is read too: a node whose type is not registered is a
+// placeholder on every frontend.
 async function loadWorkflow(workflow) {
   return page.evaluate(async (data) => {
-    const missing = [];
+    const missing = new Set();
     const original = window.app.showMissingNodesError;
-    window.app.showMissingNodesError = (types) => missing.push(...types.map((t) => (typeof t === "string" ? t : t.type)));
+    window.app.showMissingNodesError = (types) => types.forEach((t) => missing.add(typeof t === "string" ? t : t.type));
     try {
       await window.app.loadGraphData(data);
     } finally {
       window.app.showMissingNodesError = original;
     }
-    return missing;
+    const root = window.app.rootGraph ?? window.app.graph;
+    for (const graph of [root, ...(root.subgraphs?.values() ?? [])]) {
+      for (const node of graph.nodes) {
+        if (!(node.type in window.LiteGraph.registered_node_types)) missing.add(node.type);
+      }
+    }
+    return [...missing].sort();
   }, workflow);
 }
 
@@ -103,7 +114,7 @@ try {
   await page.waitForFunction(() => document.querySelectorAll(".cachedsearch-summary").length >= 2, null, { timeout: 60000 });
   await page.waitForTimeout(500);
   result.storedPanels = await panelTexts();
-  result.clipped.push(...(await clippedSummaries()));
+  result.clipped.push(...(await clippedPanels()));
   await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_stored.png") });
 
   if (config.full) {
@@ -119,7 +130,7 @@ try {
       .some((panel) => panel.textContent.startsWith("delivered seed")), null, { timeout: 300000 });
     await page.waitForTimeout(500);
     result.panels = await panelTexts();
-    result.clippedAfterRun = await clippedSummaries();
+    result.clippedAfterRun = await clippedPanels();
     result.rows = await candidateRows();
     result.served = await page.evaluate(() =>
       window.cachedsearchExecuted.map((detail) => detail.output?.cachedsearch_ranking).find(Array.isArray) ?? []);
@@ -192,6 +203,11 @@ try {
         })),
       })));
     }
+  }
+
+  // The missing-node check itself: workflows with node types this server lacks must be flagged.
+  for (const path of config.missing_node_probes) {
+    result.missingInProbes[path] = await loadWorkflow(JSON.parse(readFileSync(path, "utf8")));
   }
 } finally {
   await context.close();

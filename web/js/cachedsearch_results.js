@@ -46,12 +46,12 @@ function textWidth(text) {
   return measuring.measureText(text).width;
 }
 
-// A summary wraps at the node's width: its panel needs a line of height per wrapped line (a fixed height
-// clipped the second line under the node's preview image at the default width).
-function summaryHeight(text, nodeWidth, element) {
-  // The laid-out panel's width when known, else the node's less its insets; 5 % slack for font differences.
+// A summary wraps at the panel's width: it needs a line of height per wrapped line (a fixed height clipped the
+// second line under the node's preview image at the default width). Returns the content's height.
+function summaryHeight(text, panelWidth, element) {
+  // The laid-out panel's width when known, else the width the frontend will give it; 5 % slack for fonts.
   const laidOut = element?.clientWidth > 0 ? element.clientWidth : Infinity;
-  const usable = 0.95 * Math.max(60, Math.min(laidOut, nodeWidth - 40));
+  const usable = 0.95 * Math.max(60, Math.min(laidOut, panelWidth));
   const space = textWidth(" ");
   let lines = 1;
   let line = 0;
@@ -64,25 +64,32 @@ function summaryHeight(text, nodeWidth, element) {
       line += (line > 0 ? space : 0) + width;
     }
   }
-  // 8 px of the summary's own padding; the classic frontend insets a DOM widget by 4 px on each side.
-  return 8 + 8 + SUMMARY_LINE_HEIGHT * lines;
+  return 8 + SUMMARY_LINE_HEIGHT * lines; // 8 px of the summary's own padding
 }
+
+// The frontend's inset of a DOM widget's element on each side (BaseDOMWidgetImpl.DEFAULT_MARGIN where the
+// widget does not say).
+const DOM_WIDGET_MARGIN = 10;
 
 function panelOf(node) {
   let widget = node.widgets?.find((w) => w.name === PANEL);
   if (!widget) {
     const element = document.createElement("div");
     element.className = "cachedsearch-panel";
+    // Classic mode gives a DOM widget its minimum height when the node has no spare height (right after a live
+    // run, the frontend's progress text and image preview widgets take the spare), and lays the element out
+    // that height less the widget's margin on each side: the minimum must include both margins.
+    const margin = () => widget?.margin ?? DOM_WIDGET_MARGIN;
     widget = node.addDOMWidget(PANEL, "cachedsearch", element, {
       serialize: false,
       hideOnZoom: false,
-      getMinHeight: () => element.minHeightAt?.(node.size[0], element) ?? 24,
+      getMinHeight: () => (element.minHeightAt?.(node.size[0] - 2 * margin(), element) ?? 0) + 2 * margin(),
     });
   }
   return widget.element;
 }
 
-// minHeight: pixels, or a function of the node's width.
+// minHeight: the content's pixels, or a function of the panel's width.
 function show(node, content, minHeight) {
   const panel = panelOf(node);
   panel.minHeightAt = typeof minHeight === "function" ? minHeight : () => minHeight;
