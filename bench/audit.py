@@ -14,6 +14,12 @@ tau, the static cache computing every 2nd and every 3rd step, half the steps (T/
 upsampled), and ComfyUI's EasyCache at the threshold that skips as many calls as tau 0.10. Rollouts are kept in DIR/scores.jsonl, so a stopped audit resumes without
 recomputing. Writes DIR/report.md (the report's Sec. 4.1 metrics, bootstrap intervals, tau*) and
 DIR/capture_vs_speedup.svg.
+
+Two searches are audited too (shapes mode for the pruned one): the pruned search at the tau nearest 0.10 (every seed
+drafted to --prune x steps, the --keep best previews continued; capture, top-1, regret, how often the true best seed
+survives) and the fixed-budget search (drafts while their computed transformer calls plus one recommit fit in
+--budget-rollouts full rollouts) against full best-of-M at that cost. --search-arms collects only what these need
+(full, the tau nearest 0.10, the pruned searches) and writes DIR/search_arms.md.
 """
 
 from __future__ import annotations
