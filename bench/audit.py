@@ -280,10 +280,11 @@ def run_pruned_prompt(backend: ShapesBackend, spec: dict, plan: PruningPlan, pro
                                       lambda estimates: [shapes.adherence(x0[0], prompt) for x0 in estimates])
     pruned = {seeds.index(candidate.draft.seed): candidate.draft for candidate in result.pruned}
     finals = {}
+    latent_format = backend.model.model.latent_format
     for position, (index, draft) in enumerate(zip(result.survivor_indices, result.candidates.drafts)):
-        latent = backend.model.model.latent_format.process_in(result.candidates.draft_latents[position:position + 1])
-        finals[index] = (shapes.adherence(latent[0], prompt), draft.seconds, draft.calls_computed + draft.calls_skipped,
-                         draft.calls_skipped)
+        latent = latent_format.process_in(result.candidates.draft_latents[position:position + 1])[0]
+        finals[index] = (shapes.adherence(latent, prompt), draft.seconds,
+                         draft.calls_computed + draft.calls_skipped, draft.calls_skipped)
     # A survivor's cost is in its final record (its calls to the prune step and after), a dropped seed's here.
     previews = []
     for index, score in enumerate(result.preview_scores):
@@ -298,8 +299,7 @@ def collect_pruned(backend: ShapesBackend, store: ScoreStore, spec: dict, plan: 
     """Pruned searches of every prompt not yet complete in ``store`` (a prompt is one search, stored whole)."""
     preview_arm, final_arm = pruned_arm_names(plan, spec["steps"], spec["tau"])
     for prompt_id in prompt_ids:
-        done = [s for s in seeds if store.has(preview_arm, prompt_id, s)]
-        if len(done) == len(seeds):
+        if all(store.has(preview_arm, prompt_id, seed) for seed in seeds):
             continue
         previews, finals = run_pruned_prompt(backend, spec, plan, prompt_id, list(seeds))
         for index, seed in enumerate(seeds):
@@ -413,14 +413,12 @@ def main() -> None:
         print(f"[audit] {arm}: {len(prompt_ids) * len(seeds)} rollouts scored", flush=True)
 
     reference_tau = min(args.taus, key=lambda tau: abs(tau - 0.10))
-    window = cache_window(args.steps)
-    plan = None
-    if isinstance(backend, ShapesBackend):
-        plan = PruningPlan(prune_step=round(args.prune * args.steps), keep=args.keep)
-        plan.check(len(seeds), args.steps, window, window)
+    plan = PruningPlan(prune_step=round(args.prune * args.steps), keep=args.keep) \
+        if isinstance(backend, ShapesBackend) else None
 
     def search_arms() -> str:
         if plan is not None:
+            plan.check(len(seeds), args.steps, cache_window(args.steps), cache_window(args.steps))
             collect_pruned(backend, store, arms[f"tau {reference_tau:g}"], plan, prompt_ids, seeds)
         return search_arms_report(store, prompt_ids, seeds, args.steps, plan, reference_tau, args.taus,
                                   args.budget_rollouts)
