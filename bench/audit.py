@@ -14,6 +14,12 @@ tau, the static cache computing every 2nd and every 3rd step, half the steps (T/
 upsampled), and ComfyUI's EasyCache at the threshold that skips as many calls as tau 0.10. Rollouts are kept in DIR/scores.jsonl, so a stopped audit resumes without
 recomputing. Writes DIR/report.md (the report's Sec. 4.1 metrics, bootstrap intervals, tau*) and
 DIR/capture_vs_speedup.svg.
+
+Two searches are audited too (shapes mode for the pruned one): the pruned search at the tau nearest 0.10 (every seed
+drafted to --prune x steps, the --keep best previews continued; capture, top-1, regret, how often the true best seed
+survives) and the fixed-budget search (drafts while their computed transformer calls plus one recommit fit in
+--budget-rollouts full rollouts) against full best-of-M at that cost. --search-arms collects only what these need
+(full, the tau nearest 0.10, the pruned searches) and writes DIR/search_arms.md.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import sys
 import tempfile
 import time
 
+import numpy as np
 import torch
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -37,6 +44,8 @@ from bench.train_tiny_wan import DEFAULT_OUT as TRAINED_MODEL, TRAINING_SHIFT  #
 from cachedsearch_core.audit import (  # noqa: E402
     FULL_ARM, ScoreStore, evaluate_arms, markdown_report, recommend_tau, svg_plot,
 )
+from cachedsearch_core.pruning import PruningPlan  # noqa: E402
+from cachedsearch_core.search_audit import budget_search_gain, pruned_search_fidelity  # noqa: E402
 from scripts import comfy_runtime  # noqa: E402
 
 
@@ -249,6 +258,108 @@ def target_checks(results, reference_tau: float, target: float) -> str:
     ])
 
 
+def pruned_arm_names(plan: PruningPlan, steps: int, tau: float) -> tuple[str, str]:
+    """Store arms of a pruned search: every seed's preview score, and the survivors' final draft scores."""
+    name = f"pruned tau {tau:g} at {plan.prune_step}/{steps} keep {plan.keep}"
+    return f"{name} preview", name
+
+
+def run_pruned_prompt(backend: ShapesBackend, spec: dict, plan: PruningPlan, prompt_index: int, seeds: list[int]
+                      ) -> tuple[list[tuple], dict[int, tuple]]:
+    """One pruned search over ``seeds`` for a prompt, scored by the world's verifier: (per seed (preview score,
+    seconds, calls, skipped), the costs those of a dropped seed and 0 for a survivor; per surviving seed index
+    (final draft score, seconds, calls, skipped) of its whole trajectory)."""
+    search = backend.extension.nodes.search
+    model = backend._model_for(f"tau {spec['tau']:g}", spec)
+    prompt = backend.prompts[prompt_index]
+    stage = search.KSamplerStage(model, [[shapes.conditioning(prompt), {}]], backend.negative, spec["steps"],
+                                 backend.cfg, "euler", "simple")
+    recipe = search.StagedRecipe.single(stage, backend.latents[1.0])
+    # The x0 estimates are in the model's own latent space, the one the verifier reads.
+    result = search.run_pruned_search(recipe, seeds, plan,
+                                      lambda estimates: [shapes.adherence(x0[0], prompt) for x0 in estimates])
+    pruned = {seeds.index(candidate.draft.seed): candidate.draft for candidate in result.pruned}
+    finals = {}
+    latent_format = backend.model.model.latent_format
+    for position, (index, draft) in enumerate(zip(result.survivor_indices, result.candidates.drafts)):
+        latent = latent_format.process_in(result.candidates.draft_latents[position:position + 1])[0]
+        finals[index] = (shapes.adherence(latent, prompt), draft.seconds,
+                         draft.calls_computed + draft.calls_skipped, draft.calls_skipped)
+    # A survivor's cost is in its final record (its calls to the prune step and after), a dropped seed's here.
+    previews = []
+    for index, score in enumerate(result.preview_scores):
+        draft = pruned.get(index)
+        previews.append((score, draft.seconds, draft.calls_computed + draft.calls_skipped, draft.calls_skipped)
+                        if draft is not None else (score, 0.0, 0, 0))
+    return previews, finals
+
+
+def collect_pruned(backend: ShapesBackend, store: ScoreStore, spec: dict, plan: PruningPlan, prompt_ids, seeds
+                   ) -> None:
+    """Pruned searches of every prompt not yet complete in ``store`` (a prompt is one search, stored whole)."""
+    preview_arm, final_arm = pruned_arm_names(plan, spec["steps"], spec["tau"])
+    for prompt_id in prompt_ids:
+        if all(store.has(preview_arm, prompt_id, seed) for seed in seeds):
+            continue
+        previews, finals = run_pruned_prompt(backend, spec, plan, prompt_id, list(seeds))
+        for index, seed in enumerate(seeds):
+            if index in finals:
+                store.add(final_arm, prompt_id, seed, *finals[index])
+        for seed, record in zip(seeds, previews):
+            store.add(preview_arm, prompt_id, seed, *record)
+    print(f"[audit] {final_arm}: {len(prompt_ids)} pruned searches scored", flush=True)
+
+
+def search_arms_report(store: ScoreStore, prompt_ids, seeds, steps: int, plan: PruningPlan | None, pruned_tau,
+                       taus: list[float], budget_rollouts: int) -> str:
+    """Markdown: the pruned search's capture, top-1, regret and true-best survival rate; the fixed-budget search's
+    gain against full best-of-M at equal transformer-call cost, for each tau whose drafts the store holds."""
+    full = store.table(FULL_ARM, prompt_ids, seeds)
+    lines = []
+    if plan is not None:
+        preview_arm, final_arm = pruned_arm_names(plan, steps, pruned_tau)
+        previews = store.table(preview_arm, prompt_ids, seeds)
+        finals = np.array([[store.records[(final_arm, p, s)]["score"] if store.has(final_arm, p, s) else np.nan
+                            for s in seeds] for p in prompt_ids])
+        records = [r for r in store.records.values()
+                   if r["arm"] in (preview_arm, final_arm) and r["prompt"] in prompt_ids]
+        made = sum(r["calls"] for r in records)
+        computed = made - sum(r["skipped"] for r in records)
+        report = pruned_search_fidelity(full, previews, finals, plan.keep)
+        cached = store.table(f"tau {pruned_tau:g}", prompt_ids, seeds, "calls").sum() \
+            - store.table(f"tau {pruned_tau:g}", prompt_ids, seeds, "skipped").sum()
+        full_calls = store.table(FULL_ARM, prompt_ids, seeds, "calls").sum()
+        lines += [
+            f"Pruned search (tau {pruned_tau:g}, every seed drafted to step {plan.prune_step} of {steps}, previews "
+            f"scored on the sampler's x0 estimate there, the best {plan.keep} of {len(seeds)} continued, the best "
+            f"final draft recommitted):", "",
+            "| search | calls computed (vs full) | capture (ratio of means) | top-1 | regret | true best survives |",
+            "|---|---|---|---|---|---|",
+            f"| pruned, keep {plan.keep} | {computed} of {made} made ({full_calls / computed:.2f}x; "
+            f"cached unpruned {full_calls / cached:.2f}x) | {report.capture_of_means} | {report.top1} "
+            f"| {report.regret} | {report.survival} |", "",
+        ]
+    lines += [f"Fixed-budget search: the budget is {budget_rollouts} full rollouts in transformer calls "
+              f"({budget_rollouts} x {steps}); drafts of seeds 0, 1, ... while their computed calls plus one full "
+              f"recommit fit (N capped at the {len(seeds)} seeds drafted), against full best-of-{budget_rollouts} "
+              "over seeds 0..M-1:", "",
+              f"| drafts | N per prompt (mean, range) | capped at {len(seeds)} | spent of budget | budget search gain "
+              f"| full best-of-{budget_rollouts} gain | gain ratio |", "|---|---|---|---|---|---|---|"]
+    for tau in taus:
+        arm = f"tau {tau:g}"
+        if not all(store.has(arm, p, s) for p in prompt_ids for s in seeds):
+            continue
+        costs = store.table(arm, prompt_ids, seeds, "calls") - store.table(arm, prompt_ids, seeds, "skipped")
+        report = budget_search_gain(full, store.table(arm, prompt_ids, seeds), costs, steps, budget_rollouts)
+        lines.append(f"| {arm} | {np.mean(report.widths):.2f} ({min(report.widths)}-{max(report.widths)}) "
+                     f"| {report.width_capped} | {100 * report.spent_share:.0f} % | {report.budget_gain} "
+                     f"| {report.full_gain} | {report.gain_ratio} |")
+    lines.append("")
+    lines.append("Gains: delivered full-compute score minus the mean over all seeds (a single random seed); 95 % "
+                 "prompt-bootstrap intervals.")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", type=pathlib.Path, default=TRAINED_MODEL, help="shapes mode: the trained model")
@@ -266,6 +377,14 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", metavar="ARM",
                         help="only collect these arms' rollouts and stop (run several at once on one --out; "
                              "a final run without --only writes the report)")
+    parser.add_argument("--prune", type=float, default=0.4,
+                        help="shapes mode: pruned search's prune step as a fraction of --steps (the report: 20/50)")
+    parser.add_argument("--keep", type=int, default=4, help="shapes mode: seeds the pruned search continues")
+    parser.add_argument("--budget-rollouts", type=int, default=4,
+                        help="fixed-budget search: spend what full best-of-M costs, M = this")
+    parser.add_argument("--search-arms", action="store_true",
+                        help="only the full rollouts, the tau nearest 0.10 and the pruned search; write "
+                             "DIR/search_arms.md (pruned and fixed-budget search) and stop")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -293,6 +412,25 @@ def main() -> None:
             store.add(arm, prompt_id, seed, *backend.run(arm, spec, prompt_id, seed))
         print(f"[audit] {arm}: {len(prompt_ids) * len(seeds)} rollouts scored", flush=True)
 
+    reference_tau = min(args.taus, key=lambda tau: abs(tau - 0.10))
+    plan = PruningPlan(prune_step=round(args.prune * args.steps), keep=args.keep) \
+        if isinstance(backend, ShapesBackend) else None
+
+    def search_arms() -> str:
+        if plan is not None:
+            plan.check(len(seeds), args.steps, cache_window(args.steps), cache_window(args.steps))
+            collect_pruned(backend, store, arms[f"tau {reference_tau:g}"], plan, prompt_ids, seeds)
+        return search_arms_report(store, prompt_ids, seeds, args.steps, plan, reference_tau, args.taus,
+                                  args.budget_rollouts)
+
+    if args.search_arms:
+        for arm in (FULL_ARM, f"tau {reference_tau:g}"):
+            collect(arm, arms[arm])
+        report = f"# Pruned and fixed-budget search\n\n{backend.describe()}; {prompt_count} prompts x {len(seeds)} " \
+                 f"seeds, {args.steps} steps.\n\n" + search_arms() + "\n"
+        (args.out / "search_arms.md").write_text(report)
+        print(report)
+        return
     if args.only:
         unknown = sorted(set(args.only) - set(arms))
         if unknown:
@@ -302,7 +440,6 @@ def main() -> None:
         return
     for arm, spec in arms.items():
         collect(arm, spec)
-    reference_tau = min(args.taus, key=lambda tau: abs(tau - 0.10))
     target_skips = store.table(f"tau {reference_tau:g}", prompt_ids, seeds, "skipped").mean()
     threshold = match_easycache(backend, args.steps, target_skips)
     arms["easycache"] = {"easycache": threshold, "steps": args.steps}
@@ -314,7 +451,7 @@ def main() -> None:
               f"{args.steps} steps; EasyCache reuse_threshold {threshold:.3f}, matched to tau {reference_tau:g}'s "
               f"skipped calls ({target_skips:.1f} per rollout).\n\n")
     report = (header + markdown_report(results, args.target) + "\n\nTargets:\n"
-              + target_checks(results, reference_tau, args.target) + "\n")
+              + target_checks(results, reference_tau, args.target) + "\n\n" + search_arms() + "\n")
     (args.out / "report.md").write_text(report)
     (args.out / "capture_vs_speedup.svg").write_text(svg_plot(results))
     print(report)

@@ -23,7 +23,7 @@ from comfy_extras.nodes_custom_sampler import Noise_RandomNoise, SamplerCustomAd
 
 from ..cachedsearch_core import Draft, Ranking, SearchCost, StageCalls, search_report
 from ..cachedsearch_core.pruning import PruningPlan, survivors
-from .cache_patch import STATISTICS_CALLBACK_OPTION, detach_step_cache, step_cache_config
+from .cache_patch import STATISTICS_CALLBACK_OPTION, attach_step_cache, detach_step_cache, step_cache_config
 
 
 class Stage(Protocol):
@@ -379,6 +379,21 @@ def _keeping_x0(stage: Stage, estimates: list) -> Stage:
     return stage.with_model(model)
 
 
+def _cache_windows_across_split(head: KSamplerStage, tail: KSamplerStage) -> tuple[KSamplerStage, KSamplerStage]:
+    """The two halves of a split stage, their caches keeping the unsplit stage's always-computed windows.
+
+    Each sampling call gets a fresh cache whose warmup and cooldown count from the call's own first and last step,
+    so without this the split would add a cooldown before it and a warmup after it (K_c + K_w more computed calls
+    per survivor, K_c per dropped candidate), which costs most of what pruning saves. The first call after the split
+    still computes (the fresh cache has no anchor).
+    """
+    config = step_cache_config(head.patcher)
+    if config is None:
+        return head, tail
+    return (head.with_model(attach_step_cache(head.patcher, dataclasses.replace(config, cooldown_steps=0))),
+            tail.with_model(attach_step_cache(tail.patcher, dataclasses.replace(config, warmup_steps=0))))
+
+
 def split_recipe(recipe: StagedRecipe, step: int) -> tuple[StagedRecipe, int]:
     """The recipe with the stage that contains ``step`` split there into two stock KSamplerAdvanced-style calls:
     the first returns with leftover noise, the second adds no noise and resumes at ``step``, as a stock graph
@@ -393,8 +408,9 @@ def split_recipe(recipe: StagedRecipe, step: int) -> tuple[StagedRecipe, int]:
                     "pruning inside a stage needs a KSampler or KSamplerAdvanced stage (or prune at a stage boundary)"
                 )
             split_at = (stage.start_step or 0) + step - before
-            head = dataclasses.replace(stage, last_step=split_at, force_full_denoise=False)
-            tail = dataclasses.replace(stage, disable_noise=True, start_step=split_at)
+            head, tail = _cache_windows_across_split(
+                dataclasses.replace(stage, last_step=split_at, force_full_denoise=False),
+                dataclasses.replace(stage, disable_noise=True, start_step=split_at))
             names = list(recipe.names)
             names[index : index + 1] = [f"{names[index]} to step {step}", f"{names[index]} from step {step}"]
             stages = (*recipe.stages[:index], head, tail, *recipe.stages[index + 1:])
