@@ -321,10 +321,13 @@ def pruned_rows(candidates: SearchCandidates) -> list[dict]:
     prune step and its preview score. Empty for an unpruned search."""
     if candidates.pruning is None:
         return []
-    return [{"seed": pruned.draft.seed, "preview_score": pruned.preview_score, "seconds": round(pruned.draft.seconds, 3),
-             "skipped": pruned.draft.calls_skipped, "calls": pruned.draft.calls_computed + pruned.draft.calls_skipped,
-             "prune_step": candidates.pruning.prune_step}
-            for pruned in candidates.pruning.pruned]
+    rows = []
+    for pruned in candidates.pruning.pruned:
+        draft = pruned.draft
+        rows.append({"seed": draft.seed, "preview_score": pruned.preview_score, "seconds": round(draft.seconds, 3),
+                     "skipped": draft.calls_skipped, "calls": draft.calls_computed + draft.calls_skipped,
+                     "prune_step": candidates.pruning.prune_step})
+    return rows
 
 
 def progress_text_sender(node_id):
