@@ -200,13 +200,21 @@ class TransformationVectorCache:
     wrapper) and call it in place of each transformer call. Calls may come
     from several threads (one per device): branch states are keyed by the
     caller and the shared bookkeeping is locked.
+
+    A run that is one part of a longer trajectory (a search paused at a prune
+    step) passes ``steps_before`` (steps run before it) and
+    ``trajectory_steps``: warmup, cooldown and the static schedule then count
+    in the whole trajectory, as if it had not been paused.
     """
 
-    def __init__(self, config: StepCacheConfig, sample_sigmas: Sequence[float]):
+    def __init__(self, config: StepCacheConfig, sample_sigmas: Sequence[float], steps_before: int = 0,
+                 trajectory_steps: int | None = None):
         if len(sample_sigmas) < 2:
             raise ValueError(f"sample_sigmas: got {len(sample_sigmas)} values; a run needs at least 2 (one step)")
         self.config = config
         self.total_steps = len(sample_sigmas) - 1
+        self.steps_before = steps_before
+        self.trajectory_steps = self.total_steps if trajectory_steps is None else trajectory_steps
         # Ascending copy for bisect; the schedule itself descends.
         self._ascending_sigmas = sorted(float(s) for s in sample_sigmas)
         self.branches: dict[BranchKey, BranchState] = {}
@@ -327,10 +335,11 @@ class TransformationVectorCache:
         """The skip decision of the report's Sec. 3.1 for anchored branches; updates the accumulators only when it
         skips."""
         config = self.config
-        if in_always_compute_window(step, self.total_steps, config):
+        position = self.steps_before + step
+        if in_always_compute_window(position, self.trajectory_steps, config):
             return False
         if config.mode is CacheMode.STATIC:
-            return static_schedule_skips(step, config)
+            return static_schedule_skips(position, config)
         accumulated = [state.accumulated + drift for state, drift in zip(states, drifts)]
         # Branches batched in one call are computed together: skip only if every one may skip.
         if all(value <= config.tau for value in accumulated):

@@ -23,7 +23,7 @@ from comfy_extras.nodes_custom_sampler import Noise_EmptyNoise, Noise_RandomNois
 
 from ..cachedsearch_core import Draft, Ranking, SearchCost, StageCalls, search_report
 from ..cachedsearch_core.pruning import PrunedCandidate, PruningOutcome, PruningPlan, survivors
-from .cache_patch import STATISTICS_CALLBACK_OPTION, detach_step_cache, step_cache_config
+from .cache_patch import STATISTICS_CALLBACK_OPTION, TRAJECTORY_POSITION_OPTION, detach_step_cache, step_cache_config
 
 
 class Stage(Protocol):
@@ -422,16 +422,27 @@ def _keeping_x0(stage: Stage, estimates: list) -> Stage:
     return stage.with_model(model)
 
 
+def _at_trajectory_position(stage: Stage, steps_before: int, trajectory_steps: int) -> Stage:
+    """The stage on a clone of its model whose cache counts warmup and cooldown in the whole unsplit stage."""
+    model = stage.patcher.clone()
+    model.model_options["transformer_options"][TRAJECTORY_POSITION_OPTION] = (steps_before, trajectory_steps)
+    return stage.with_model(model)
+
+
 def _split_stage(stage: Stage, local_step: int) -> tuple[Stage, Stage]:
     """Two stock calls that together run ``stage``, the first up to ``local_step`` of its steps returning the
     leftover noise, the second resuming there without adding noise: two chained KSamplerAdvanced nodes, or two
-    SamplerCustomAdvanced nodes on SplitSigmas' halves (RandomNoise, then DisableNoise)."""
+    SamplerCustomAdvanced nodes on SplitSigmas' halves (RandomNoise, then DisableNoise). Each half's cache keeps
+    the unsplit stage's warmup and cooldown (else the split would add a cooldown before and a warmup after it)."""
     if isinstance(stage, CustomSamplerStage):
-        return (dataclasses.replace(stage, sigmas=stage.sigmas[..., : local_step + 1]),
-                dataclasses.replace(stage, sigmas=stage.sigmas[..., local_step:], add_noise=False))
-    split_at = (stage.start_step or 0) + local_step
-    return (dataclasses.replace(stage, last_step=split_at, force_full_denoise=False),
-            dataclasses.replace(stage, disable_noise=True, start_step=split_at))
+        head = dataclasses.replace(stage, sigmas=stage.sigmas[..., : local_step + 1])
+        tail = dataclasses.replace(stage, sigmas=stage.sigmas[..., local_step:], add_noise=False)
+    else:
+        split_at = (stage.start_step or 0) + local_step
+        head = dataclasses.replace(stage, last_step=split_at, force_full_denoise=False)
+        tail = dataclasses.replace(stage, disable_noise=True, start_step=split_at)
+    return (_at_trajectory_position(head, 0, stage.step_count),
+            _at_trajectory_position(tail, local_step, stage.step_count))
 
 
 def split_recipe(recipe: StagedRecipe, step: int) -> tuple[StagedRecipe, int]:

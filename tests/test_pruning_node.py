@@ -126,6 +126,21 @@ def test_sampler_keeps_the_scripted_survivors_and_continues_them_from_the_prune_
     assert "pruned search with commit (all drafts, previews, commit) cost" in commit_report
 
 
+def test_pruning_keeps_the_caches_schedule_of_the_unpruned_search(engine, wan):
+    """The split at the prune step adds no cooldown before it and no warmup after it: with the static schedule
+    (every 2nd step after warmup 1, cooldown 1 of 8) survivors compute steps 0, 1, 3, 5, 7 as unpruned drafts do."""
+    model, _, _, _, vae = wan
+    static = engine.one("CachedSearchApplyCache", model=model, **(SKIPPING | dict(mode="static")))
+    plan = pruning_plan(engine, vae, ScriptedVerifier(SCRIPTED_PREVIEW_SCORES), prune_step=3)
+    drafts, candidates, _ = pruned_search(engine, static, wan, plan)
+    unpruned, unpruned_candidates, _ = pruned_search(engine, static, wan, None)
+    assert [(d.calls_computed, d.calls_skipped) for d in unpruned_candidates.drafts] == [(5, 3)] * 4
+    assert [(d.calls_computed, d.calls_skipped) for d in candidates.drafts] == [(5, 3)] * 2
+    assert [(p.draft.calls_computed, p.draft.calls_skipped) for p in candidates.pruning.pruned] == [(2, 1)] * 2
+    reference = unpruned["samples"][[1, 3]]
+    assert (drafts["samples"] - reference).abs().max().item() <= 1e-4 * reference.abs().max().item()
+
+
 def test_real_verifier_ranks_survivors_and_shows_pruned_rows(engine, wan):
     model, positive, negative, latent, vae = wan
     verifier = engine.one("CachedSearchLoadImageReward", ckpt_name="ImageReward.pt", dtype="fp32")
