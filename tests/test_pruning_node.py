@@ -276,3 +276,34 @@ def test_two_expert_prune_step_error_names_each_experts_window(engine, wan):
                    negative=negative, latent_image=latent, seed=SEED, num_candidates=4, steps=8, split_step=4,
                    cfg=3.5, sampler_name="euler", scheduler="simple",
                    pruning=pruning_plan(engine, vae, ScriptedVerifier(SCRIPTED_PREVIEW_SCORES), prune_step=5))
+
+
+def test_pruned_search_through_the_server_shows_pruned_candidates(comfy_server):
+    from scripts.graphs import wan_search
+
+    info = comfy_server.get("/object_info/CachedSearchPruningPlan")["CachedSearchPruningPlan"]
+    assert set(info["input"]["required"]) == {"vae", "verifier", "prompt", "keep", "prune_fraction", "prune_step",
+                                              "preview_frames"}
+    assert all(options[1].get("tooltip") for options in info["input"]["required"].values())
+    for sampler in ("CachedSearchSampler", "CachedSearchSamplerAdvanced", "CachedSearchSamplerExperts"):
+        optional = comfy_server.get(f"/object_info/{sampler}")[sampler]["input"]["optional"]
+        assert optional["pruning"][0] == "CACHEDSEARCH_PRUNING_PLAN" and optional["pruning"][1]["tooltip"]
+
+    graph = wan_search(seed=300, num_candidates=3, steps=12, verifier_prompt=PROMPT, filename_prefix="pruned")
+    # 9 frames: 3 latent frames to preview; 0.4 of 12 steps prunes at step 5 (warmup and cooldown 2).
+    graph["pruning"] = {"class_type": "CachedSearchPruningPlan", "inputs": {
+        "vae": ["vae", 0], "verifier": ["load_verifier", 0], "prompt": PROMPT, "keep": 2, "prune_fraction": 0.4,
+        "prune_step": 0, "preview_frames": 3}}
+    graph["search"]["inputs"]["pruning"] = ["pruning", 0]
+    entry = comfy_server.run_prompt(graph)
+    outputs = entry["outputs"]
+    (pruned,) = outputs["search"]["cachedsearch_pruned"]
+    assert pruned["prune_step"] == 5 and pruned["calls"] == 5
+    kept = [row["seed"] for row in outputs["search"]["cachedsearch_drafts"]]
+    assert len(kept) == 2 and pruned["seed"] not in kept and {pruned["seed"], *kept} == {300, 301, 302}
+    assert outputs["ranking"]["cachedsearch_pruned"] == outputs["search"]["cachedsearch_pruned"]
+    assert [row["seed"] for row in outputs["ranking"]["cachedsearch_ranking"]] == kept
+    (report,) = outputs["recommit"]["text"]
+    assert "pruned at step 5 of 12: kept 2 of 3" in report
+    (delivery,) = outputs["recommit"]["cachedsearch_delivery"]
+    assert delivery["seed"] in kept and delivery["num_candidates"] == 3
