@@ -7,6 +7,32 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from .search import Draft
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheWindow:
+    """A sampling stage's steps ``first_step`` to ``first_step + steps`` of the whole trajectory and its cache's
+    always-computed warmup and cooldown, counted within the stage."""
+
+    first_step: int
+    steps: int
+    warmup_steps: int = 0
+    cooldown_steps: int = 0
+    name: str = ""
+
+    @property
+    def last_step(self) -> int:
+        return self.first_step + self.steps
+
+    def admits(self, step: int) -> bool:
+        """A prune step strictly between the end of warmup and the start of cooldown, where the cache skips."""
+        return self.first_step + self.warmup_steps < step < self.last_step - self.cooldown_steps
+
+    def describe(self) -> str:
+        return (f"{self.name} steps {self.first_step}-{self.last_step} (warmup {self.warmup_steps}, cooldown "
+                f"{self.cooldown_steps})")
+
 
 @dataclasses.dataclass(frozen=True)
 class PruningPlan:
@@ -19,11 +45,28 @@ class PruningPlan:
     def check(self, num_candidates: int, steps: int, warmup_steps: int = 0, cooldown_steps: int = 0,
               video_frames: int | None = None) -> None:
         """Raise a ValueError naming the input when the plan cannot apply to this search."""
-        if not warmup_steps < self.prune_step < steps - cooldown_steps:
+        self.check_stages(num_candidates, [CacheWindow(0, steps, warmup_steps, cooldown_steps)], video_frames)
+
+    def check_stages(self, num_candidates: int, windows: Sequence[CacheWindow], video_frames: int | None = None
+                     ) -> None:
+        """``check`` for a trajectory of several stages (e.g. Wan 2.2 A14B's two experts), each with its own cache
+        window: the prune step lies inside a window or at a boundary between two stages."""
+        boundaries = [window.last_step for window in windows[:-1]]
+        if not (any(window.admits(self.prune_step) for window in windows) or self.prune_step in boundaries):
+            if len(windows) == 1:
+                (window,) = windows
+                raise ValueError(
+                    f"prune_step: got {self.prune_step}; with {window.steps} steps, warmup {window.warmup_steps} and "
+                    f"cooldown {window.cooldown_steps} it must lie strictly between {window.warmup_steps} and "
+                    f"{window.steps - window.cooldown_steps} (the cache skips only there, so pruning earlier or "
+                    "later saves nothing)"
+                )
+            allowed = [f"{w.first_step + w.warmup_steps + 1} to {w.last_step - w.cooldown_steps - 1}"
+                       for w in windows if w.last_step - w.cooldown_steps - w.first_step - w.warmup_steps > 1]
             raise ValueError(
-                f"prune_step: got {self.prune_step}; with {steps} steps, warmup {warmup_steps} and cooldown "
-                f"{cooldown_steps} it must lie strictly between {warmup_steps} and {steps - cooldown_steps} "
-                "(the cache skips only there, so pruning earlier or later saves nothing)"
+                f"prune_step: got {self.prune_step}; the stages run {'; '.join(w.describe() for w in windows)}, so "
+                f"use {' or '.join(allowed + [str(step) for step in boundaries])} (inside a stage between its cache "
+                "warmup and cooldown, or where one stage hands over to the next)"
             )
         if not 1 <= self.keep <= num_candidates:
             raise ValueError(
@@ -33,8 +76,8 @@ class PruningPlan:
         if self.preview_frames < 1 or (video_frames is not None and self.preview_frames > video_frames):
             limit = f"1 to {video_frames}" if video_frames is not None else "at least 1"
             raise ValueError(
-                f"preview_frames: got {self.preview_frames}; the video has {video_frames} frames, use {limit} "
-                "(the report previews 4)"
+                f"preview_frames: got {self.preview_frames}; a preview can show {video_frames} frames of this video "
+                f"(one per latent frame), use {limit} (the report previews 4)"
             )
 
 
@@ -49,3 +92,49 @@ def preview_frame_indices(video_frames: int, preview_frames: int) -> list[int]:
     if preview_frames == 1:
         return [0]
     return [round(index * (video_frames - 1) / (preview_frames - 1)) for index in range(preview_frames)]
+
+
+@dataclasses.dataclass(frozen=True)
+class PrunedCandidate:
+    """A candidate dropped at the prune step: its draft so far (what it cost) and its preview score."""
+
+    draft: Draft
+    preview_score: float
+
+
+@dataclasses.dataclass(frozen=True)
+class PruningOutcome:
+    """What a pruned search did at its prune step: every candidate's preview score (seed order), who survived,
+    what the dropped candidates cost and how long scoring the previews took."""
+
+    prune_step: int
+    steps: int
+    seeds: tuple[int, ...]
+    preview_scores: tuple[float, ...]
+    survivor_indices: tuple[int, ...]
+    pruned: tuple[PrunedCandidate, ...]
+    preview_seconds: float = 0.0
+    preview_frames: int = 0
+
+    @property
+    def pruned_seconds(self) -> float:
+        return sum(candidate.draft.seconds for candidate in self.pruned)
+
+    def report_lines(self) -> list[str]:
+        """The pruning part of the search report: one line per candidate in seed order, then the costs."""
+        lines = [f"pruned at step {self.prune_step} of {self.steps}: kept {len(self.survivor_indices)} of "
+                 f"{len(self.seeds)} by preview score ({self.preview_frames} frames of the x0 estimate each)"]
+        pruned_by_seed = {candidate.draft.seed: candidate for candidate in self.pruned}
+        for seed, score in zip(self.seeds, self.preview_scores):
+            dropped = pruned_by_seed.get(seed)
+            if dropped is None:
+                lines.append(f"  seed {seed:>20}  preview {score:9.4f}  kept")
+                continue
+            draft = dropped.draft
+            calls = draft.calls_computed + draft.calls_skipped
+            lines.append(f"  seed {seed:>20}  preview {score:9.4f}  pruned after {calls} calls "
+                         f"({draft.calls_computed} computed), {draft.seconds:.2f} s")
+        pruned_calls = sum(c.draft.calls_computed for c in self.pruned)
+        lines.append(f"pruned candidates cost {self.pruned_seconds:.2f} s ({pruned_calls} computed calls); "
+                     f"previews {self.preview_seconds:.2f} s")
+        return lines

@@ -213,13 +213,21 @@ class TransformationVectorCache:
     wrapper) and call it in place of each transformer call. Calls may come
     from several threads (one per device): branch states are keyed by the
     caller and the shared bookkeeping is locked.
+
+    A run that is one part of a longer trajectory (a search paused at a prune
+    step) passes ``steps_before`` (steps run before it) and
+    ``trajectory_steps``: warmup, cooldown and the static schedule then count
+    in the whole trajectory, as if it had not been paused.
     """
 
-    def __init__(self, config: StepCacheConfig, sample_sigmas: Sequence[float]):
+    def __init__(self, config: StepCacheConfig, sample_sigmas: Sequence[float], steps_before: int = 0,
+                 trajectory_steps: int | None = None):
         if len(sample_sigmas) < 2:
             raise ValueError(f"sample_sigmas: got {len(sample_sigmas)} values; a run needs at least 2 (one step)")
         self.config = config
         self.total_steps = len(sample_sigmas) - 1
+        self.steps_before = steps_before
+        self.trajectory_steps = self.total_steps if trajectory_steps is None else trajectory_steps
         # Ascending copy for bisect; the schedule itself descends.
         self._ascending_sigmas = sorted(float(s) for s in sample_sigmas)
         self.branches: dict[BranchKey, BranchState] = {}
@@ -351,10 +359,11 @@ class TransformationVectorCache:
         """The skip rule of the report's Sec. 3.1 for one anchored branch: the accumulator it takes if it may skip
         this call, None if it must compute."""
         config = self.config
-        if in_always_compute_window(step, self.total_steps, config):
+        position = self.steps_before + step
+        if in_always_compute_window(position, self.trajectory_steps, config):
             return None
         if config.mode is CacheMode.STATIC:
-            return state.accumulated if static_schedule_skips(step, config) else None
+            return state.accumulated if static_schedule_skips(position, config) else None
         accumulated = state.accumulated + drift
         return accumulated if accumulated <= config.tau else None
 

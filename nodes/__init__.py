@@ -4,6 +4,7 @@ from comfy_api.latest import ComfyExtension, io
 
 from .apply_cache import ApplyStepCache
 from .distributed import DistributedSearchSampler, register_server_hooks
+from .pruning_nodes import PruningPlanNode
 from .search_nodes import RankingFromScores, Recommit, SearchSampler, SearchSamplerAdvanced, SearchSamplerExperts
 from .verifier_nodes import (
     CombineScores, LoadClipVerifier, LoadImageReward, LoadVideoScore, ScoreCandidates, ScoreVideos,
@@ -19,5 +20,5 @@ class CachedSearchExtension(ComfyExtension):
         return [
             ApplyStepCache, SearchSampler, SearchSamplerAdvanced, LoadImageReward, LoadClipVerifier, ScoreCandidates,
             RankingFromScores, Recommit, SearchSamplerExperts, DistributedSearchSampler,
-            LoadVideoScore, ScoreVideos, CombineScores,
+            LoadVideoScore, ScoreVideos, CombineScores, PruningPlanNode,
         ]

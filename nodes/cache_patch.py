@@ -25,6 +25,9 @@ CONFIG_OPTION = "cachedsearch_step_cache_config"
 RUN_OPTION = "cachedsearch_step_cache_run"
 # Optional callable in transformer_options that receives each run's CacheStatistics.
 STATISTICS_CALLBACK_OPTION = "cachedsearch_step_cache_on_statistics"
+# Optional (steps before this run, steps of the whole trajectory) in transformer_options, for a run that is one part
+# of a trajectory paused in between (a pruned search): the cache's warmup and cooldown count in the whole.
+TRAJECTORY_POSITION_OPTION = "cachedsearch_step_cache_trajectory_position"
 
 _WRAPPER_TYPES = (comfy.patcher_extension.WrappersMP.OUTER_SAMPLE, comfy.patcher_extension.WrappersMP.DIFFUSION_MODEL)
 # ComfyUI marks each batch chunk 0 for the positive (cond) and 1 for the negative (uncond) prompt.
@@ -73,7 +76,8 @@ def _outer_sample_wrapper(executor, noise, latent_image, sampler, sigmas, *args,
     guider = executor.class_obj
     shared_options = guider.model_options
     config = shared_options["transformer_options"][CONFIG_OPTION]
-    cache = TransformationVectorCache(config, sigmas.tolist())
+    steps_before, trajectory_steps = shared_options["transformer_options"].get(TRAJECTORY_POSITION_OPTION, (0, None))
+    cache = TransformationVectorCache(config, sigmas.tolist(), steps_before, trajectory_steps)
     # The run's cache lives in a per-run copy of the options, so nothing outlives the run.
     guider.model_options = comfy.model_patcher.create_model_options_clone(shared_options)
     latent_channels = guider.model_patcher.model.latent_format.latent_channels

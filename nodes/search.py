@@ -19,11 +19,11 @@ from typing import Protocol
 import comfy.utils
 import nodes as comfy_nodes
 import torch
-from comfy_extras.nodes_custom_sampler import Noise_RandomNoise, SamplerCustomAdvanced
+from comfy_extras.nodes_custom_sampler import Noise_EmptyNoise, Noise_RandomNoise, SamplerCustomAdvanced
 
 from ..cachedsearch_core import Draft, Ranking, SearchCost, StageCalls, search_report
-from ..cachedsearch_core.pruning import PruningPlan, survivors
-from .cache_patch import STATISTICS_CALLBACK_OPTION, attach_step_cache, detach_step_cache, step_cache_config
+from ..cachedsearch_core.pruning import PrunedCandidate, PruningOutcome, PruningPlan, survivors
+from .cache_patch import STATISTICS_CALLBACK_OPTION, TRAJECTORY_POSITION_OPTION, detach_step_cache, step_cache_config
 
 
 class Stage(Protocol):
@@ -83,11 +83,13 @@ class KSamplerStage:
 
 @dataclasses.dataclass(frozen=True)
 class CustomSamplerStage:
-    """The inputs of a stock SamplerCustomAdvanced with RandomNoise, minus the seed and the latent."""
+    """The inputs of a stock SamplerCustomAdvanced with RandomNoise (DisableNoise without ``add_noise``, as the
+    second of two chained SamplerCustomAdvanced nodes), minus the seed and the latent."""
 
     guider: object
     sampler: object
     sigmas: torch.Tensor
+    add_noise: bool = True
 
     @property
     def patcher(self):
@@ -105,7 +107,8 @@ class CustomSamplerStage:
         return dataclasses.replace(self, guider=guider)
 
     def run(self, latent: dict, seed: int) -> dict:
-        output = SamplerCustomAdvanced.execute(Noise_RandomNoise(seed), self.guider, self.sampler, self.sigmas, latent)
+        noise = Noise_RandomNoise(seed) if self.add_noise else Noise_EmptyNoise()
+        output = SamplerCustomAdvanced.execute(noise, self.guider, self.sampler, self.sigmas, latent)
         return output.result[0]
 
 
@@ -226,6 +229,8 @@ class SearchCandidates:
     cache_description: str
     # The stock output latent's entries besides the samples (a noise mask, ...), as drafts and keep deliver them.
     latent_entries: dict = dataclasses.field(default_factory=dict)
+    # Set by a pruned search: the drafts are its survivors, this records the prune step and the dropped candidates.
+    pruning: PruningOutcome | None = None
 
     @property
     def seeds(self) -> list[int]:
@@ -236,12 +241,27 @@ class SearchCandidates:
 
     def report(self, ranking: Ranking | None = None, mode: str | None = None, commit_seconds=None) -> str:
         stage_names = self.recipe.names if len(self.recipe.stages) > 1 else ()
-        return search_report(self.drafts, self.cache_description, ranking, mode, commit_seconds, stage_names)
+        report = search_report(self.drafts, self.cache_description, ranking, mode, commit_seconds, stage_names)
+        if self.pruning is None:
+            return report
+        lines = report.splitlines()
+        pruning_lines = self.pruning.report_lines()
+        relative = self.relative_cost(commit_seconds)
+        if relative is not None:
+            pruning_lines.append(f"pruned search with commit (all drafts, previews, commit) cost "
+                                 f"{100 * relative:.1f} % of full best-of-{len(self.pruning.seeds)}")
+        return "\n".join([*lines[:1], *pruning_lines, *lines[1:]])
 
     def relative_cost(self, commit_seconds: float | None) -> float | None:
-        """This search's cost relative to full best-of-N, when a commit measured C_f."""
+        """This search's cost relative to full best-of-N, when a commit measured C_f. A pruned search counts every
+        candidate it started (N in full best-of-N) and what the dropped ones and the previews cost."""
         if not commit_seconds:
             return None
+        if self.pruning is not None:
+            explored = (sum(draft.seconds for draft in self.drafts) + self.pruning.pruned_seconds
+                        + self.pruning.preview_seconds)
+            width = len(self.pruning.seeds)
+            return (explored + commit_seconds) / (width * commit_seconds)
         mean_draft = sum(draft.seconds for draft in self.drafts) / len(self.drafts)
         return SearchCost(len(self.drafts), mean_draft, commit_seconds).relative_cost
 
@@ -250,23 +270,32 @@ class SearchCandidates:
 
 
 @dataclasses.dataclass(frozen=True)
-class PrunedCandidate:
-    """A candidate dropped at the prune step: its draft so far (what it cost) and its preview score."""
-
-    draft: Draft
-    preview_score: float
-
-
-@dataclasses.dataclass(frozen=True)
 class PrunedSearch:
-    """A pruned search: the survivors as ordinary CANDIDATES (ranked and recommitted as today) and the record
-    of the prune step."""
+    """A pruned search: the survivors as ordinary CANDIDATES (ranked and recommitted as today), which carry the
+    record of the prune step."""
 
     candidates: SearchCandidates
-    prune_step: int
-    preview_scores: tuple[float, ...]  # every candidate's, in seed order
-    survivor_indices: tuple[int, ...]
-    pruned: tuple[PrunedCandidate, ...]
+
+    @property
+    def outcome(self) -> PruningOutcome:
+        return self.candidates.pruning
+
+    @property
+    def prune_step(self) -> int:
+        return self.outcome.prune_step
+
+    @property
+    def preview_scores(self) -> tuple[float, ...]:
+        """Every candidate's, in seed order."""
+        return self.outcome.preview_scores
+
+    @property
+    def survivor_indices(self) -> tuple[int, ...]:
+        return self.outcome.survivor_indices
+
+    @property
+    def pruned(self) -> tuple[PrunedCandidate, ...]:
+        return self.outcome.pruned
 
 
 def draft_rows(candidates: SearchCandidates, ranking: Ranking | None = None) -> list[dict]:
@@ -284,6 +313,20 @@ def draft_rows(candidates: SearchCandidates, ranking: Ranking | None = None) -> 
             if ranking.columns:
                 row["columns"] = {name: values[index] for name, values in ranking.columns}
         rows.append(row)
+    return rows
+
+
+def pruned_rows(candidates: SearchCandidates) -> list[dict]:
+    """The dropped candidates of a pruned search for the frontend panels (JSON-ready): what each cost up to the
+    prune step and its preview score. Empty for an unpruned search."""
+    if candidates.pruning is None:
+        return []
+    rows = []
+    for pruned in candidates.pruning.pruned:
+        draft = pruned.draft
+        rows.append({"seed": draft.seed, "preview_score": pruned.preview_score, "seconds": round(draft.seconds, 3),
+                     "skipped": draft.calls_skipped, "calls": draft.calls_computed + draft.calls_skipped,
+                     "prune_step": candidates.pruning.prune_step})
     return rows
 
 
@@ -379,38 +422,37 @@ def _keeping_x0(stage: Stage, estimates: list) -> Stage:
     return stage.with_model(model)
 
 
-def _cache_windows_across_split(head: KSamplerStage, tail: KSamplerStage) -> tuple[KSamplerStage, KSamplerStage]:
-    """The two halves of a split stage, their caches keeping the unsplit stage's always-computed windows.
+def _at_trajectory_position(stage: Stage, steps_before: int, trajectory_steps: int) -> Stage:
+    """The stage on a clone of its model whose cache counts warmup and cooldown in the whole unsplit stage."""
+    model = stage.patcher.clone()
+    model.model_options["transformer_options"][TRAJECTORY_POSITION_OPTION] = (steps_before, trajectory_steps)
+    return stage.with_model(model)
 
-    Each sampling call gets a fresh cache whose warmup and cooldown count from the call's own first and last step,
-    so without this the split would add a cooldown before it and a warmup after it (K_c + K_w more computed calls
-    per survivor, K_c per dropped candidate), which costs most of what pruning saves. The first call after the split
-    still computes (the fresh cache has no anchor).
-    """
-    config = step_cache_config(head.patcher)
-    if config is None:
-        return head, tail
-    return (head.with_model(attach_step_cache(head.patcher, dataclasses.replace(config, cooldown_steps=0))),
-            tail.with_model(attach_step_cache(tail.patcher, dataclasses.replace(config, warmup_steps=0))))
+
+def _split_stage(stage: Stage, local_step: int) -> tuple[Stage, Stage]:
+    """Two stock calls that together run ``stage``, the first up to ``local_step`` of its steps returning the
+    leftover noise, the second resuming there without adding noise: two chained KSamplerAdvanced nodes, or two
+    SamplerCustomAdvanced nodes on SplitSigmas' halves (RandomNoise, then DisableNoise). Each half's cache keeps
+    the unsplit stage's warmup and cooldown (else the split would add a cooldown before and a warmup after it)."""
+    if isinstance(stage, CustomSamplerStage):
+        head = dataclasses.replace(stage, sigmas=stage.sigmas[..., : local_step + 1])
+        tail = dataclasses.replace(stage, sigmas=stage.sigmas[..., local_step:], add_noise=False)
+    else:
+        split_at = (stage.start_step or 0) + local_step
+        head = dataclasses.replace(stage, last_step=split_at, force_full_denoise=False)
+        tail = dataclasses.replace(stage, disable_noise=True, start_step=split_at)
+    return (_at_trajectory_position(head, 0, stage.step_count),
+            _at_trajectory_position(tail, local_step, stage.step_count))
 
 
 def split_recipe(recipe: StagedRecipe, step: int) -> tuple[StagedRecipe, int]:
-    """The recipe with the stage that contains ``step`` split there into two stock KSamplerAdvanced-style calls:
-    the first returns with leftover noise, the second adds no noise and resumes at ``step``, as a stock graph
-    chains two KSamplerAdvanced nodes. Returns the split recipe and the index of the first stage after the split.
+    """The recipe with the stage that contains ``step`` split there into two stock calls (``_split_stage``), as a
+    stock graph chains two samplers. Returns the split recipe and the index of the first stage after the split.
     """
     before = 0
     for index, stage in enumerate(recipe.stages):
         if before < step < before + stage.step_count:
-            if not isinstance(stage, KSamplerStage):
-                raise ValueError(
-                    f"prune_step: got {step}, inside {recipe.names[index]}, which runs SamplerCustomAdvanced; "
-                    "pruning inside a stage needs a KSampler or KSamplerAdvanced stage (or prune at a stage boundary)"
-                )
-            split_at = (stage.start_step or 0) + step - before
-            head, tail = _cache_windows_across_split(
-                dataclasses.replace(stage, last_step=split_at, force_full_denoise=False),
-                dataclasses.replace(stage, disable_noise=True, start_step=split_at))
+            head, tail = _split_stage(stage, step - before)
             names = list(recipe.names)
             names[index : index + 1] = [f"{names[index]} to step {step}", f"{names[index]} from step {step}"]
             stages = (*recipe.stages[:index], head, tail, *recipe.stages[index + 1:])
@@ -459,7 +501,9 @@ def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan,
         previews.append(estimates[-1])
     if announce is not None:
         announce(f"scoring {len(states)} previews at step {plan.prune_step}")
+    start = time.perf_counter()
     preview_scores = tuple(float(score) for score in score_previews(previews))
+    preview_seconds = time.perf_counter() - start
     if len(preview_scores) != len(states):
         raise ValueError(f"preview scores: got {len(preview_scores)} for {len(states)} candidates")
     kept = survivors(preview_scores, plan.keep)
@@ -471,8 +515,10 @@ def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan,
                   for state in continuing]
     pruned = tuple(PrunedCandidate(states[index].draft(), preview_scores[index])
                    for index in range(len(states)) if index not in kept)
+    outcome = PruningOutcome(plan.prune_step, recipe.steps, tuple(seeds), preview_scores, tuple(kept), pruned,
+                             preview_seconds, plan.preview_frames)
     entries = {key: value for key, value in continuing[0].latent.items() if key not in ("samples", "batch_index")}
     candidates = SearchCandidates(recipe, tuple(state.draft() for state in continuing),
                                   torch.cat([state.latent["samples"] for state in continuing]),
-                                  describe_cache(recipe), entries)
-    return PrunedSearch(candidates, plan.prune_step, preview_scores, tuple(kept), pruned)
+                                  describe_cache(recipe), entries, outcome)
+    return PrunedSearch(candidates)

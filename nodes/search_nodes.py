@@ -12,12 +12,14 @@ from .search import (
     commit,
     draft_rows,
     progress_text_sender,
+    pruned_rows,
     run_search,
 )
 from .ui_results import SHOW_RESULTS_WHEN_CACHED
 
 Candidates = io.Custom("CACHEDSEARCH_CANDIDATES")
 RankingType = io.Custom("CACHEDSEARCH_RANKING")
+PruningPlanType = io.Custom("CACHEDSEARCH_PRUNING_PLAN")
 
 _SEED_TOOLTIP = (
     "This search covers seeds seed ... seed + num_candidates - 1 (candidate i uses seed + i, so a stock KSampler "
@@ -36,6 +38,20 @@ def _search_inputs() -> list:
                      tooltip=_SEED_TOOLTIP),
         io.Int.Input("num_candidates", default=8, min=1, max=MAX_CANDIDATES, tooltip=_CANDIDATES_TOOLTIP),
     ]
+
+
+def _pruning_input():
+    return PruningPlanType.Input("pruning", optional=True, tooltip="Optional, from CachedSearch Pruning Plan: stop "
+                                 "every candidate at the prune step, score a preview there and continue only the best "
+                                 "(the report: 3.1x cheaper exploration together with the cache). Unconnected: every "
+                                 "candidate runs to the end.")
+
+
+def _explore(recipe: StagedRecipe, seeds: list[int], announce, pruning) -> SearchCandidates:
+    """The search, pruned when a pruning plan is connected."""
+    if pruning is None:
+        return run_search(recipe, seeds, announce)
+    return pruning.search(recipe, seeds, announce)
 
 
 def _search_outputs() -> list:
@@ -69,8 +85,10 @@ def _check_latent(latent: dict) -> None:
 
 def _search_output(candidates: SearchCandidates) -> io.NodeOutput:
     report = candidates.report()
-    return io.NodeOutput(candidates.latent(candidates.draft_latents), candidates, report,
-                         ui={"text": (report,), "cachedsearch_drafts": draft_rows(candidates)})
+    shown = {"text": (report,), "cachedsearch_drafts": draft_rows(candidates)}
+    if candidates.pruning is not None:
+        shown["cachedsearch_pruned"] = pruned_rows(candidates)
+    return io.NodeOutput(candidates.latent(candidates.draft_latents), candidates, report, ui=shown)
 
 
 class SearchSampler(io.ComfyNode):
@@ -99,6 +117,7 @@ class SearchSampler(io.ComfyNode):
                                tooltip="Sigma schedule, as in KSampler."),
                 io.Float.Input("denoise", default=1.0, min=0.0, max=1.0, step=0.01,
                                tooltip="1.0 samples from pure noise; lower keeps part of the input latent."),
+                _pruning_input(),
             ],
             outputs=_search_outputs(),
             hidden=[io.Hidden.unique_id],
@@ -113,15 +132,15 @@ class SearchSampler(io.ComfyNode):
 
     @classmethod
     def execute(cls, model, positive, negative, latent_image, seed, num_candidates, steps, cfg, sampler_name,
-                scheduler, denoise) -> io.NodeOutput:
+                scheduler, denoise, pruning=None) -> io.NodeOutput:
         message = cls.validate_inputs(seed, num_candidates, denoise)
         if message is not True:
             raise ValueError(message)
         _check_latent(latent_image)
         stage = KSamplerStage(model, positive, negative, steps, cfg, sampler_name, scheduler, denoise)
         announce = progress_text_sender(cls.hidden.unique_id)
-        return _search_output(run_search(StagedRecipe.single(stage, latent_image),
-                                         candidate_seeds(seed, num_candidates), announce))
+        return _search_output(_explore(StagedRecipe.single(stage, latent_image),
+                                       candidate_seeds(seed, num_candidates), announce, pruning))
 
 
 class SearchSamplerAdvanced(io.ComfyNode):
@@ -139,6 +158,7 @@ class SearchSamplerAdvanced(io.ComfyNode):
                 io.Sigmas.Input("sigmas", tooltip="From BasicScheduler or another scheduler node."),
                 io.Latent.Input("latent_image", tooltip="A batch-1 latent."),
                 *_search_inputs(),
+                _pruning_input(),
             ],
             outputs=_search_outputs(),
             hidden=[io.Hidden.unique_id],
@@ -150,13 +170,13 @@ class SearchSamplerAdvanced(io.ComfyNode):
         return _seed_range_message(seed, num_candidates)
 
     @classmethod
-    def execute(cls, guider, sampler, sigmas, latent_image, seed, num_candidates) -> io.NodeOutput:
+    def execute(cls, guider, sampler, sigmas, latent_image, seed, num_candidates, pruning=None) -> io.NodeOutput:
         seeds = candidate_seeds(seed, num_candidates)
         _check_latent(latent_image)
         if sigmas.shape[-1] < 2:
             raise ValueError("sigmas: needs at least two values (one step); check the scheduler node's steps")
         recipe = StagedRecipe.single(CustomSamplerStage(guider, sampler, sigmas), latent_image)
-        return _search_output(run_search(recipe, seeds, progress_text_sender(cls.hidden.unique_id)))
+        return _search_output(_explore(recipe, seeds, progress_text_sender(cls.hidden.unique_id), pruning))
 
 
 def _split_step_message(steps, split_step) -> str | bool:
@@ -210,6 +230,7 @@ class SearchSamplerExperts(io.ComfyNode):
                                tooltip="Sampling algorithm, as in KSamplerAdvanced."),
                 io.Combo.Input("scheduler", options=comfy.samplers.KSampler.SCHEDULERS, default="simple",
                                tooltip="Sigma schedule, as in KSamplerAdvanced."),
+                _pruning_input(),
             ],
             outputs=_search_outputs(),
             hidden=[io.Hidden.unique_id],
@@ -222,7 +243,7 @@ class SearchSamplerExperts(io.ComfyNode):
 
     @classmethod
     def execute(cls, model_high, model_low, positive, negative, latent_image, seed, num_candidates, steps,
-                split_step, cfg, sampler_name, scheduler) -> io.NodeOutput:
+                split_step, cfg, sampler_name, scheduler, pruning=None) -> io.NodeOutput:
         message = cls.validate_inputs(seed, num_candidates, steps, split_step)
         if message is not True:
             raise ValueError(message)
@@ -236,7 +257,7 @@ class SearchSamplerExperts(io.ComfyNode):
                             force_full_denoise=True)
         recipe = StagedRecipe((high, low), latent_image, ("high noise", "low noise"))
         announce = progress_text_sender(cls.hidden.unique_id)
-        return _search_output(run_search(recipe, candidate_seeds(seed, num_candidates), announce))
+        return _search_output(_explore(recipe, candidate_seeds(seed, num_candidates), announce, pruning))
 
 
 class RankingFromScores(io.ComfyNode):
@@ -303,7 +324,8 @@ class Recommit(io.ComfyNode):
             delivered, commit_seconds = commit(candidates, winner, model)
         report = candidates.report(ranking, mode, commit_seconds)
         delivery = {"seed": candidates.drafts[winner].seed, "candidate": winner + 1, "mode": mode,
-                    "num_candidates": len(candidates), "commit_seconds": commit_seconds,
+                    "num_candidates": len(candidates.pruning.seeds) if candidates.pruning else len(candidates),
+                    "commit_seconds": commit_seconds,
                     "relative_cost": candidates.relative_cost(commit_seconds)}
         return io.NodeOutput(delivered, candidates.drafts[winner].seed, report,
                              ui={"text": (report,), "cachedsearch_delivery": [delivery]})

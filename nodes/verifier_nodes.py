@@ -12,7 +12,7 @@ from comfy_api.latest import io, ui
 from ..cachedsearch_core import Ranking
 from ..cachedsearch_core.clip_score import ClipScore
 from ..cachedsearch_core.combine import NORMALISATIONS, RANK_AVERAGE, combine_rankings
-from ..cachedsearch_core.image_reward import TOKENIZER_FOLDER, ImageReward, frame_indices
+from ..cachedsearch_core.image_reward import TOKENIZER_FOLDER, ImageReward, mean_frame_score
 from ..cachedsearch_core.video_score import (
     ASPECTS,
     AVERAGE,
@@ -23,7 +23,7 @@ from ..cachedsearch_core.video_score import (
     expected_files_message,
     sample_frame_indices,
 )
-from .search import draft_rows
+from .search import draft_rows, pruned_rows
 from .search_nodes import Candidates, RankingType
 from .ui_results import SHOW_RESULTS_WHEN_CACHED
 
@@ -205,11 +205,10 @@ class ScoreCandidates(io.ComfyNode):
     @classmethod
     def execute(cls, images, candidates, prompt, verifier, frames_per_candidate) -> io.NodeOutput:
         per_candidate = _frames_per_candidate(images, candidates)
-        picks = frame_indices(per_candidate, frames_per_candidate)
 
         def score(index):
-            frames = images[[index * per_candidate + pick for pick in picks]]
-            return verifier.score(prompt, frames).mean().item(), {}
+            frames = images[index * per_candidate : (index + 1) * per_candidate]
+            return mean_frame_score(verifier.score, prompt, frames, frames_per_candidate), {}
 
         return _ranking_output(cls, images, candidates, per_candidate, verifier.name, score)
 
@@ -251,6 +250,8 @@ def _show_ranking(cls, ranking, candidates, middle_frames=None) -> io.NodeOutput
                      f"{details}")
     text = "\n".join(lines)
     shown = {"text": (text,), "cachedsearch_ranking": draft_rows(candidates, ranking)}
+    if candidates.pruning is not None:
+        shown["cachedsearch_pruned"] = pruned_rows(candidates)
     if middle_frames is not None:
         shown.update(ui.PreviewImage(middle_frames, cls=cls).as_dict())
     return io.NodeOutput(ranking, text, ui=shown)

@@ -52,7 +52,9 @@ def stored_results_workflow(tiny: dict, object_info: dict) -> dict:
         "CachedSearchSampler": {"text": ["report"], "cachedsearch_drafts": drafts},
         "CachedSearchSamplerAdvanced": {"text": ["report"], "cachedsearch_drafts": drafts},
         "CachedSearchVerifier": {"text": ["scores"], "cachedsearch_ranking": [
-            dict(row, score=0.5 - 0.1 * index, winner=index == 0) for index, row in enumerate(drafts)]},
+            dict(row, score=0.5 - 0.1 * index, winner=index == 0) for index, row in enumerate(drafts)],
+            "cachedsearch_pruned": [{"seed": 20, "preview_score": 0.125, "seconds": 16.5, "skipped": 8,
+                                     "calls": 20, "prune_step": 20}]},
         "CachedSearchRecommit": {"text": ["report"], "cachedsearch_delivery": [{
             "seed": 7, "candidate": 1, "mode": "commit", "num_candidates": 3, "commit_seconds": 95.5,
             "relative_cost": 0.6123}]},
@@ -117,6 +119,7 @@ def check_ui(server, tmp_path, frontend: str, full: bool, vue_nodes: bool) -> di
     stored = " ".join(seen["storedPanels"])
     assert "3 drafts, 58% of transformer calls skipped (~2.38x fewer), mean 41.25 s per draft" in stored
     assert "delivered seed 7 (candidate 1, commit); search cost 61.2% of full best-of-3" in stored
+    assert "pruned20preview 0.125040%16.50" in stored  # a pruned search's dropped candidate, below the ranking
     return seen
 
 

@@ -338,3 +338,22 @@ def test_a_branch_joining_mid_run_makes_the_call_disagree_when_the_other_may_ski
     assert (cache.statistics.calls_disagreeing, cache.statistics.branch_skips_forgone) == (1, 1)
     # the uncond branch was computed, not skipped: its accumulator was reset by the re-anchoring
     assert cache.branches[("uncond", "u")].accumulated == 0.0
+
+
+def test_a_run_within_a_longer_trajectory_keeps_the_trajectorys_warmup_and_cooldown():
+    """A search paused at a prune step runs a stage as two runs; each counts warmup and cooldown in the whole."""
+    config = StepCacheConfig(tau=0.5, warmup_steps=2, cooldown_steps=2)
+    x = torch.ones(1, 2, 3)  # no drift: every call outside warmup and cooldown with a transformation vector skips
+
+    def skipped_steps(sigmas, **position):
+        cache = TransformationVectorCache(config, sigmas, **position)
+        for sigma in sigmas[:-1]:
+            cache(double(x), x, sigma, ONE_BRANCH)
+        return cache.statistics.as_dict()["skipped_steps"]
+
+    head, tail = SIGMAS[:6], SIGMAS[5:]
+    assert skipped_steps(head) == [2]  # alone, its steps 3 and 4 would be a cooldown
+    assert skipped_steps(head, steps_before=0, trajectory_steps=STEPS) == [2, 3, 4]
+    assert skipped_steps(tail) == [2]  # alone, its steps 0 and 1 would be a warmup
+    # steps 5-9 of 10: step 5 computes (no transformation vector yet), 6 and 7 skip, 8 and 9 are the cooldown
+    assert skipped_steps(tail, steps_before=5, trajectory_steps=STEPS) == [1, 2]

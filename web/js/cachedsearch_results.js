@@ -25,6 +25,7 @@ const STYLE = `
 .cachedsearch-panel td, .cachedsearch-panel th { padding: 2px 4px; text-align: right; }
 .cachedsearch-panel tr.candidate { cursor: pointer; }
 .cachedsearch-panel tr.winner { background: rgba(80, 170, 90, 0.35); font-weight: bold; }
+.cachedsearch-panel tr.pruned { opacity: 0.45; font-style: italic; }
 .cachedsearch-panel img { height: 36px; display: block; }
 .cachedsearch-overlay { position: fixed; inset: 0; background: rgba(0, 0, 0, 0.8); display: flex;
   flex-direction: column; align-items: center; justify-content: center; z-index: 10000; color: #eee; }
@@ -155,8 +156,30 @@ function renderRanking(node, output) {
     line.append(cell("td", row.score.toFixed(4)), cell("td", percent(row.skipped, row.calls)), cell("td", row.seconds.toFixed(2)));
     table.append(line);
   }
-  show(node, table, 26 + 42 * ranked.length);
+  const pruned = prunedRows(output);
+  for (const row of pruned) table.append(prunedLine(row, columns.length));
+  show(node, table, 26 + 42 * ranked.length + 20 * pruned.length);
   return true;
+}
+
+// Candidates a pruned search dropped at its prune step, best preview first: greyed, with their preview score
+// in the score column; they never reached the final ranking.
+function prunedRows(output) {
+  const rows = Array.isArray(output.cachedsearch_pruned) ? output.cachedsearch_pruned : [];
+  return [...rows].sort((a, b) => b.preview_score - a.preview_score);
+}
+
+function prunedLine(row, columnCount) {
+  const line = document.createElement("tr");
+  line.className = "pruned";
+  line.dataset.seed = row.seed;
+  line.dataset.previewScore = row.preview_score;
+  line.title = `pruned at step ${row.prune_step}: preview score ${row.preview_score.toFixed(4)}`;
+  line.append(cell("td", ""), cell("td", "pruned"), cell("td", row.seed));
+  for (let index = 0; index < columnCount; index += 1) line.append(cell("td", "-"));
+  line.append(cell("td", `preview ${row.preview_score.toFixed(4)}`), cell("td", percent(row.skipped, row.calls)),
+    cell("td", row.seconds.toFixed(2)));
+  return line;
 }
 
 function renderDrafts(node, output) {
@@ -168,7 +191,11 @@ function renderDrafts(node, output) {
   const saving = skipped > 0 && calls > skipped
     ? `${percent(skipped, calls)} of transformer calls skipped (~${(calls / (calls - skipped)).toFixed(2)}x fewer)`
     : "no transformer calls skipped";
-  showSummary(node, `${rows.length} drafts, ${saving}, mean ${meanSeconds.toFixed(2)} s per draft`);
+  const pruned = prunedRows(output);
+  const drafts = pruned.length
+    ? `${rows.length} of ${rows.length + pruned.length} drafts kept at step ${pruned[0].prune_step} by preview score`
+    : `${rows.length} drafts`;
+  showSummary(node, `${drafts}, ${saving}, mean ${meanSeconds.toFixed(2)} s per draft`);
   return true;
 }
 

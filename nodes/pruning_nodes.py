@@ -1,0 +1,137 @@
+"""The optional pruning plan of the search nodes: every candidate runs to a prune step, a preview decoded from the
+sampler's own x0 estimate there is scored by the verifier, and only the best continue ("CachedSearch:
+Training-Free Cached Exploration for Test-Time Search in Video Diffusion", Sec. "Composition with pruned search")."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import comfy.model_management
+import torch
+from comfy_api.latest import io
+
+from ..cachedsearch_core.image_reward import mean_frame_score, require_prompt
+from ..cachedsearch_core.pruning import CacheWindow, PruningPlan, preview_frame_indices
+from .cache_patch import step_cache_config
+from .search import SearchCandidates, StagedRecipe, run_pruned_search
+from .search_nodes import PruningPlanType
+from .verifier_nodes import Verifier
+
+
+def cache_windows(recipe: StagedRecipe) -> list[CacheWindow]:
+    """Each stage's steps in the whole trajectory with its cache's always-computed warmup and cooldown (none for a
+    stage without an active cache)."""
+    windows, first_step = [], 0
+    for stage, name in zip(recipe.stages, recipe.names):
+        config = step_cache_config(stage.patcher)
+        active = config is not None and config.mode.value != "off"
+        windows.append(CacheWindow(first_step, stage.step_count, config.warmup_steps if active else 0,
+                                   config.cooldown_steps if active else 0, name))
+        first_step += stage.step_count
+    return windows
+
+
+def latent_frames(latent: dict) -> int:
+    """Frames on the latent's time axis (1 for an image latent)."""
+    samples = latent["samples"]
+    return samples.shape[2] if samples.ndim == 5 else 1
+
+
+def decode_preview(vae, latent: torch.Tensor, preview_frames: int) -> torch.Tensor:
+    """``preview_frames`` evenly spaced frames of a [1, C, T, H, W] latent as images [K, H, W, 3], each latent
+    frame decoded on its own (as a clip's first frame): K one-frame decodes instead of the whole video."""
+    if latent.ndim != 5:
+        return vae.decode(latent)
+    picks = preview_frame_indices(latent.shape[2], preview_frames)
+    frames = latent[0, :, picks].movedim(1, 0).unsqueeze(2)  # [K, C, 1, H, W]: one clip per picked frame
+    images = vae.decode(frames)
+    return images.reshape(-1, *images.shape[-3:])
+
+
+def _stage_at(recipe: StagedRecipe, step: int):
+    """The stage that runs ``step`` (the one ending there, at a boundary)."""
+    first_step = 0
+    for stage in recipe.stages:
+        if step <= first_step + stage.step_count:
+            return stage
+        first_step += stage.step_count
+    return recipe.stages[-1]
+
+
+@dataclasses.dataclass(frozen=True)
+class PreviewPruning:
+    """What the Pruning Plan node hands to a search node (type CACHEDSEARCH_PRUNING_PLAN): where to prune, how many
+    to keep, and the VAE, verifier and prompt that score the previews. Holds no state between runs."""
+
+    prune_fraction: float
+    prune_step: int  # 0: prune_fraction of the search's steps
+    keep: int
+    preview_frames: int
+    vae: object
+    verifier: object
+    prompt: str
+
+    def plan(self, steps: int) -> PruningPlan:
+        step = self.prune_step or round(self.prune_fraction * steps)
+        return PruningPlan(prune_step=step, keep=self.keep, preview_frames=self.preview_frames)
+
+    def search(self, recipe: StagedRecipe, seeds: list[int], announce=None) -> SearchCandidates:
+        """The pruned search: the survivors as CANDIDATES carrying the record of the prune step."""
+        plan = self.plan(recipe.steps)
+        plan.check_stages(len(seeds), cache_windows(recipe), latent_frames(recipe.latent))
+        # The x0 estimates are in the model's sampling space; the VAE decodes what the sampler outputs.
+        model = _stage_at(recipe, plan.prune_step).patcher.model
+
+        def score_previews(estimates):
+            scores = []
+            for index, estimate in enumerate(estimates):
+                comfy.model_management.throw_exception_if_processing_interrupted()
+                if announce is not None:
+                    announce(f"scoring preview {index + 1} / {len(estimates)} at step {plan.prune_step}")
+                frames = decode_preview(self.vae, model.process_latent_out(estimate), plan.preview_frames)
+                scores.append(mean_frame_score(self.verifier.score, self.prompt, frames, plan.preview_frames))
+            return scores
+
+        return run_pruned_search(recipe, seeds, plan, score_previews, announce).candidates
+
+
+class PruningPlanNode(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id="CachedSearchPruningPlan",
+            display_name="CachedSearch Pruning Plan",
+            category="CachedSearch",
+            description="Makes a search cheaper by pruning mid-trajectory: every candidate runs to the prune step, "
+            "a few frames decoded from the sampler's own x0 estimate there are scored by the verifier, and only the "
+            "best `keep` continue to the end (from the prune step, nothing recomputed). Connect it to a CachedSearch "
+            "sampler's optional pruning input. The report: prune at 20 of 50 steps, keep 4 of 8, 4 preview frames.",
+            inputs=[
+                io.Vae.Input("vae", tooltip="The VAE of the drafts (the one your VAEDecode uses): decodes only the "
+                             "preview frames, each from one latent frame."),
+                Verifier.Input("verifier", tooltip="The verifier of the final ranking (CachedSearch Load ImageReward "
+                               "or Load CLIP Verifier), so previews are judged as the drafts will be."),
+                io.String.Input("prompt", multiline=True, default="",
+                                tooltip="The prompt the videos are made from (the same text as the Verifier's)."),
+                io.Int.Input("keep", default=4, min=1, max=64,
+                             tooltip="How many candidates continue past the prune step (k); the others are dropped "
+                             "there. At most num_candidates. The report keeps 4 of 8."),
+                io.Float.Input("prune_fraction", default=0.4, min=0.01, max=0.99, step=0.01,
+                               tooltip="Where to prune, as a share of the search's steps (0.4: step 20 of 50, the "
+                               "report's choice). Used when prune_step is 0."),
+                io.Int.Input("prune_step", default=0, min=0, max=10000,
+                             tooltip="Where to prune, as a step count (overrides prune_fraction; 0 uses the "
+                             "fraction). Must lie after the cache's warmup and before its cooldown, or at the "
+                             "switch between two experts."),
+                io.Int.Input("preview_frames", default=4, min=1, max=64,
+                             tooltip="Frames per preview, evenly spaced over the video and scored like the "
+                             "Verifier's frames (the report uses 4). At most the latent's frame count."),
+            ],
+            outputs=[PruningPlanType.Output(display_name="pruning", tooltip="For a CachedSearch sampler's pruning "
+                                            "input.")],
+        )
+
+    @classmethod
+    def execute(cls, vae, verifier, prompt, keep, prune_fraction, prune_step, preview_frames) -> io.NodeOutput:
+        require_prompt(prompt)
+        return io.NodeOutput(PreviewPruning(prune_fraction, prune_step, keep, preview_frames, vae, verifier, prompt))
