@@ -76,3 +76,42 @@ def test_the_demo_node_pack_is_not_part_of_the_extension(comfy_server):
     names = set(comfy_server.get("/object_info"))
     assert "CachedSearchSampler" in names and "CachedSearchRankingFromScores" in names
     assert not [name for name in names if name.startswith("CachedSearchDemo")]
+
+
+def test_comfyui_samples_the_model_as_it_was_trained(engine):
+    """KSampler (ModelSamplingSD3 at the training shift, Wan 2.1 latent format, euler) equals an Euler integration
+    of the training parametrisation written out by hand: x_sigma = (1 - sigma) x0 + sigma noise, the network
+    called at timestep 1000 sigma predicting noise - x0, in the latent scale it was trained in. So the model's
+    saturated colours at high guidance are not a train/sample mismatch."""
+    import os
+
+    import comfy.sample
+    import comfy.samplers
+    import folder_paths
+
+    from bench.train_tiny_wan import DEFAULT_OUT as checkpoint, TRAINING_SHIFT
+
+    link = pathlib.Path(folder_paths.get_folder_paths("diffusion_models")[0]) / checkpoint.name
+    if not link.exists():
+        os.symlink(checkpoint, link)
+    model = engine.one("ModelSamplingSD3", model=engine.one("UNETLoader", unet_name=checkpoint.name,
+                                                             weight_dtype="default"), shift=TRAINING_SHIFT)
+    latent = engine.one("EmptyHunyuanLatentVideo", width=8 * shapes.SIZE, height=8 * shapes.SIZE,
+                        length=4 * shapes.FRAMES - 3, batch_size=1)
+    prompt, seed, steps = (1, 3, 2), 11, 6
+    context = shapes.conditioning(prompt)
+    out = engine.one("KSampler", model=model, seed=seed, steps=steps, cfg=1.0, sampler_name="euler",
+                     scheduler="simple", positive=[[context, {}]], negative=[[shapes.conditioning(None), {}]],
+                     latent_image=latent, denoise=1.0)
+    sampled = model.model.latent_format.process_in(out["samples"])
+
+    network = model.model.diffusion_model
+    sigmas = comfy.samplers.calculate_sigmas(model.get_model_object("model_sampling"), "simple", steps)
+    x = comfy.sample.prepare_noise(latent["samples"], seed).float()
+    with torch.no_grad():
+        for sigma, next_sigma in zip(sigmas[:-1], sigmas[1:]):
+            velocity = network(x.to(network.patch_embedding.weight.dtype), (1000 * sigma).view(1), context).float()
+            x = x + (next_sigma - sigma) * velocity
+    assert sigmas[0] == 1.0 and len(sigmas) == steps + 1
+    assert torch.allclose(sampled.float(), x, atol=2e-3), (sampled.float() - x).abs().max()
+    assert x.std() > 0.1  # the model made something (not a trivially zero sample on both paths)
