@@ -113,6 +113,18 @@ class InProcessComfy:
         (result,) = self.run(node_id, **inputs)
         return result
 
+    def tiny_wan_t2v(self, length: int = 5):
+        """Tiny Wan 2.1 T2V (shift 8), the test pack's two prompts and an empty 32x32 video latent of ``length``
+        frames: the inputs of a KSampler on a tiny Wan graph."""
+        from scripts.tiny_models import WAN21_T2V_FILE
+
+        model = self.one("ModelSamplingSD3", model=self.one("UNETLoader", unet_name=WAN21_T2V_FILE,
+                                                            weight_dtype="default"), shift=8.0)
+        positive = self.one("CachedSearchTestConditioning", text_seed=1, tokens=8, pooled=False)
+        negative = self.one("CachedSearchTestConditioning", text_seed=2, tokens=8, pooled=False)
+        latent = self.one("EmptyHunyuanLatentVideo", width=32, height=32, length=length, batch_size=1)
+        return model, positive, negative, latent
+
 
 @pytest.fixture(scope="session")
 def comfy_server(tmp_path_factory, tiny_models_dir):

@@ -5,9 +5,7 @@ import pytest
 import torch
 
 from cachedsearch_core.pruning import PruningPlan, preview_frame_indices, survivors
-from scripts.tiny_models import WAN21_T2V_FILE
 
-LATENT = dict(width=32, height=32, length=5, batch_size=1)
 STEPS = 8
 PRUNE_STEP = 3
 SEED = 90
@@ -16,11 +14,7 @@ OFF = dict(mode="off", tau=0.5, warmup_steps=1, cooldown_steps=1, static_interva
 
 @pytest.fixture(scope="module")
 def wan(engine):
-    model = engine.one("ModelSamplingSD3", model=engine.one("UNETLoader", unet_name=WAN21_T2V_FILE,
-                                                            weight_dtype="default"), shift=8.0)
-    positive = engine.one("CachedSearchTestConditioning", text_seed=1, tokens=8, pooled=False)
-    negative = engine.one("CachedSearchTestConditioning", text_seed=2, tokens=8, pooled=False)
-    latent = engine.one("EmptyHunyuanLatentVideo", **LATENT)
+    model, positive, negative, latent = engine.tiny_wan_t2v()
     return engine.one("CachedSearchApplyCache", model=model, **OFF), positive, negative, latent
 
 

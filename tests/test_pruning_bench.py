@@ -11,7 +11,6 @@ import torch
 
 from cachedsearch_core.audit import FULL_ARM, ScoreStore
 from cachedsearch_core.pruning import PruningPlan, survivors
-from scripts.tiny_models import WAN21_T2V_FILE
 
 STEPS, PRUNE_STEP, KEEP = 8, 3, 2
 CHECKPOINT = pathlib.Path(__file__).resolve().parents[1] / "bench" / "models" / "tiny_wan_shapes.safetensors"
@@ -19,12 +18,7 @@ CHECKPOINT = pathlib.Path(__file__).resolve().parents[1] / "bench" / "models" / 
 
 @pytest.fixture(scope="module")
 def tiny_wan(engine):
-    model = engine.one("ModelSamplingSD3", model=engine.one("UNETLoader", unet_name=WAN21_T2V_FILE,
-                                                            weight_dtype="default"), shift=8.0)
-    positive = engine.one("CachedSearchTestConditioning", text_seed=1, tokens=8, pooled=False)
-    negative = engine.one("CachedSearchTestConditioning", text_seed=2, tokens=8, pooled=False)
-    latent = engine.one("EmptyHunyuanLatentVideo", width=32, height=32, length=5, batch_size=1)
-    return model, positive, negative, latent
+    return engine.tiny_wan_t2v()
 
 
 def test_a_split_stage_keeps_the_unsplit_cache_windows(engine, tiny_wan):

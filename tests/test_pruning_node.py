@@ -4,10 +4,10 @@ the CachedSearch Pruning Plan node wired into CachedSearch Sampler, Sampler (Adv
 import pytest
 import torch
 
-from scripts.tiny_models import WAN21_T2V_FILE, WAN21_VAE_FILE, WAN22_A14B_FILES
+from scripts.tiny_models import WAN21_VAE_FILE, WAN22_A14B_FILES
 
 # 13 frames: 4 latent frames, so 4 preview frames fit.
-LATENT = dict(width=32, height=32, length=13, batch_size=1)
+VIDEO_LENGTH = 13  # 4 latent frames
 SETTINGS = dict(steps=8, cfg=5.0, sampler_name="euler", scheduler="simple", denoise=1.0)
 SKIPPING = dict(mode="adaptive", tau=0.5, warmup_steps=1, cooldown_steps=1, static_interval=2)
 OFF = dict(SKIPPING, mode="off")
@@ -38,11 +38,7 @@ class ScriptedVerifier:
 
 @pytest.fixture(scope="module")
 def wan(engine):
-    model = engine.one("ModelSamplingSD3", model=engine.one("UNETLoader", unet_name=WAN21_T2V_FILE,
-                                                            weight_dtype="default"), shift=8.0)
-    positive = engine.one("CachedSearchTestConditioning", text_seed=1, tokens=8, pooled=False)
-    negative = engine.one("CachedSearchTestConditioning", text_seed=2, tokens=8, pooled=False)
-    latent = engine.one("EmptyHunyuanLatentVideo", **LATENT)
+    model, positive, negative, latent = engine.tiny_wan_t2v(length=VIDEO_LENGTH)
     vae = engine.one("VAELoader", vae_name=WAN21_VAE_FILE)
     return model, positive, negative, latent, vae
 
