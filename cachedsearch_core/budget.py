@@ -150,9 +150,10 @@ class BudgetLedger:
                 raise BudgetSpent
         self._current_calls += 1
 
-    def finish_draft(self, total_calls: int, now: float) -> None:
-        """Book the draft in progress: ``total_calls`` computed and skipped (a full rollout computes them all)."""
+    def finish_draft(self, skipped_calls: int, now: float) -> None:
+        """Book the draft in progress, which skipped ``skipped_calls``: a full rollout computes those too."""
         seconds = now - self._current_start
+        total_calls = self._current_calls + skipped_calls
         self.draft_costs.append(self._current_cost(now))
         self._computed_calls += self._current_calls
         self._total_calls += total_calls

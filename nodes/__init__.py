@@ -3,6 +3,7 @@
 from comfy_api.latest import ComfyExtension, io
 
 from .apply_cache import ApplyStepCache
+from .budget_nodes import SearchBudget
 from .distributed import DistributedSearchSampler, register_server_hooks
 from .search_nodes import RankingFromScores, Recommit, SearchSampler, SearchSamplerAdvanced, SearchSamplerExperts
 from .verifier_nodes import (
@@ -19,5 +20,5 @@ class CachedSearchExtension(ComfyExtension):
         return [
             ApplyStepCache, SearchSampler, SearchSamplerAdvanced, LoadImageReward, LoadClipVerifier, ScoreCandidates,
             RankingFromScores, Recommit, SearchSamplerExperts, DistributedSearchSampler,
-            LoadVideoScore, ScoreVideos, CombineScores,
+            LoadVideoScore, ScoreVideos, CombineScores, SearchBudget,
         ]

@@ -16,12 +16,14 @@ import dataclasses
 import time
 from typing import Protocol
 
+import comfy.patcher_extension
 import comfy.utils
 import nodes as comfy_nodes
 import torch
 from comfy_extras.nodes_custom_sampler import Noise_RandomNoise, SamplerCustomAdvanced
 
 from ..cachedsearch_core import Draft, Ranking, SearchCost, StageCalls, search_report
+from ..cachedsearch_core.budget import BudgetOutcome, BudgetUnit
 from ..cachedsearch_core.pruning import PruningPlan, survivors
 from .cache_patch import STATISTICS_CALLBACK_OPTION, detach_step_cache, step_cache_config
 
@@ -226,6 +228,8 @@ class SearchCandidates:
     cache_description: str
     # The stock output latent's entries besides the samples (a noise mask, ...), as drafts and keep deliver them.
     latent_entries: dict = dataclasses.field(default_factory=dict)
+    # Set by a fixed-budget search: the width it chose and the costs it predicted.
+    budget: BudgetOutcome | None = None
 
     @property
     def seeds(self) -> list[int]:
@@ -234,9 +238,19 @@ class SearchCandidates:
     def __len__(self) -> int:
         return len(self.drafts)
 
-    def report(self, ranking: Ranking | None = None, mode: str | None = None, commit_seconds=None) -> str:
+    def report(self, ranking: Ranking | None = None, mode: str | None = None, commit_seconds=None,
+               commit_calls: int | None = None) -> str:
         stage_names = self.recipe.names if len(self.recipe.stages) > 1 else ()
-        return search_report(self.drafts, self.cache_description, ranking, mode, commit_seconds, stage_names)
+        report = search_report(self.drafts, self.cache_description, ranking, mode, commit_seconds, stage_names)
+        if self.budget is None:
+            return report
+        return "\n".join([report, *self.budget.lines(self.budget_commit_cost(commit_seconds, commit_calls))])
+
+    def budget_commit_cost(self, commit_seconds: float | None, commit_calls: int | None) -> float | None:
+        """A measured commit's cost in the unit of this search's budget."""
+        if self.budget is None:
+            return None
+        return commit_calls if self.budget.plan.unit is BudgetUnit.CALLS else commit_seconds
 
     def relative_cost(self, commit_seconds: float | None) -> float | None:
         """This search's cost relative to full best-of-N, when a commit measured C_f."""
@@ -352,12 +366,44 @@ def run_search(recipe: StagedRecipe, seeds: list[int], announce=None) -> SearchC
                             torch.cat([state.latent["samples"] for state in states]), describe_cache(recipe), entries)
 
 
-def commit(candidates: SearchCandidates, winner: int, model=None) -> tuple[dict, float]:
+METER_WRAPPER_KEY = "cachedsearch_call_meter"
+
+
+def metered(stage: Stage, on_computed_call) -> Stage:
+    """The stage on a clone of its model that calls ``on_computed_call()`` before each transformer call it computes.
+
+    The meter's wrapper is added after the step cache's, so it runs inside it: calls the cache skips never reach it.
+    """
+    model = stage.patcher.clone()
+
+    def meter(executor, *args, **kwargs):
+        on_computed_call()
+        return executor(*args, **kwargs)
+
+    model.add_wrapper_with_key(comfy.patcher_extension.WrappersMP.DIFFUSION_MODEL, METER_WRAPPER_KEY, meter)
+    return stage.with_model(model)
+
+
+class CallCounter:
+    """Counts the transformer calls a metered stage computes."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self) -> None:
+        self.calls += 1
+
+
+def commit(candidates: SearchCandidates, winner: int, model=None, on_computed_call=None) -> tuple[dict, float]:
     """Regenerate the winner's seed through every stage at full compute (caches removed, on clones).
 
-    Returns the last stage's stock output latent and the seconds it took.
+    Returns the last stage's stock output latent and the seconds it took. ``on_computed_call``, if given, is
+    called before each transformer call (a ``CallCounter`` measures the commit's calls).
     """
     recipe = candidates.recipe.without_cache(model)
+    if on_computed_call is not None:
+        recipe = dataclasses.replace(recipe, stages=tuple(metered(stage, on_computed_call)
+                                                          for stage in recipe.stages))
     progress = SearchProgress(recipe.steps)
     state = CandidateState(candidates.drafts[winner].seed, recipe.latent)
     start = time.perf_counter()

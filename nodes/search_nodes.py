@@ -4,7 +4,9 @@ import comfy.samplers
 from comfy_api.latest import io
 
 from ..cachedsearch_core import MAX_CANDIDATES, Ranking, candidate_seeds, parse_scores
+from .budget_nodes import budget_input, search
 from .search import (
+    CallCounter,
     CustomSamplerStage,
     KSamplerStage,
     SearchCandidates,
@@ -12,7 +14,6 @@ from .search import (
     commit,
     draft_rows,
     progress_text_sender,
-    run_search,
 )
 from .ui_results import SHOW_RESULTS_WHEN_CACHED
 
@@ -69,8 +70,10 @@ def _check_latent(latent: dict) -> None:
 
 def _search_output(candidates: SearchCandidates) -> io.NodeOutput:
     report = candidates.report()
-    return io.NodeOutput(candidates.latent(candidates.draft_latents), candidates, report,
-                         ui={"text": (report,), "cachedsearch_drafts": draft_rows(candidates)})
+    ui = {"text": (report,), "cachedsearch_drafts": draft_rows(candidates)}
+    if candidates.budget is not None:
+        ui["cachedsearch_budget"] = [candidates.budget.as_dict()]
+    return io.NodeOutput(candidates.latent(candidates.draft_latents), candidates, report, ui=ui)
 
 
 class SearchSampler(io.ComfyNode):
@@ -99,6 +102,7 @@ class SearchSampler(io.ComfyNode):
                                tooltip="Sigma schedule, as in KSampler."),
                 io.Float.Input("denoise", default=1.0, min=0.0, max=1.0, step=0.01,
                                tooltip="1.0 samples from pure noise; lower keeps part of the input latent."),
+                budget_input(),
             ],
             outputs=_search_outputs(),
             hidden=[io.Hidden.unique_id],
@@ -113,15 +117,15 @@ class SearchSampler(io.ComfyNode):
 
     @classmethod
     def execute(cls, model, positive, negative, latent_image, seed, num_candidates, steps, cfg, sampler_name,
-                scheduler, denoise) -> io.NodeOutput:
+                scheduler, denoise, budget=None) -> io.NodeOutput:
         message = cls.validate_inputs(seed, num_candidates, denoise)
         if message is not True:
             raise ValueError(message)
         _check_latent(latent_image)
         stage = KSamplerStage(model, positive, negative, steps, cfg, sampler_name, scheduler, denoise)
         announce = progress_text_sender(cls.hidden.unique_id)
-        return _search_output(run_search(StagedRecipe.single(stage, latent_image),
-                                         candidate_seeds(seed, num_candidates), announce))
+        return _search_output(search(StagedRecipe.single(stage, latent_image), seed, num_candidates, budget,
+                                     announce))
 
 
 class SearchSamplerAdvanced(io.ComfyNode):
@@ -139,6 +143,7 @@ class SearchSamplerAdvanced(io.ComfyNode):
                 io.Sigmas.Input("sigmas", tooltip="From BasicScheduler or another scheduler node."),
                 io.Latent.Input("latent_image", tooltip="A batch-1 latent."),
                 *_search_inputs(),
+                budget_input(),
             ],
             outputs=_search_outputs(),
             hidden=[io.Hidden.unique_id],
@@ -150,13 +155,15 @@ class SearchSamplerAdvanced(io.ComfyNode):
         return _seed_range_message(seed, num_candidates)
 
     @classmethod
-    def execute(cls, guider, sampler, sigmas, latent_image, seed, num_candidates) -> io.NodeOutput:
-        seeds = candidate_seeds(seed, num_candidates)
+    def execute(cls, guider, sampler, sigmas, latent_image, seed, num_candidates, budget=None) -> io.NodeOutput:
+        message = _seed_range_message(seed, num_candidates)
+        if message is not True:
+            raise ValueError(message)
         _check_latent(latent_image)
         if sigmas.shape[-1] < 2:
             raise ValueError("sigmas: needs at least two values (one step); check the scheduler node's steps")
         recipe = StagedRecipe.single(CustomSamplerStage(guider, sampler, sigmas), latent_image)
-        return _search_output(run_search(recipe, seeds, progress_text_sender(cls.hidden.unique_id)))
+        return _search_output(search(recipe, seed, num_candidates, budget, progress_text_sender(cls.hidden.unique_id)))
 
 
 def _split_step_message(steps, split_step) -> str | bool:
@@ -210,6 +217,7 @@ class SearchSamplerExperts(io.ComfyNode):
                                tooltip="Sampling algorithm, as in KSamplerAdvanced."),
                 io.Combo.Input("scheduler", options=comfy.samplers.KSampler.SCHEDULERS, default="simple",
                                tooltip="Sigma schedule, as in KSamplerAdvanced."),
+                budget_input(),
             ],
             outputs=_search_outputs(),
             hidden=[io.Hidden.unique_id],
@@ -222,7 +230,7 @@ class SearchSamplerExperts(io.ComfyNode):
 
     @classmethod
     def execute(cls, model_high, model_low, positive, negative, latent_image, seed, num_candidates, steps,
-                split_step, cfg, sampler_name, scheduler) -> io.NodeOutput:
+                split_step, cfg, sampler_name, scheduler, budget=None) -> io.NodeOutput:
         message = cls.validate_inputs(seed, num_candidates, steps, split_step)
         if message is not True:
             raise ValueError(message)
@@ -236,7 +244,7 @@ class SearchSamplerExperts(io.ComfyNode):
                             force_full_denoise=True)
         recipe = StagedRecipe((high, low), latent_image, ("high noise", "low noise"))
         announce = progress_text_sender(cls.hidden.unique_id)
-        return _search_output(run_search(recipe, candidate_seeds(seed, num_candidates), announce))
+        return _search_output(search(recipe, seed, num_candidates, budget, announce))
 
 
 class RankingFromScores(io.ComfyNode):
@@ -297,13 +305,18 @@ class Recommit(io.ComfyNode):
     def execute(cls, candidates, ranking, mode, model=None) -> io.NodeOutput:
         ranking.check_matches(len(candidates))
         winner = ranking.winner
+        commit_calls = CallCounter()
         if mode == "keep":
             delivered, commit_seconds = candidates.latent(candidates.draft_latents[winner : winner + 1].clone()), None
         else:
-            delivered, commit_seconds = commit(candidates, winner, model)
-        report = candidates.report(ranking, mode, commit_seconds)
+            delivered, commit_seconds = commit(candidates, winner, model, on_computed_call=commit_calls)
+        measured_calls = commit_calls.calls if commit_seconds is not None else None
+        report = candidates.report(ranking, mode, commit_seconds, measured_calls)
         delivery = {"seed": candidates.drafts[winner].seed, "candidate": winner + 1, "mode": mode,
                     "num_candidates": len(candidates), "commit_seconds": commit_seconds,
                     "relative_cost": candidates.relative_cost(commit_seconds)}
+        if candidates.budget is not None:
+            delivery["budget"] = candidates.budget.as_dict() | {
+                "measured_commit": candidates.budget_commit_cost(commit_seconds, measured_calls)}
         return io.NodeOutput(delivered, candidates.drafts[winner].seed, report,
                              ui={"text": (report,), "cachedsearch_delivery": [delivery]})

@@ -28,7 +28,7 @@ def draft_with_calls(ledger, computed, total, seconds=0.0, start=0.0):
     ledger.start_draft(start)
     for call in range(computed):
         ledger.before_computed_call(start + seconds * call / max(computed, 1))
-    ledger.finish_draft(total, start + seconds)
+    ledger.finish_draft(total - computed, start + seconds)
 
 
 def run_scripted_search(plan, computed_per_draft, total):
