@@ -128,6 +128,11 @@ class BudgetLedger:
         full = self.full_cost()
         return None if full is None else (self.plan.rollouts - 1) * full
 
+    def left_for_drafts(self) -> float | None:
+        """What the finished drafts left of the allowance (None before the first has finished)."""
+        allowance = self.allowance()
+        return None if allowance is None else max(allowance - sum(self.draft_costs), 0.0)
+
     def start_draft(self, now: float) -> None:
         self._current_calls = 0
         self._current_start = now
@@ -166,7 +171,7 @@ class BudgetLedger:
         return BudgetOutcome(self.plan, tuple(self.draft_costs), self.full_cost(), self.stopped_draft_cost)
 
 
-def _amount(value: float, unit: BudgetUnit) -> str:
+def format_cost(value: float, unit: BudgetUnit) -> str:
     return f"{value:.0f} calls" if unit is BudgetUnit.CALLS else f"{value:.2f} s"
 
 
@@ -199,29 +204,31 @@ class BudgetOutcome:
 
     def lines(self, commit_cost: float | None = None) -> list[str]:
         """Report lines; ``commit_cost`` (measured, in the plan's unit) adds the predicted-vs-measured check."""
-        unit = self.plan.unit
-        m = self.plan.rollouts
+        unit, m = self.plan.unit, self.plan.rollouts
+
+        def cost(value):
+            return format_cost(value, unit)
+
         dependence = "deterministic" if self.plan.deterministic else "N depends on wall time"
-        lines = [
-            f"budget: full best-of-{m} in {unit.value} = {m} x {_amount(self.full_cost, unit)} (full rollout, "
-            f"predicted from the drafts) = {_amount(self.budget, unit)}; {dependence}",
-        ]
+        heading = (f"budget: full best-of-{m} in {unit.value} = {m} x {cost(self.full_cost)} (full rollout, predicted "
+                   f"from the drafts) = {cost(self.budget)}; {dependence}")
+        lines = [heading]
         if self.stopped_draft_cost is not None:
-            ended = (f"draft {self.width + 1} stopped after {_amount(self.stopped_draft_cost, unit)}, where the next "
-                     "call would have overrun the budget")
+            ended = (f"draft {self.width + 1} stopped after {cost(self.stopped_draft_cost)}, where the next call "
+                     "would have overrun the budget")
         else:
             ended = f"max_candidates {self.plan.max_candidates} reached"
         lines.append(
-            f"budget: N = {self.width} chosen ({ended}); drafts {_amount(sum(self.draft_costs), unit)} + recommit "
-            f"{_amount(self.full_cost, unit)} predicted = {_amount(self.predicted_total, unit)} of "
-            f"{_amount(self.budget, unit)}; break-even width N* = {self.break_even_width:.2f}"
+            f"budget: N = {self.width} chosen ({ended}); drafts {cost(sum(self.draft_costs))} + recommit "
+            f"{cost(self.full_cost)} predicted = {cost(self.predicted_total)} of {cost(self.budget)}; "
+            f"break-even width N* = {self.break_even_width:.2f}"
         )
         if commit_cost is not None:
             measured_total = self.predicted_total - self.full_cost + commit_cost
             lines.append(
-                f"budget: recommit predicted {_amount(self.full_cost, unit)}, measured {_amount(commit_cost, unit)}; "
-                f"search total predicted {_amount(self.predicted_total, unit)}, measured "
-                f"{_amount(measured_total, unit)} ({100 * measured_total / self.budget:.1f} % of the budget)"
+                f"budget: recommit predicted {cost(self.full_cost)}, measured {cost(commit_cost)}; search total "
+                f"predicted {cost(self.predicted_total)}, measured {cost(measured_total)} "
+                f"({100 * measured_total / self.budget:.1f} % of the budget)"
             )
         return lines
 

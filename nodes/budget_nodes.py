@@ -28,7 +28,7 @@ def budget_input() -> io.Input:
     )
 
 
-def search(recipe: StagedRecipe, seed: int, num_candidates: int, budget: BudgetPlan | None,
+def draft_candidates(recipe: StagedRecipe, seed: int, num_candidates: int, budget: BudgetPlan | None,
            announce=None) -> SearchCandidates:
     """The drafts of a fixed-width search, or of a fixed-budget one when a plan is connected."""
     if budget is not None:

@@ -10,7 +10,7 @@ import time
 import torch
 
 from ..cachedsearch_core import candidate_seeds
-from ..cachedsearch_core.budget import BudgetLedger, BudgetPlan, BudgetSpent
+from ..cachedsearch_core.budget import BudgetLedger, BudgetPlan, BudgetSpent, format_cost
 from .search import (
     CandidateState,
     SearchCandidates,
@@ -38,11 +38,9 @@ def run_budget_search(recipe: StagedRecipe, seed: int, plan: BudgetPlan, announc
     finished = []
     for index, candidate_seed in enumerate(seeds):
         if announce is not None:
-            allowance = ledger.allowance()
-            left = "" if allowance is None else \
-                f", {max(allowance - sum(ledger.draft_costs), 0):.{0 if plan.deterministic else 2}f} " \
-                f"{'calls' if plan.deterministic else 's'} left for drafts"
-            announce(f"budget draft {index + 1} (seed {candidate_seed}{left})")
+            left = ledger.left_for_drafts()
+            budget_left = "" if left is None else f", {format_cost(left, plan.unit)} left for drafts"
+            announce(f"budget draft {index + 1} (seed {candidate_seed}{budget_left})")
         state = CandidateState(candidate_seed, recipe.latent)
         ledger.start_draft(clock())
         try:

@@ -4,7 +4,7 @@ import comfy.samplers
 from comfy_api.latest import io
 
 from ..cachedsearch_core import MAX_CANDIDATES, Ranking, candidate_seeds, parse_scores
-from .budget_nodes import budget_input, search
+from .budget_nodes import budget_input, draft_candidates
 from .search import (
     CallCounter,
     CustomSamplerStage,
@@ -124,8 +124,8 @@ class SearchSampler(io.ComfyNode):
         _check_latent(latent_image)
         stage = KSamplerStage(model, positive, negative, steps, cfg, sampler_name, scheduler, denoise)
         announce = progress_text_sender(cls.hidden.unique_id)
-        return _search_output(search(StagedRecipe.single(stage, latent_image), seed, num_candidates, budget,
-                                     announce))
+        return _search_output(draft_candidates(StagedRecipe.single(stage, latent_image), seed, num_candidates,
+                                               budget, announce))
 
 
 class SearchSamplerAdvanced(io.ComfyNode):
@@ -163,7 +163,8 @@ class SearchSamplerAdvanced(io.ComfyNode):
         if sigmas.shape[-1] < 2:
             raise ValueError("sigmas: needs at least two values (one step); check the scheduler node's steps")
         recipe = StagedRecipe.single(CustomSamplerStage(guider, sampler, sigmas), latent_image)
-        return _search_output(search(recipe, seed, num_candidates, budget, progress_text_sender(cls.hidden.unique_id)))
+        announce = progress_text_sender(cls.hidden.unique_id)
+        return _search_output(draft_candidates(recipe, seed, num_candidates, budget, announce))
 
 
 def _split_step_message(steps, split_step) -> str | bool:
@@ -244,7 +245,7 @@ class SearchSamplerExperts(io.ComfyNode):
                             force_full_denoise=True)
         recipe = StagedRecipe((high, low), latent_image, ("high noise", "low noise"))
         announce = progress_text_sender(cls.hidden.unique_id)
-        return _search_output(search(recipe, seed, num_candidates, budget, announce))
+        return _search_output(draft_candidates(recipe, seed, num_candidates, budget, announce))
 
 
 class RankingFromScores(io.ComfyNode):

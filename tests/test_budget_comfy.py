@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from cachedsearch_core.budget import BudgetPlan, budget_width
-from scripts.tiny_models import WAN21_T2V_FILE, WAN21_VAE_FILE
+from scripts.tiny_models import WAN21_T2V_FILE
 
 LATENT = dict(width=32, height=32, length=5, batch_size=1)
 SETTINGS = dict(steps=8, cfg=5.0, sampler_name="euler", scheduler="simple", denoise=1.0)
