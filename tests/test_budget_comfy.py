@@ -124,6 +124,20 @@ def test_wall_time_budget_with_scripted_costs_fits_the_largest_width(engine, wan
     assert "N depends on wall time" in candidates.report()
 
 
+def test_wall_time_budget_on_the_real_clock_reports_predicted_and_measured_seconds(engine, wan):
+    _, candidates, report = search(engine, wan, budget=plan(engine, 3, unit="wall time", max_candidates=4))
+    outcome = candidates.budget
+    assert 1 <= outcome.width == len(candidates) <= 4
+    assert outcome.full_cost > 0 and outcome.plan.unit.value == "wall time"
+    assert "N depends on wall time" in report
+    ranking = engine.one("CachedSearchRankingFromScores", candidates=candidates,
+                         scores=" ".join("1" for _ in range(len(candidates))))
+    _, _, recommit_report = engine.run("CachedSearchRecommit", candidates=candidates, ranking=ranking, mode="commit")
+    assert f"budget: recommit predicted {outcome.full_cost:.2f} s, measured " in recommit_report
+    _, _, kept_report = engine.run("CachedSearchRecommit", candidates=candidates, ranking=ranking, mode="keep")
+    assert "budget: recommit predicted" not in kept_report  # nothing was measured
+
+
 def test_budget_on_the_advanced_and_expert_samplers(engine, wan, widest):
     _, costs, full = widest
     cached, positive, negative, latent = wan
