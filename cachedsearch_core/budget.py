@@ -3,7 +3,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+import enum
+import math
 from collections.abc import Sequence
+
+from .search import MAX_CANDIDATES
 
 
 def predicted_full_cost(draft_cost: float, computed_fraction: float) -> float:
@@ -32,3 +37,204 @@ def budget_width(draft_costs: Sequence[float], full_cost: float, budget_rollouts
         spent += cost
         width += 1
     return width
+
+
+class BudgetUnit(str, enum.Enum):
+    """What the budget counts. Transformer calls are counted exactly, so the width they give is deterministic;
+    wall time includes everything a rollout spends but makes the width depend on the machine's speed."""
+
+    CALLS = "transformer calls"
+    WALL_TIME = "wall time"
+
+
+@dataclasses.dataclass(frozen=True)
+class BudgetPlan:
+    """Draft as many candidates as fit in what full best-of-``rollouts`` costs, one full recommit included.
+
+    rollouts: M, the full rollouts the search may spend (2 or more: one is the recommit).
+    unit: what is counted (``BudgetUnit``); transformer calls by default.
+    max_candidates: the most drafts the search makes, so that it ends even when drafts cost nearly nothing.
+    """
+
+    rollouts: int = 4
+    unit: BudgetUnit = BudgetUnit.CALLS
+    max_candidates: int = 16
+
+    def __post_init__(self):
+        try:
+            object.__setattr__(self, "unit", BudgetUnit(self.unit))
+        except ValueError:
+            raise ValueError(
+                f"budget_unit: got {self.unit!r}; use one of {', '.join(repr(u.value) for u in BudgetUnit)}"
+            ) from None
+        if not 2 <= self.rollouts <= MAX_CANDIDATES:
+            raise ValueError(
+                f"budget_rollouts: got {self.rollouts}; use 2 to {MAX_CANDIDATES} (one full rollout pays for the "
+                "recommit, the rest for drafts; the report's example spends best-of-4)"
+            )
+        if not 1 <= self.max_candidates <= MAX_CANDIDATES:
+            raise ValueError(
+                f"max_candidates: got {self.max_candidates}; use 1 to {MAX_CANDIDATES} (the search stops there "
+                "even when budget is left)"
+            )
+
+    @property
+    def deterministic(self) -> bool:
+        return self.unit is BudgetUnit.CALLS
+
+
+class BudgetSpent(Exception):
+    """Raised before a transformer call that the budget cannot pay for; the search stops the draft there."""
+
+
+class BudgetLedger:
+    """What a fixed-budget search has spent, and whether it may compute the next transformer call.
+
+    Finished drafts tell the cost of a full rollout before any commit has run: in calls, a draft's computed plus
+    skipped calls are exactly the calls a full rollout computes; in wall time, the drafts' seconds over their
+    computed-call fraction (``predicted_full_cost``). Until the first draft has finished nothing is known and
+    nothing is stopped: a draft never costs more than a full rollout, which any plan (M >= 2) affords.
+    """
+
+    def __init__(self, plan: BudgetPlan):
+        self.plan = plan
+        self.reset()
+
+    def reset(self) -> None:
+        self.draft_costs: list[float] = []
+        self.stopped_draft_cost: float | None = None
+        self._computed_calls = 0
+        self._total_calls = 0
+        self._draft_seconds = 0.0
+        self._rollout_calls = 0
+        self._current_calls = 0
+        self._current_start = 0.0
+
+    def __repr__(self) -> str:
+        return (f"BudgetLedger({self.plan.unit.value}, {len(self.draft_costs)} drafts, spent "
+                f"{sum(self.draft_costs):g}, full rollout {self.full_cost()})")
+
+    def full_cost(self) -> float | None:
+        """One full rollout's cost in the plan's unit, predicted from the finished drafts (None before any)."""
+        if not self.draft_costs:
+            return None
+        if self.plan.unit is BudgetUnit.CALLS:
+            return float(self._rollout_calls)
+        return predicted_full_cost(self._draft_seconds / len(self.draft_costs),
+                                   self._computed_calls / self._total_calls)
+
+    def allowance(self) -> float | None:
+        """What the drafts may spend: M full rollouts less the recommit."""
+        full = self.full_cost()
+        return None if full is None else (self.plan.rollouts - 1) * full
+
+    def left_for_drafts(self) -> float | None:
+        """What the finished drafts left of the allowance (None before the first has finished)."""
+        allowance = self.allowance()
+        return None if allowance is None else max(allowance - sum(self.draft_costs), 0.0)
+
+    def start_draft(self, now: float) -> None:
+        self._current_calls = 0
+        self._current_start = now
+
+    def _current_cost(self, now: float) -> float:
+        return float(self._current_calls) if self.plan.unit is BudgetUnit.CALLS else now - self._current_start
+
+    def _next_call_cost(self) -> float:
+        if self.plan.unit is BudgetUnit.CALLS:
+            return 1.0
+        return self._draft_seconds / self._computed_calls
+
+    def before_computed_call(self, now: float) -> None:
+        """Count the transformer call about to be computed, or raise ``BudgetSpent`` when it would not fit."""
+        allowance = self.allowance()
+        if allowance is not None:
+            spent = sum(self.draft_costs) + self._current_cost(now) + self._next_call_cost()
+            if spent > allowance:
+                self.stopped_draft_cost = self._current_cost(now)
+                raise BudgetSpent
+        self._current_calls += 1
+
+    def finish_draft(self, skipped_calls: int, now: float) -> None:
+        """Book the draft in progress, which skipped ``skipped_calls``: a full rollout computes those too."""
+        seconds = now - self._current_start
+        total_calls = self._current_calls + skipped_calls
+        self.draft_costs.append(self._current_cost(now))
+        self._computed_calls += self._current_calls
+        self._total_calls += total_calls
+        self._draft_seconds += seconds
+        self._rollout_calls = max(self._rollout_calls, total_calls)
+
+    def outcome(self) -> BudgetOutcome:
+        if not self.draft_costs:
+            raise ValueError("budget: no draft finished, so there is no width to report")
+        return BudgetOutcome(self.plan, tuple(self.draft_costs), self.full_cost(), self.stopped_draft_cost)
+
+
+def format_cost(value: float, unit: BudgetUnit) -> str:
+    return f"{value:.0f} calls" if unit is BudgetUnit.CALLS else f"{value:.2f} s"
+
+
+@dataclasses.dataclass(frozen=True)
+class BudgetOutcome:
+    """The width a fixed-budget search chose and what it predicted (costs in ``plan.unit``)."""
+
+    plan: BudgetPlan
+    draft_costs: tuple[float, ...]
+    full_cost: float  # predicted before any commit ran
+    stopped_draft_cost: float | None  # spent on the draft the budget stopped; None when max_candidates ended it
+
+    @property
+    def width(self) -> int:
+        return len(self.draft_costs)
+
+    @property
+    def budget(self) -> float:
+        return self.plan.rollouts * self.full_cost
+
+    @property
+    def predicted_total(self) -> float:
+        """Drafts, the stopped draft's part and one full recommit at its predicted cost."""
+        return sum(self.draft_costs) + (self.stopped_draft_cost or 0.0) + self.full_cost
+
+    @property
+    def break_even_width(self) -> float:
+        mean_draft = sum(self.draft_costs) / self.width
+        return 1.0 / (1.0 - mean_draft / self.full_cost) if mean_draft < self.full_cost else math.inf
+
+    def lines(self, commit_cost: float | None = None) -> list[str]:
+        """Report lines; ``commit_cost`` (measured, in the plan's unit) adds the predicted-vs-measured check."""
+        unit, m = self.plan.unit, self.plan.rollouts
+
+        def cost(value):
+            return format_cost(value, unit)
+
+        dependence = "deterministic" if self.plan.deterministic else "N depends on wall time"
+        heading = (f"budget: full best-of-{m} in {unit.value} = {m} x {cost(self.full_cost)} (full rollout, predicted "
+                   f"from the drafts) = {cost(self.budget)}; {dependence}")
+        lines = [heading]
+        if self.stopped_draft_cost is not None:
+            ended = (f"draft {self.width + 1} stopped after {cost(self.stopped_draft_cost)}, where the next call "
+                     "would have overrun the budget")
+        else:
+            ended = f"max_candidates {self.plan.max_candidates} reached"
+        lines.append(
+            f"budget: N = {self.width} chosen ({ended}); drafts {cost(sum(self.draft_costs))} + recommit "
+            f"{cost(self.full_cost)} predicted = {cost(self.predicted_total)} of {cost(self.budget)}; "
+            f"break-even width N* = {self.break_even_width:.2f}"
+        )
+        if commit_cost is not None:
+            measured_total = self.predicted_total - self.full_cost + commit_cost
+            lines.append(
+                f"budget: recommit predicted {cost(self.full_cost)}, measured {cost(commit_cost)}; search total "
+                f"predicted {cost(self.predicted_total)}, measured {cost(measured_total)} "
+                f"({100 * measured_total / self.budget:.1f} % of the budget)"
+            )
+        return lines
+
+    def as_dict(self) -> dict:
+        """JSON-ready summary for the frontend."""
+        return {"unit": self.plan.unit.value, "rollouts": self.plan.rollouts, "width": self.width,
+                "max_candidates": self.plan.max_candidates, "full_cost": self.full_cost, "budget": self.budget,
+                "predicted_total": self.predicted_total, "deterministic": self.plan.deterministic,
+                "break_even_width": self.break_even_width if math.isfinite(self.break_even_width) else None}

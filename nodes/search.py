@@ -16,12 +16,14 @@ import dataclasses
 import time
 from typing import Protocol
 
+import comfy.patcher_extension
 import comfy.utils
 import nodes as comfy_nodes
 import torch
 from comfy_extras.nodes_custom_sampler import Noise_EmptyNoise, Noise_RandomNoise, SamplerCustomAdvanced
 
 from ..cachedsearch_core import Draft, Ranking, SearchCost, StageCalls, search_report
+from ..cachedsearch_core.budget import BudgetOutcome, BudgetUnit
 from ..cachedsearch_core.pruning import PrunedCandidate, PruningOutcome, PruningPlan, survivors
 from .cache_patch import STATISTICS_CALLBACK_OPTION, TRAJECTORY_POSITION_OPTION, detach_step_cache, step_cache_config
 
@@ -231,6 +233,8 @@ class SearchCandidates:
     latent_entries: dict = dataclasses.field(default_factory=dict)
     # Set by a pruned search: the drafts are its survivors, this records the prune step and the dropped candidates.
     pruning: PruningOutcome | None = None
+    # Set by a fixed-budget search: the width it chose and the costs it predicted.
+    budget: BudgetOutcome | None = None
 
     @property
     def seeds(self) -> list[int]:
@@ -239,18 +243,27 @@ class SearchCandidates:
     def __len__(self) -> int:
         return len(self.drafts)
 
-    def report(self, ranking: Ranking | None = None, mode: str | None = None, commit_seconds=None) -> str:
+    def report(self, ranking: Ranking | None = None, mode: str | None = None, commit_seconds=None,
+               commit_calls: int | None = None) -> str:
         stage_names = self.recipe.names if len(self.recipe.stages) > 1 else ()
         report = search_report(self.drafts, self.cache_description, ranking, mode, commit_seconds, stage_names)
-        if self.pruning is None:
-            return report
         lines = report.splitlines()
-        pruning_lines = self.pruning.report_lines()
-        relative = self.relative_cost(commit_seconds)
-        if relative is not None:
-            pruning_lines.append(f"pruned search with commit (all drafts, previews, commit) cost "
-                                 f"{100 * relative:.1f} % of full best-of-{len(self.pruning.seeds)}")
-        return "\n".join([*lines[:1], *pruning_lines, *lines[1:]])
+        if self.pruning is not None:
+            pruning_lines = self.pruning.report_lines()
+            relative = self.relative_cost(commit_seconds)
+            if relative is not None:
+                pruning_lines.append(f"pruned search with commit (all drafts, previews, commit) cost "
+                                     f"{100 * relative:.1f} % of full best-of-{len(self.pruning.seeds)}")
+            lines = [*lines[:1], *pruning_lines, *lines[1:]]
+        if self.budget is not None:
+            lines += self.budget.lines(self.budget_commit_cost(commit_seconds, commit_calls))
+        return "\n".join(lines)
+
+    def budget_commit_cost(self, commit_seconds: float | None, commit_calls: int | None) -> float | None:
+        """A measured commit's cost in the unit of this search's budget."""
+        if self.budget is None:
+            return None
+        return commit_calls if self.budget.plan.unit is BudgetUnit.CALLS else commit_seconds
 
     def relative_cost(self, commit_seconds: float | None) -> float | None:
         """This search's cost relative to full best-of-N, when a commit measured C_f. A pruned search counts every
@@ -395,12 +408,44 @@ def run_search(recipe: StagedRecipe, seeds: list[int], announce=None) -> SearchC
                             torch.cat([state.latent["samples"] for state in states]), describe_cache(recipe), entries)
 
 
-def commit(candidates: SearchCandidates, winner: int, model=None) -> tuple[dict, float]:
+METER_WRAPPER_KEY = "cachedsearch_call_meter"
+
+
+def metered(stage: Stage, on_computed_call) -> Stage:
+    """The stage on a clone of its model that calls ``on_computed_call()`` before each transformer call it computes.
+
+    The meter's wrapper is added after the step cache's, so it runs inside it: calls the cache skips never reach it.
+    """
+    model = stage.patcher.clone()
+
+    def meter(executor, *args, **kwargs):
+        on_computed_call()
+        return executor(*args, **kwargs)
+
+    model.add_wrapper_with_key(comfy.patcher_extension.WrappersMP.DIFFUSION_MODEL, METER_WRAPPER_KEY, meter)
+    return stage.with_model(model)
+
+
+class CallCounter:
+    """Counts the transformer calls a metered stage computes."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self) -> None:
+        self.calls += 1
+
+
+def commit(candidates: SearchCandidates, winner: int, model=None, on_computed_call=None) -> tuple[dict, float]:
     """Regenerate the winner's seed through every stage at full compute (caches removed, on clones).
 
-    Returns the last stage's stock output latent and the seconds it took.
+    Returns the last stage's stock output latent and the seconds it took. ``on_computed_call``, if given, is
+    called before each transformer call (a ``CallCounter`` measures the commit's calls).
     """
     recipe = candidates.recipe.without_cache(model)
+    if on_computed_call is not None:
+        recipe = dataclasses.replace(recipe, stages=tuple(metered(stage, on_computed_call)
+                                                          for stage in recipe.stages))
     progress = SearchProgress(recipe.steps)
     state = CandidateState(candidates.drafts[winner].seed, recipe.latent)
     start = time.perf_counter()

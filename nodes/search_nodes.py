@@ -4,7 +4,10 @@ import comfy.samplers
 from comfy_api.latest import io
 
 from ..cachedsearch_core import MAX_CANDIDATES, Ranking, candidate_seeds, parse_scores
+from .budget_nodes import budget_input
+from .budget_search import run_budget_search
 from .search import (
+    CallCounter,
     CustomSamplerStage,
     KSamplerStage,
     SearchCandidates,
@@ -47,8 +50,16 @@ def _pruning_input():
                                  "candidate runs to the end.")
 
 
-def _explore(recipe: StagedRecipe, seeds: list[int], announce, pruning) -> SearchCandidates:
-    """The search, pruned when a pruning plan is connected."""
+def _explore(recipe: StagedRecipe, seed: int, num_candidates: int, announce, pruning, budget) -> SearchCandidates:
+    """The drafts of N seeds from ``seed``; pruned when a pruning plan is connected, or as many seeds as a budget
+    plan affords when one is connected instead."""
+    if budget is not None:
+        if pruning is not None:
+            raise ValueError("budget: a fixed-budget search cannot also be pruned (the width is chosen while drafting, "
+                             "the survivors after all drafts reached the prune step); connect either the pruning "
+                             "plan or the budget plan, not both")
+        return run_budget_search(recipe, seed, budget, announce)
+    seeds = candidate_seeds(seed, num_candidates)
     if pruning is None:
         return run_search(recipe, seeds, announce)
     return pruning.search(recipe, seeds, announce)
@@ -88,6 +99,8 @@ def _search_output(candidates: SearchCandidates) -> io.NodeOutput:
     shown = {"text": (report,), "cachedsearch_drafts": draft_rows(candidates)}
     if candidates.pruning is not None:
         shown["cachedsearch_pruned"] = pruned_rows(candidates)
+    if candidates.budget is not None:
+        shown["cachedsearch_budget"] = [candidates.budget.as_dict()]
     return io.NodeOutput(candidates.latent(candidates.draft_latents), candidates, report, ui=shown)
 
 
@@ -118,6 +131,7 @@ class SearchSampler(io.ComfyNode):
                 io.Float.Input("denoise", default=1.0, min=0.0, max=1.0, step=0.01,
                                tooltip="1.0 samples from pure noise; lower keeps part of the input latent."),
                 _pruning_input(),
+                budget_input(),
             ],
             outputs=_search_outputs(),
             hidden=[io.Hidden.unique_id],
@@ -132,15 +146,15 @@ class SearchSampler(io.ComfyNode):
 
     @classmethod
     def execute(cls, model, positive, negative, latent_image, seed, num_candidates, steps, cfg, sampler_name,
-                scheduler, denoise, pruning=None) -> io.NodeOutput:
+                scheduler, denoise, pruning=None, budget=None) -> io.NodeOutput:
         message = cls.validate_inputs(seed, num_candidates, denoise)
         if message is not True:
             raise ValueError(message)
         _check_latent(latent_image)
         stage = KSamplerStage(model, positive, negative, steps, cfg, sampler_name, scheduler, denoise)
         announce = progress_text_sender(cls.hidden.unique_id)
-        return _search_output(_explore(StagedRecipe.single(stage, latent_image),
-                                       candidate_seeds(seed, num_candidates), announce, pruning))
+        return _search_output(_explore(StagedRecipe.single(stage, latent_image), seed, num_candidates, announce,
+                                       pruning, budget))
 
 
 class SearchSamplerAdvanced(io.ComfyNode):
@@ -159,6 +173,7 @@ class SearchSamplerAdvanced(io.ComfyNode):
                 io.Latent.Input("latent_image", tooltip="A batch-1 latent."),
                 *_search_inputs(),
                 _pruning_input(),
+                budget_input(),
             ],
             outputs=_search_outputs(),
             hidden=[io.Hidden.unique_id],
@@ -170,13 +185,17 @@ class SearchSamplerAdvanced(io.ComfyNode):
         return _seed_range_message(seed, num_candidates)
 
     @classmethod
-    def execute(cls, guider, sampler, sigmas, latent_image, seed, num_candidates, pruning=None) -> io.NodeOutput:
-        seeds = candidate_seeds(seed, num_candidates)
+    def execute(cls, guider, sampler, sigmas, latent_image, seed, num_candidates, pruning=None,
+                budget=None) -> io.NodeOutput:
+        message = _seed_range_message(seed, num_candidates)
+        if message is not True:
+            raise ValueError(message)
         _check_latent(latent_image)
         if sigmas.shape[-1] < 2:
             raise ValueError("sigmas: needs at least two values (one step); check the scheduler node's steps")
         recipe = StagedRecipe.single(CustomSamplerStage(guider, sampler, sigmas), latent_image)
-        return _search_output(_explore(recipe, seeds, progress_text_sender(cls.hidden.unique_id), pruning))
+        announce = progress_text_sender(cls.hidden.unique_id)
+        return _search_output(_explore(recipe, seed, num_candidates, announce, pruning, budget))
 
 
 def _split_step_message(steps, split_step) -> str | bool:
@@ -231,6 +250,7 @@ class SearchSamplerExperts(io.ComfyNode):
                 io.Combo.Input("scheduler", options=comfy.samplers.KSampler.SCHEDULERS, default="simple",
                                tooltip="Sigma schedule, as in KSamplerAdvanced."),
                 _pruning_input(),
+                budget_input(),
             ],
             outputs=_search_outputs(),
             hidden=[io.Hidden.unique_id],
@@ -243,7 +263,7 @@ class SearchSamplerExperts(io.ComfyNode):
 
     @classmethod
     def execute(cls, model_high, model_low, positive, negative, latent_image, seed, num_candidates, steps,
-                split_step, cfg, sampler_name, scheduler, pruning=None) -> io.NodeOutput:
+                split_step, cfg, sampler_name, scheduler, pruning=None, budget=None) -> io.NodeOutput:
         message = cls.validate_inputs(seed, num_candidates, steps, split_step)
         if message is not True:
             raise ValueError(message)
@@ -257,7 +277,7 @@ class SearchSamplerExperts(io.ComfyNode):
                             force_full_denoise=True)
         recipe = StagedRecipe((high, low), latent_image, ("high noise", "low noise"))
         announce = progress_text_sender(cls.hidden.unique_id)
-        return _search_output(_explore(recipe, candidate_seeds(seed, num_candidates), announce, pruning))
+        return _search_output(_explore(recipe, seed, num_candidates, announce, pruning, budget))
 
 
 class RankingFromScores(io.ComfyNode):
@@ -318,14 +338,19 @@ class Recommit(io.ComfyNode):
     def execute(cls, candidates, ranking, mode, model=None) -> io.NodeOutput:
         ranking.check_matches(len(candidates))
         winner = ranking.winner
+        commit_calls = CallCounter()
         if mode == "keep":
             delivered, commit_seconds = candidates.latent(candidates.draft_latents[winner : winner + 1].clone()), None
         else:
-            delivered, commit_seconds = commit(candidates, winner, model)
-        report = candidates.report(ranking, mode, commit_seconds)
+            delivered, commit_seconds = commit(candidates, winner, model, on_computed_call=commit_calls)
+        measured_calls = commit_calls.calls if commit_seconds is not None else None
+        report = candidates.report(ranking, mode, commit_seconds, measured_calls)
         delivery = {"seed": candidates.drafts[winner].seed, "candidate": winner + 1, "mode": mode,
                     "num_candidates": len(candidates.pruning.seeds) if candidates.pruning else len(candidates),
                     "commit_seconds": commit_seconds,
                     "relative_cost": candidates.relative_cost(commit_seconds)}
+        if candidates.budget is not None:
+            delivery["budget"] = candidates.budget.as_dict() | {
+                "measured_commit": candidates.budget_commit_cost(commit_seconds, measured_calls)}
         return io.NodeOutput(delivered, candidates.drafts[winner].seed, report,
                              ui={"text": (report,), "cachedsearch_delivery": [delivery]})

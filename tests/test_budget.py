@@ -2,7 +2,7 @@
 
 import pytest
 
-from cachedsearch_core.budget import budget_width, predicted_full_cost
+from cachedsearch_core.budget import BudgetLedger, BudgetPlan, BudgetSpent, budget_width, predicted_full_cost
 
 
 def test_width_is_the_largest_that_fits():
@@ -21,3 +21,78 @@ def test_call_budget_is_deterministic_and_prediction_uses_computed_fraction():
         predicted_full_cost(1.0, 0)
     with pytest.raises(ValueError, match="budget_rollouts: got 0"):
         budget_width(costs, 100, 0)
+
+
+def draft_with_calls(ledger, computed, total, seconds=0.0, start=0.0):
+    """Runs one scripted draft through the ledger: ``computed`` calls, then the draft ends."""
+    ledger.start_draft(start)
+    for call in range(computed):
+        ledger.before_computed_call(start + seconds * call / max(computed, 1))
+    ledger.finish_draft(total - computed, start + seconds)
+
+
+def run_scripted_search(plan, computed_per_draft, total):
+    """What the search does with a ledger: drafts until one is stopped or max_candidates are made."""
+    ledger = BudgetLedger(plan)
+    for computed in computed_per_draft[: plan.max_candidates]:
+        try:
+            draft_with_calls(ledger, computed, total)
+        except BudgetSpent:
+            break
+    return ledger.outcome()
+
+
+@pytest.mark.parametrize("rollouts", [2, 3, 4, 5])
+def test_call_ledger_drafts_exactly_the_largest_width_that_fits(rollouts):
+    costs = [30, 52, 41, 47, 38, 55, 29, 44, 50, 36, 40, 33]
+    outcome = run_scripted_search(BudgetPlan(rollouts, max_candidates=12), costs, total=100)
+    assert outcome.width == budget_width(costs, 100, rollouts)
+    assert outcome.full_cost == 100
+    assert outcome.predicted_total <= rollouts * 100  # the stopped draft's calls included
+    spent_on_drafts = sum(costs[: outcome.width])
+    assert outcome.stopped_draft_cost == (rollouts - 1) * 100 - spent_on_drafts  # stopped at the last call that fit
+
+
+def test_max_candidates_ends_a_search_with_budget_left():
+    outcome = run_scripted_search(BudgetPlan(4, max_candidates=3), [10] * 10, total=100)
+    assert (outcome.width, outcome.stopped_draft_cost) == (3, None)
+    assert "max_candidates 3 reached" in "\n".join(outcome.lines())
+
+
+def test_wall_time_ledger_predicts_the_full_rollout_from_the_computed_fraction():
+    plan = BudgetPlan(3, unit="wall time", max_candidates=10)
+    ledger = BudgetLedger(plan)
+    clock = 0.0
+    # Each draft computes 40 of 100 calls in 2 s: a full rollout is predicted at 2 / 0.4 = 5 s; 10 s for drafts.
+    widths = []
+    for _ in range(10):
+        try:
+            draft_with_calls(ledger, 40, 100, seconds=2.0, start=clock)
+        except BudgetSpent:
+            break
+        clock += 2.0
+        widths.append(ledger.full_cost())
+    assert widths[0] == pytest.approx(5.0)
+    outcome = ledger.outcome()
+    assert outcome.width == budget_width([2.0] * 10, 5.0, 3) == 5
+    assert "N depends on wall time" in outcome.lines()[0]
+    assert "deterministic" in run_scripted_search(BudgetPlan(3), [40] * 5, 100).lines()[0]
+
+
+def test_outcome_compares_predicted_and_measured_recommit():
+    outcome = run_scripted_search(BudgetPlan(4, max_candidates=8), [50] * 8, total=100)
+    assert (outcome.width, outcome.break_even_width) == (6, 2.0)
+    check = outcome.lines(commit_cost=100)[-1]
+    assert "recommit predicted 100 calls, measured 100 calls" in check
+    assert "measured 400 calls (100.0 % of the budget)" in check
+
+
+@pytest.mark.parametrize("inputs, message", [
+    (dict(rollouts=1), "budget_rollouts: got 1"),
+    (dict(rollouts=65), "budget_rollouts: got 65"),
+    (dict(max_candidates=0), "max_candidates: got 0"),
+    (dict(unit="seconds"), "budget_unit: got 'seconds'"),
+])
+def test_bad_plans_name_the_input(inputs, message):
+    with pytest.raises(ValueError, match=message):
+        BudgetPlan(**inputs)

@@ -6,8 +6,7 @@ import torch
 
 from scripts.tiny_models import WAN21_VAE_FILE, WAN22_A14B_FILES
 
-# 13 frames: 4 latent frames, so 4 preview frames fit.
-VIDEO_LENGTH = 13  # 4 latent frames
+VIDEO_LENGTH = 13  # 4 latent frames, so 4 preview frames fit
 SETTINGS = dict(steps=8, cfg=5.0, sampler_name="euler", scheduler="simple", denoise=1.0)
 SKIPPING = dict(mode="adaptive", tau=0.5, warmup_steps=1, cooldown_steps=1, static_interval=2)
 OFF = dict(SKIPPING, mode="off")
@@ -203,6 +202,16 @@ def test_bad_pruning_input_names_the_input(engine, wan, plan, n, message):
     with pytest.raises(ValueError, match=message):
         pruned_search(engine, cached, wan, pruning_plan(engine, vae, verifier, **plan), n=n)
     assert verifier.frames_seen == []  # refused before any sampling
+
+
+def test_a_pruning_plan_and_a_budget_together_are_refused_naming_budget(engine, wan):
+    model, _, _, _, vae = wan
+    cached = engine.one("CachedSearchApplyCache", model=model, **SKIPPING)
+    verifier = ScriptedVerifier(SCRIPTED_PREVIEW_SCORES)
+    budget = engine.one("CachedSearchBudget", budget_rollouts=4, budget_unit="transformer calls", max_candidates=8)
+    with pytest.raises(ValueError, match="budget: a fixed-budget search cannot also be pruned"):
+        pruned_search(engine, cached, wan, pruning_plan(engine, vae, verifier), budget=budget)
+    assert verifier.frames_seen == []
 
 
 def test_advanced_sampler_prunes_inside_its_sigmas(engine, wan):

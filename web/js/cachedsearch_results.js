@@ -195,8 +195,27 @@ function renderDrafts(node, output) {
   const drafts = pruned.length
     ? `${rows.length} of ${rows.length + pruned.length} drafts kept at step ${pruned[0].prune_step} by preview score`
     : `${rows.length} drafts`;
-  showSummary(node, `${drafts}, ${saving}, mean ${meanSeconds.toFixed(2)} s per draft`);
+  const budget = budgetLine(output.cachedsearch_budget?.[0]);
+  showSummary(node, `${drafts}, ${saving}, mean ${meanSeconds.toFixed(2)} s per draft${budget}`);
   return true;
+}
+
+// A fixed-budget search's choice: N, what it predicted against best-of-M, the break-even width.
+function budgetAmount(value, unit) {
+  return unit === "wall time" ? `${value.toFixed(2)} s` : `${Math.round(value)} calls`;
+}
+
+function budgetLine(budget, measuredCommit) {
+  if (!budget || typeof budget.full_cost !== "number") return "";
+  const amount = (value) => budgetAmount(value, budget.unit);
+  const breakEven = typeof budget.break_even_width === "number" ? `, N* ${budget.break_even_width.toFixed(2)}` : "";
+  const wallTime = budget.deterministic ? "" : ", N depends on wall time";
+  let line = `; budget best-of-${budget.rollouts} (${amount(budget.budget)}): N = ${budget.width}, predicted ` +
+    `${amount(budget.predicted_total)}${breakEven}${wallTime}`;
+  if (typeof measuredCommit === "number") {
+    line += `; recommit predicted ${amount(budget.full_cost)}, measured ${amount(measuredCommit)}`;
+  }
+  return line;
 }
 
 function renderDelivery(node, output) {
@@ -205,7 +224,8 @@ function renderDelivery(node, output) {
   const cost = typeof delivery.relative_cost === "number"
     ? `search cost ${(100 * delivery.relative_cost).toFixed(1)}% of full best-of-${delivery.num_candidates}`
     : "no commit: drafts only";
-  showSummary(node, `delivered seed ${delivery.seed} (candidate ${delivery.candidate}, ${delivery.mode}); ${cost}`);
+  const budget = budgetLine(delivery.budget, delivery.budget?.measured_commit);
+  showSummary(node, `delivered seed ${delivery.seed} (candidate ${delivery.candidate}, ${delivery.mode}); ${cost}${budget}`);
   return true;
 }
 

@@ -1,0 +1,69 @@
+"""The budget plan node and the optional input the search nodes take it on."""
+
+from __future__ import annotations
+
+from comfy_api.latest import io
+
+from ..cachedsearch_core import MAX_CANDIDATES
+from ..cachedsearch_core.budget import BudgetPlan, BudgetUnit
+
+BudgetType = io.Custom("CACHEDSEARCH_BUDGET")
+
+_WALL_TIME_NOTE = (
+    "wall time: the measured draft seconds, with the drafts' computed-call fraction predicting what the full-compute "
+    "recommit will take; counts everything a rollout spends, but the chosen N then depends on wall time (machine "
+    "load, model loading in the first draft), so the same graph can choose a different N."
+)
+
+
+def budget_input() -> io.Input:
+    """The optional input of the search nodes that replaces num_candidates with a budget."""
+    return BudgetType.Input(
+        "budget", optional=True,
+        tooltip="Optional: a CachedSearch Budget plan. When connected, num_candidates is ignored and the search "
+        "drafts seeds seed, seed + 1, ... while the drafts plus one full recommit fit in what full best-of-M would "
+        "cost (at most the plan's max_candidates). With a wall-time plan the chosen N depends on wall time.",
+    )
+
+
+class SearchBudget(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id="CachedSearchBudget",
+            display_name="CachedSearch Budget",
+            category="CachedSearch",
+            description="Spend what full best-of-M would cost instead of choosing N: connected to a CachedSearch "
+            "sampler's budget input, the search keeps drafting seeds while the drafts so far plus one full-compute "
+            "recommit fit in M full rollouts, and reports the N it chose. Counted in transformer calls (default) the "
+            "choice is deterministic; counted in wall time the chosen N depends on wall time.",
+            inputs=[
+                io.Int.Input("budget_rollouts", default=4, min=2, max=MAX_CANDIDATES,
+                             tooltip="M: the search may spend what M full rollouts cost (full best-of-M), one of "
+                             "them for the recommit. With drafts ~2x cheaper, best-of-4's cost explores ~6 seeds."),
+                io.Combo.Input("budget_unit", options=[unit.value for unit in BudgetUnit],
+                               default=BudgetUnit.CALLS.value,
+                               tooltip="transformer calls (default): counted exactly by the cache, so the same graph "
+                               "always chooses the same N; a full rollout costs every call a draft computed or "
+                               f"skipped. {_WALL_TIME_NOTE}"),
+                io.Int.Input("max_candidates", default=16, min=1, max=MAX_CANDIDATES,
+                             tooltip="The most seeds the search drafts even when budget is left (drafts that skip "
+                             "almost everything would otherwise run on); the seeds run from seed to "
+                             "seed + max_candidates - 1."),
+            ],
+            outputs=[BudgetType.Output(display_name="budget", tooltip="Connect to a CachedSearch sampler's budget "
+                                       "input.")],
+        )
+
+    @classmethod
+    def validate_inputs(cls, budget_rollouts=None, budget_unit=None, max_candidates=None):
+        try:
+            BudgetPlan(**{name: value for name, value in (("rollouts", budget_rollouts), ("unit", budget_unit),
+                                                          ("max_candidates", max_candidates)) if value is not None})
+        except ValueError as error:
+            return str(error)
+        return True
+
+    @classmethod
+    def execute(cls, budget_rollouts, budget_unit, max_candidates) -> io.NodeOutput:
+        return io.NodeOutput(BudgetPlan(budget_rollouts, budget_unit, max_candidates))

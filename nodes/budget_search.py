@@ -1,0 +1,56 @@
+"""The fixed-budget search: draft seeds seed, seed + 1, ... until the next transformer call would overrun what full
+best-of-M costs, one full recommit included ("CachedSearch: Training-Free Cached Exploration for Test-Time Search in
+Video Diffusion", Sec. 3.3)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import torch
+
+from ..cachedsearch_core import candidate_seeds
+from ..cachedsearch_core.budget import BudgetLedger, BudgetPlan, BudgetSpent, format_cost
+from .search import (
+    CandidateState,
+    SearchCandidates,
+    SearchProgress,
+    StagedRecipe,
+    describe_cache,
+    metered,
+    run_stage,
+)
+
+
+def run_budget_search(recipe: StagedRecipe, seed: int, plan: BudgetPlan, announce=None,
+                      clock=time.perf_counter) -> SearchCandidates:
+    """Draft one seed after another through all its stages (the width is decided candidate by candidate, so a
+    staged search runs each candidate's stages before the next candidate's) until ``plan`` stops a draft or
+    ``plan.max_candidates`` drafts are made. A stopped draft is dropped: its calls were spent within the budget.
+
+    ``clock`` gives the seconds a wall-time budget counts.
+    """
+    seeds = candidate_seeds(seed, plan.max_candidates)
+    ledger = BudgetLedger(plan)
+    recipe_metered = dataclasses.replace(recipe, stages=tuple(
+        metered(stage, lambda: ledger.before_computed_call(clock())) for stage in recipe.stages))
+    progress = SearchProgress(plan.max_candidates * recipe.steps)
+    finished = []
+    for index, candidate_seed in enumerate(seeds):
+        if announce is not None:
+            left = ledger.left_for_drafts()
+            budget_left = "" if left is None else f", {format_cost(left, plan.unit)} left for drafts"
+            announce(f"budget draft {index + 1} (seed {candidate_seed}{budget_left})")
+        state = CandidateState(candidate_seed, recipe.latent)
+        ledger.start_draft(clock())
+        try:
+            for stage_index in range(len(recipe.stages)):
+                (state,) = run_stage(recipe_metered, stage_index, [state], progress)
+        except BudgetSpent:
+            break
+        ledger.finish_draft(state.draft().calls_skipped, clock())
+        finished.append(state)
+    entries = {key: value for key, value in finished[0].latent.items() if key not in ("samples", "batch_index")}
+    return SearchCandidates(recipe, tuple(state.draft() for state in finished),
+                            torch.cat([state.latent["samples"] for state in finished]), describe_cache(recipe),
+                            entries, budget=ledger.outcome())
