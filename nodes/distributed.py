@@ -132,8 +132,8 @@ class DistributedCandidates(SearchCandidates):
                             for participant, seeds in by_participant.items())
         return [f"drafted by: {drafted}", *self.notes]
 
-    def report(self, ranking=None, mode=None, commit_seconds=None) -> str:
-        return "\n".join([super().report(ranking, mode, commit_seconds), *self.distribution_lines()])
+    def report(self, ranking=None, mode=None, commit_seconds=None, commit_calls=None) -> str:
+        return "\n".join([super().report(ranking, mode, commit_seconds, commit_calls), *self.distribution_lines()])
 
 
 def _assemble(like: SearchCandidates, collected: dict, notes: list[str]) -> DistributedCandidates:
