@@ -161,6 +161,9 @@ try {
     const saved = await page.evaluate(() => window.app.graph.serialize());
     await page.reload();
     await page.waitForFunction(() => window.app?.graph && window.LiteGraph, null, { timeout: 120000 });
+    // Newer frontends restore the previous session's workflow asynchronously after the graph exists; a graph loaded
+    // before that restore finishes is replaced by it. Let the restore settle first.
+    await page.waitForTimeout(3000);
     await loadWorkflow(saved);
     // The panels are DOM widgets the frontend attaches after loadGraphData resolves: wait for them.
     await waitForRows(config.candidates);
