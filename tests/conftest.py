@@ -113,6 +113,33 @@ class InProcessComfy:
         (result,) = self.run(node_id, **inputs)
         return result
 
+    @staticmethod
+    def press_cancel_at(model, run: int, call: int):
+        """A clone of ``model`` that presses Cancel as ComfyUI's POST /interrupt does (it only sets the flag) at
+        transformer call ``call`` of sampling run ``run``; ComfyUI's own interrupt check then stops the run.
+        Returns the clone and its live counts of runs and calls."""
+        import comfy.model_management
+        import comfy.patcher_extension
+
+        counts = {"runs": 0, "calls": 0}
+
+        def count_runs(executor, *args, **kwargs):
+            counts["runs"] += 1
+            counts["calls"] = 0
+            return executor(*args, **kwargs)
+
+        def count_calls(executor, *args, **kwargs):
+            counts["calls"] += 1
+            if (counts["runs"], counts["calls"]) == (run, call):
+                comfy.model_management.interrupt_current_processing(True)
+            return executor(*args, **kwargs)
+
+        pressing = model.clone()
+        wrappers = comfy.patcher_extension.WrappersMP
+        pressing.add_wrapper_with_key(wrappers.OUTER_SAMPLE, "test_press_cancel", count_runs)
+        pressing.add_wrapper_with_key(wrappers.DIFFUSION_MODEL, "test_press_cancel", count_calls)
+        return pressing, counts
+
     def tiny_wan_t2v(self, length: int = 5):
         """Tiny Wan 2.1 T2V (shift 8), the test pack's two prompts and an empty 32x32 video latent of ``length``
         frames: the inputs of a KSampler on a tiny Wan graph."""

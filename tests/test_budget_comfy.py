@@ -181,31 +181,6 @@ def test_bad_budget_inputs_get_errors_naming_the_input(engine, wan):
         search(engine, wan, budget=plan(engine, 4), seed=0xFFFF_FFFF_FFFF_FFFF - 3)
 
 
-def press_cancel_at(model, run: int, call: int):
-    """A clone of ``model`` that presses Cancel as ComfyUI's POST /interrupt does (it sets the flag) at transformer
-    call ``call`` of sampling run ``run``; ComfyUI's own interrupt check then stops the run."""
-    import comfy.model_management
-    import comfy.patcher_extension
-
-    counts = {"runs": 0, "calls": 0}
-
-    def count_runs(executor, *args, **kwargs):
-        counts["runs"] += 1
-        counts["calls"] = 0
-        return executor(*args, **kwargs)
-
-    def count_calls(executor, *args, **kwargs):
-        counts["calls"] += 1
-        if (counts["runs"], counts["calls"]) == (run, call):
-            comfy.model_management.interrupt_current_processing(True)
-        return executor(*args, **kwargs)
-
-    pressing = model.clone()
-    wrappers = comfy.patcher_extension.WrappersMP
-    pressing.add_wrapper_with_key(wrappers.OUTER_SAMPLE, "test_press_cancel", count_runs)
-    pressing.add_wrapper_with_key(wrappers.DIFFUSION_MODEL, "test_press_cancel", count_calls)
-    return pressing, counts
-
 
 def test_cancel_mid_search_leaves_nothing_behind(engine, wan):
     import comfy.model_management
@@ -215,7 +190,7 @@ def test_cancel_mid_search_leaves_nothing_behind(engine, wan):
     cached = wan[0]
     budget = plan(engine, 3)
     clean_drafts, clean_candidates, clean_report = search(engine, wan, budget=budget)
-    pressing, counts = press_cancel_at(cached, run=2, call=3)
+    pressing, counts = engine.press_cancel_at(cached, run=2, call=3)
     comfy.utils.set_progress_bar_global_hook(None)
     try:
         with pytest.raises(comfy.model_management.InterruptProcessingException):

@@ -141,31 +141,6 @@ def test_keep_returns_exactly_the_winners_draft(engine, families):
     assert "delivered by the cached draft as-is (keep)" in report
 
 
-def press_cancel_at(model, run: int, call: int):
-    """A clone of ``model`` that presses Cancel as ComfyUI's POST /interrupt does (it only sets the flag) at
-    transformer call ``call`` of sampling run ``run``; ComfyUI's own interrupt check then stops the run."""
-    import comfy.model_management
-    import comfy.patcher_extension
-
-    counts = {"runs": 0, "calls": 0}
-
-    def count_runs(executor, *args, **kwargs):
-        counts["runs"] += 1
-        counts["calls"] = 0
-        return executor(*args, **kwargs)
-
-    def count_calls(executor, *args, **kwargs):
-        counts["calls"] += 1
-        if (counts["runs"], counts["calls"]) == (run, call):
-            comfy.model_management.interrupt_current_processing(True)
-        return executor(*args, **kwargs)
-
-    pressing = model.clone()
-    wrappers = comfy.patcher_extension.WrappersMP
-    pressing.add_wrapper_with_key(wrappers.OUTER_SAMPLE, "test_press_cancel", count_runs)
-    pressing.add_wrapper_with_key(wrappers.DIFFUSION_MODEL, "test_press_cancel", count_calls)
-    return pressing, counts
-
 
 def test_cancel_during_a_draft_then_the_same_search_is_clean(engine, families):
     import comfy.model_management
@@ -175,7 +150,7 @@ def test_cancel_during_a_draft_then_the_same_search_is_clean(engine, families):
     latent = empty_latent(engine)
     cached = engine.one("CachedSearchApplyCache", model=model, **SKIPPING)
     clean_drafts, clean_candidates, _ = search(engine, cached, positive, negative, latent)
-    pressing, counts = press_cancel_at(cached, run=2, call=3)
+    pressing, counts = engine.press_cancel_at(cached, run=2, call=3)
     progress_seen = []
     # ComfyUI 0.33 throttles progress events, so the hook sees some steps only; 0.3.75 sees every step
     comfy.utils.set_progress_bar_global_hook(lambda value, total, *_, **__: progress_seen.append((value, total)))
