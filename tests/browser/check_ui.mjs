@@ -91,12 +91,13 @@ async function loadWorkflow(workflow) {
 const candidateRows = () => page.$$eval(".cachedsearch-panel tr.candidate", (rows) =>
   rows.map((row) => ({ seed: Number(row.dataset.seed), score: Number(row.dataset.score), winner: row.classList.contains("winner") })));
 
-async function waitForRows(count) {
+async function waitForRows(count, timeout = 30000) {
   try {
     await page.waitForFunction((n) => document.querySelectorAll(".cachedsearch-panel tr.candidate").length >= n,
-      count, { timeout: 30000 });
+      count, { timeout });
+    return true;
   } catch {
-    // reported through the row count the caller reads next
+    return false; // reported through the row count the caller reads next
   }
 }
 
@@ -161,12 +162,14 @@ try {
     const saved = await page.evaluate(() => window.app.graph.serialize());
     await page.reload();
     await page.waitForFunction(() => window.app?.graph && window.LiteGraph, null, { timeout: 120000 });
-    // Newer frontends restore the previous session's workflow asynchronously after the graph exists; a graph loaded
-    // before that restore finishes is replaced by it. Let the restore settle first.
-    await page.waitForTimeout(3000);
-    await loadWorkflow(saved);
-    // The panels are DOM widgets the frontend attaches after loadGraphData resolves: wait for them.
-    await waitForRows(config.candidates);
+    // Newer frontends restore the previous session's workflow asynchronously after the graph exists, and a graph
+    // loaded before that restore finishes is replaced by it; no event marks its end. So load the saved graph again
+    // if its panels (DOM widgets attached after loadGraphData resolves) have not appeared: a graph whose stored
+    // results never show still fails below.
+    for (let attempt = 0; attempt < 3; attempt++) {
+      await loadWorkflow(saved);
+      if (await waitForRows(config.candidates, 10000)) break;
+    }
     result.rowsAfterReload = (await candidateRows()).length;
 
     // The same graph freshly loaded (no stored results) and queued again: ComfyUI reuses every node's cached
