@@ -50,6 +50,7 @@ def run_budget_search(recipe: StagedRecipe, seed: int, plan: BudgetPlan, announc
             break
         ledger.finish_draft(state.draft().calls_skipped, clock())
         finished.append(state)
+    progress.finish()
     entries = {key: value for key, value in finished[0].latent.items() if key not in ("samples", "batch_index")}
     return SearchCandidates(recipe, tuple(state.draft() for state in finished),
                             torch.cat([state.latent["samples"] for state in finished]), describe_cache(recipe),

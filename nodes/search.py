@@ -198,6 +198,13 @@ class SearchProgress:
             comfy.utils.set_progress_bar_global_hook(outer)
         self.done = offset + step_count
 
+    def finish(self):
+        """Fill the bar when the search ends before its widest width (a budget stopped it)."""
+        hook = comfy.utils.PROGRESS_BAR_HOOK
+        if hook is not None and self.done < self.total:
+            hook(self.total, self.total, None)
+        self.done = self.total
+
 
 def _describe_stage_cache(model) -> str:
     config = step_cache_config(model)

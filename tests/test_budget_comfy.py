@@ -162,6 +162,24 @@ def test_budget_on_the_advanced_and_expert_samplers(engine, wan, widest):
     assert "high noise: " in report and f"budget: N = {len(candidates)} chosen" in report
 
 
+def test_progress_bar_ends_full_when_the_budget_stops_the_search_early(engine, wan, widest):
+    """The bar spans max_candidates x steps (the width is not known in advance); a search the budget stops at a
+    smaller width still ends with a full bar, and the bar never runs backwards."""
+    import comfy.utils
+
+    seen = []
+    comfy.utils.set_progress_bar_global_hook(lambda value, total, *_, **__: seen.append((value, total)))
+    try:
+        _, candidates, _ = search(engine, wan, budget=plan(engine, 3))
+    finally:
+        comfy.utils.set_progress_bar_global_hook(None)
+    assert candidates.budget.width < WIDEST
+    assert {total for _, total in seen} == {WIDEST * SETTINGS["steps"]}
+    values = [value for value, _ in seen]
+    assert values == sorted(values) and values[-1] == WIDEST * SETTINGS["steps"]
+    assert values[-2] <= (candidates.budget.width + 1) * SETTINGS["steps"]  # before the fill: drafts' own steps
+
+
 def test_max_candidates_ends_the_search_with_budget_left(engine, wan):
     _, candidates, report = search(engine, wan, budget=plan(engine, 8, max_candidates=2))
     assert candidates.seeds == [SEED, SEED + 1]
