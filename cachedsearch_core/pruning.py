@@ -55,6 +55,13 @@ class PruningPlan:
         if not (any(window.admits(self.prune_step) for window in windows) or self.prune_step in boundaries):
             if len(windows) == 1:
                 (window,) = windows
+                if window.steps - window.cooldown_steps - window.warmup_steps <= 1:
+                    raise ValueError(
+                        f"prune_step: got {self.prune_step}; with {window.steps} steps, warmup "
+                        f"{window.warmup_steps} and cooldown {window.cooldown_steps} the cache never skips a step, "
+                        "so pruning saves nothing: lower warmup_steps and cooldown_steps on CachedSearch Apply "
+                        "Cache, raise steps, or disconnect the pruning plan"
+                    )
                 raise ValueError(
                     f"prune_step: got {self.prune_step}; with {window.steps} steps, warmup {window.warmup_steps} and "
                     f"cooldown {window.cooldown_steps} it must lie strictly between {window.warmup_steps} and "

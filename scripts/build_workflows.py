@@ -351,11 +351,36 @@ def wan21_t2v_distributed() -> dict:
     return workflow
 
 
+PRUNING_NOTE = """
+**Pruning (CachedSearch Pruning Plan, on the sampler's `pruning` input):** every draft stops at
+`prune_fraction` of the steps (0.4: step 20 of 50); `preview_frames` frames decoded from the sampler's own
+estimate of the finished video there are scored by the same ImageReward, and only the best `keep` drafts run
+to the end. The dropped drafts are never finished, so the exploration costs less again on top of the cache;
+the winner is still recommitted at full compute, exactly as without pruning. A close call at the prune step
+can drop the seed that would have won: keep more (`keep`) or prune later to be safer. Delete the plan (or its
+link) to search without pruning.
+"""
+
+
+def wan21_t2v_pruned() -> dict:
+    """The Wan 2.1 workflow with a Pruning Plan on the search: 8 drafts to step 20 of 50, the best 4 continue."""
+    workflow = wan21_t2v()
+    api = workflow["api"]
+    api["pruning"] = {"class_type": "CachedSearchPruningPlan", "inputs": {
+        "vae": ["vae", 0], "verifier": ["load_verifier", 0], "prompt": ["prompt", 0], "keep": 4,
+        "prune_fraction": 0.4, "prune_step": 0, "preview_frames": 4}}
+    api["search"]["inputs"]["pruning"] = ["pruning", 0]
+    workflow["columns"]["pruning"] = workflow["columns"]["search"]
+    workflow["note"] += PRUNING_NOTE
+    return workflow
+
+
 TITLES = {
     "cache": "Apply Cache (explore cheap)", "search": "N cached drafts", "verify": "Rank drafts (ImageReward)",
     "recommit": "Recommit winner (full compute)", "prompt": "Prompt (text encoder + verifier)",
     "decode_drafts": "Decode drafts", "decode": "Decode delivered video",
     "collector": "ComfyUI-Distributed: sends the search to your workers",
+    "pruning": "Prune drafts at 40 % (keep the best 4 previews)",
 }
 GROUPS = (("1. Models", 0, "#3f789e"), ("2. Prompt and latent", 1, "#8a8a3f"), ("3. Explore: N cached drafts", 2,
           "#a1309b"), ("4. Verify", 3, "#b06634"), ("5. Commit the winner", 4, "#3f8a54"), ("6. Save", 5, "#444"))
@@ -371,7 +396,8 @@ def _workflow(nodes: dict, models: str, tau_advice: str, bypassed=()) -> dict:
 WORKFLOWS = {"cachedsearch_wan21_t2v": wan21_t2v, "cachedsearch_hunyuan_t2v": hunyuan_t2v,
              "cachedsearch_wan22_ti2v": wan22_ti2v, "cachedsearch_wan22_a14b_t2v": wan22_a14b_t2v,
              "cachedsearch_wan22_a14b_i2v": wan22_a14b_i2v, "cachedsearch_hunyuan15_t2v": hunyuan15_t2v,
-             "cachedsearch_wan21_t2v_distributed": wan21_t2v_distributed}
+             "cachedsearch_wan21_t2v_distributed": wan21_t2v_distributed,
+             "cachedsearch_wan21_t2v_pruned": wan21_t2v_pruned}
 
 
 def build(object_info: dict) -> dict[str, tuple[dict, dict]]:

@@ -108,6 +108,10 @@ def tiny_workflow_variant(api: dict, pooled: bool) -> dict:
                 inputs["split_step"] = 4
         if node["class_type"] == "BasicScheduler":
             inputs["steps"] = 8
+        if node["class_type"] == "CachedSearchPruningPlan":
+            inputs.update(keep=2, preview_frames=2)  # of the 3 candidates and the 3 latent frames
+            for cache in [n for n in graph.values() if n["class_type"] == "CachedSearchApplyCache"]:
+                cache["inputs"].update(warmup_steps=2, cooldown_steps=2)  # so step 3 of 8 lies where it skips
         if node["class_type"] == "VAEDecodeTiled":
             inputs.update(tile_size=64, overlap=0, temporal_size=8, temporal_overlap=4)
     final_decode = next(key for key, node in graph.items() if node["class_type"] == "CreateVideo")

@@ -43,6 +43,12 @@ def test_bad_plans_name_the_input(plan, error):
         plan.check(num_candidates=4, steps=8, warmup_steps=1, cooldown_steps=1, video_frames=9)
 
 
+def test_a_cache_window_with_no_skipping_step_says_what_to_change():
+    with pytest.raises(ValueError, match=r"prune_step: got 3; with 8 steps, warmup 5 and cooldown 5 the cache never "
+                                         r"skips a step.*lower warmup_steps and cooldown_steps"):
+        PruningPlan(prune_step=3, keep=2).check(num_candidates=4, steps=8, warmup_steps=5, cooldown_steps=5)
+
+
 def test_scripted_previews_keep_exact_survivors_and_continue_without_recomputing(engine, wan):
     search = engine.extension.nodes.search
     recipe = recipe_for(engine, wan)

@@ -33,7 +33,8 @@ def input_spec(info, name):
 
 def test_the_workflows_ship():
     assert NAMES == ["cachedsearch_hunyuan15_t2v", "cachedsearch_hunyuan_t2v", "cachedsearch_wan21_t2v",
-                     "cachedsearch_wan22_a14b_i2v", "cachedsearch_wan22_a14b_t2v", "cachedsearch_wan22_ti2v"]
+                     "cachedsearch_wan21_t2v_pruned", "cachedsearch_wan22_a14b_i2v", "cachedsearch_wan22_a14b_t2v",
+                     "cachedsearch_wan22_ti2v"]
     assert sorted(path.stem for path in (WORKFLOWS / "api").glob("*.json")
                   if not path.stem.endswith("_distributed")) == NAMES
 
@@ -95,6 +96,9 @@ def test_the_prompt_is_typed_once_and_shared_with_the_verifier(name):
     (prompt_id,) = [key for key, node in api.items() if node["class_type"] == "PrimitiveStringMultiline"]
     (verifier,) = [node for node in api.values() if node["class_type"] == "CachedSearchVerifier"]
     assert verifier["inputs"]["prompt"] == [prompt_id, 0]
+    for plan in [node for node in api.values() if node["class_type"] == "CachedSearchPruningPlan"]:
+        assert plan["inputs"]["prompt"] == [prompt_id, 0]  # previews judged against the same text
+        assert plan["inputs"]["verifier"] == verifier["inputs"]["verifier"]
     encoders = [node for node in api.values() if node["class_type"] == "CLIPTextEncode"]
     assert any(node["inputs"]["text"] == [prompt_id, 0] for node in encoders)
 
@@ -109,7 +113,8 @@ def stock_variant(graph, seed):
     search = stock[search_key]["inputs"]
     if stock[search_key]["class_type"] == "CachedSearchSampler":
         stock[recommit_key] = {"class_type": "KSampler", "inputs": {
-            **{k: v for k, v in search.items() if k != "num_candidates"}, "model": uncached, "seed": seed}}
+            **{k: v for k, v in search.items() if k not in ("num_candidates", "pruning", "budget")},
+            "model": uncached, "seed": seed}}
     else:
         for node in stock.values():
             if node["class_type"] in ("BasicGuider", "BasicScheduler"):
@@ -132,7 +137,7 @@ def frames(server, entry):
 
 
 @pytest.mark.parametrize("name, pooled", [("cachedsearch_wan21_t2v", False), ("cachedsearch_hunyuan_t2v", True),
-                                          ("cachedsearch_wan22_ti2v", False)])
+                                          ("cachedsearch_wan22_ti2v", False), ("cachedsearch_wan21_t2v_pruned", False)])
 def test_workflow_runs_end_to_end_and_delivers_the_stock_result_for_the_winner(comfy_server, name, pooled):
     _, api = load(name)
     graph = tiny_workflow_variant(api, pooled)
@@ -140,9 +145,12 @@ def test_workflow_runs_end_to_end_and_delivers_the_stock_result_for_the_winner(c
     (recommit_key,) = [k for k, n in graph.items() if n["class_type"] == "CachedSearchRecommit"]
     (save_key,) = [k for k, n in graph.items() if n["class_type"] == "SaveVideo"]
     report = entry["outputs"][recommit_key]["text"][0]
-    assert report.startswith("CachedSearch: 3 candidate(s)")
+    pruned = name.endswith("_pruned")  # 3 drafts to the prune step, the best 2 previews finished
+    assert report.startswith(f"CachedSearch: {2 if pruned else 3} candidate(s)")
     (video,) = entry["outputs"][save_key]["images"]
     assert (comfy_server.base_dir / "output" / video["subfolder"] / video["filename"]).stat().st_size > 0
+    if pruned:
+        assert "pruned at step 3 of 8: kept 2 of 3" in report, report
     winner_seed = int(report.split("winner: candidate ")[1].split("seed ")[1].split(",")[0])
     stock = comfy_server.run_prompt(stock_variant(graph, winner_seed))
     delivered, reference = frames(comfy_server, entry), frames(comfy_server, stock)
