@@ -142,9 +142,12 @@ def search_report(
     mode: str | None = None,
     commit_seconds: float | None = None,
     stage_names: Sequence[str] = (),
+    survivors_of: int | None = None,
 ) -> str:
     """The text the sampler and recommit nodes show: per candidate and for the whole search, and with
-    ``stage_names`` the skipped calls of each stage over all drafts."""
+    ``stage_names`` the skipped calls of each stage over all drafts. ``survivors_of``: the drafts are the survivors
+    of a pruned search of that width, so the cost line leaves the comparison with full best-of-N to the pruning
+    lines (only they count the dropped candidates)."""
     lines = [f"CachedSearch: {len(drafts)} candidate(s), {cache_description}"]
     inactive_reasons = dict.fromkeys(d.cache_inactive_reason for d in drafts if d.cache_inactive_reason)
     lines.extend(f"{INACTIVE_PREFIX}{reason}" for reason in inactive_reasons)
@@ -167,10 +170,13 @@ def search_report(
         lines.append(f"winner: candidate {winner + 1}, seed {drafts[winner].seed}, delivered by {delivered}")
     if commit_seconds is not None and commit_seconds > 0:
         cost = SearchCost(len(drafts), mean_draft, commit_seconds)
-        lines.append(
-            f"commit {commit_seconds:.2f} s; gamma (mean draft / commit) {cost.gamma:.2f}; cost vs full "
-            f"best-of-{len(drafts)} {100 * cost.relative_cost:.1f} %; break-even width N* = {cost.break_even_width:.2f}"
-        )
+        line = f"commit {commit_seconds:.2f} s; gamma (mean draft / commit) {cost.gamma:.2f}"
+        if survivors_of is None:
+            line += (f"; cost vs full best-of-{len(drafts)} {100 * cost.relative_cost:.1f} %; break-even width "
+                     f"N* = {cost.break_even_width:.2f}")
+        else:
+            line += f" over the {len(drafts)} surviving drafts of {survivors_of}"
+        lines.append(line)
     else:
         lines.append(f"mean draft {mean_draft:.2f} s")
     return "\n".join(lines)

@@ -253,7 +253,9 @@ class SearchCandidates:
     def report(self, ranking: Ranking | None = None, mode: str | None = None, commit_seconds=None,
                commit_calls: int | None = None) -> str:
         stage_names = self.recipe.names if len(self.recipe.stages) > 1 else ()
-        report = search_report(self.drafts, self.cache_description, ranking, mode, commit_seconds, stage_names)
+        survivors_of = len(self.pruning.seeds) if self.pruning is not None else None
+        report = search_report(self.drafts, self.cache_description, ranking, mode, commit_seconds, stage_names,
+                               survivors_of)
         lines = report.splitlines()
         if self.pruning is not None:
             pruning_lines = self.pruning.report_lines()

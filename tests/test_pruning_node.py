@@ -119,6 +119,7 @@ def test_sampler_keeps_the_scripted_survivors_and_continues_them_from_the_prune_
     assert seed == SEED + 3
     assert torch.equal(delivered["samples"], ksampler(engine, wan, SEED + 3))
     assert "pruned search with commit (all drafts, previews, commit) cost" in commit_report
+    assert "over the 2 surviving drafts of 4" in commit_report and "cost vs full best-of-2" not in commit_report
 
 
 def test_pruning_keeps_the_caches_schedule_of_the_unpruned_search(engine, wan):

@@ -76,6 +76,14 @@ def test_report_lists_candidates_scores_winner_and_cost():
     assert "gamma (mean draft / commit) 0.50; cost vs full best-of-2 100.0 %; break-even width N* = 2.00" in text
 
 
+def test_report_of_pruned_survivors_leaves_the_full_best_of_n_comparison_to_the_pruning_lines():
+    drafts = [Draft(seed=7, seconds=1.0, calls_computed=24, calls_skipped=26)]
+    text = search_report(drafts, "cache adaptive tau 0.1", Ranking((0.2,)), "commit", commit_seconds=2.0,
+                         survivors_of=4)
+    assert text.endswith("commit 2.00 s; gamma (mean draft / commit) 0.50 over the 1 surviving drafts of 4")
+    assert "cost vs full" not in text and "break-even" not in text
+
+
 def test_report_before_ranking_has_no_scores_or_winner():
     text = search_report([Draft(3, 0.5, 10, 0)], "no cache on this model")
     assert "winner" not in text and "-" in text.splitlines()[2]
