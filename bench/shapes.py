@@ -1,18 +1,21 @@
 """A procedural small video world in Wan's 16-channel latent space where seed search visibly matters.
 
 A prompt is (ball colour, spot colour, motion): "a red ball with a blue spot moving right". Its clip is a soft
-round ball of the ball colour moving across 3 latent frames of 8x8, with a spot of the spot colour at its centre.
-The world is drawn on the model's 2x2 patch grid (each token is one uniform 2x2 block), so a small model trained
-on the CPU for minutes can learn it. Like a real model's attribute binding, the training data honour the spot
-only half of the time (``SPOT_FIDELITY``); otherwise the spot is missing (the ball's own colour). So a trained
-model forgets the spot for about half of the seeds, and because the spot is one token, whether it appears is
-decided in the middle to late part of the trajectory: the seed matters, and so does how faithfully a cheap draft
-follows the full rollout.
+round ball of the ball colour on a dark ground, moving one token a frame across 3 latent frames of 8x8, with a spot
+of the spot colour at its centre. The world is drawn on the model's 2x2 patch grid (each token is one uniform 2x2
+block), so a small model trained on the CPU can learn it. The ball starts anywhere its path stays in the frame:
+Wan's t2v transformer sees only relative positions (rotary attention, no absolute position embedding), so it
+cannot learn a fixed start, and the seed decides where the ball goes. Like a real model's attribute binding, the
+training data honour the spot only half of the time (``SPOT_FIDELITY``); otherwise the spot is missing (the ball's
+own colour). So a trained model forgets the spot for many seeds, and because the spot is one token, whether it
+appears is decided in the middle to late part of the trajectory: the seed matters, and so does how faithfully a
+cheap draft follows the full rollout.
 
-The verifier (``adherence``) is analytic: the cosine match of the clip with the prompt's ideal clip outside the
-spot, scaled by (1 + s) / 2 where s is the cosine of the latent at the spot's tokens with the prompt's spot colour
-(mean over the frames): a right ball without its spot scores 0.5, a perfect clip 1. Colours are orthogonal 16-channel
-vectors, so ``render`` can turn a latent clip into RGB frames.
+The verifier (``adherence``) is analytic: with the ground's direction removed from the latent, the cosine match of
+the clip with the prompt's ideal clip outside the spot (the best over the ball's possible starts), scaled by
+(1 + s) / 2 where s is the cosine of the latent at that start's spot tokens with the prompt's spot colour (mean over
+the frames): a right ball without its spot scores 0.5, a perfect clip 1, an empty ground 0. Colours and the ground
+are orthogonal 16-channel vectors, so ``render`` can turn a latent clip into RGB frames.
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ PROMPTS = [(ball, spot, motion) for ball, spot, motion in itertools.product(rang
 SPOT_FIDELITY = 0.5  # share of training clips that show the prompt's spot
 PATCH, GRID = 2, 4  # the model's patch size in latent pixels; tokens per side
 _STEP = {0: (0, 1), 1: (1, 0), 2: (1, 1)}  # tokens per frame
-STARTS = ((1, 1),)  # the ball's centre token in the first frame
-BALL_SPREAD, AMPLITUDE = 0.9, 2.0  # in tokens
+DEFAULT_START = (1, 1)  # the ball's centre token in the first frame, where a caller names none
+BALL_SPREAD, AMPLITUDE, GROUND_AMPLITUDE = 0.9, 2.0, 1.0  # spread in tokens
 RGB = torch.tensor([(230, 57, 50), (60, 180, 75), (50, 110, 235), (245, 205, 40)], dtype=torch.float32) / 255
 BACKGROUND = torch.tensor((24, 24, 28), dtype=torch.float32) / 255
 
@@ -41,13 +44,16 @@ def _world_tensors():
     generator = torch.Generator().manual_seed(1234)
     orthonormal, _ = torch.linalg.qr(torch.randn(CHANNELS, CHANNELS, generator=generator))
     colours = orthonormal[:, :COLOURS].T.contiguous() * AMPLITUDE
+    # A ground under the ball gives the latent a real VAE's non-zero background; orthogonal to the colours.
+    ground = orthonormal[:, COLOURS].contiguous()
     # Separate words for "red ball" and "red spot": the binding is part of the meaning.
     attribute_embeddings = torch.randn(2 * COLOURS + MOTIONS, TEXT_WIDTH, generator=generator)
     token_embeddings = torch.randn(TOKENS, TEXT_WIDTH, generator=generator) * 0.5
-    return colours, attribute_embeddings, token_embeddings
+    return colours, ground, attribute_embeddings, token_embeddings
 
 
-COLOUR_VECTORS, ATTRIBUTE_EMBEDDINGS, TOKEN_EMBEDDINGS = _world_tensors()
+COLOUR_VECTORS, GROUND_DIRECTION, ATTRIBUTE_EMBEDDINGS, TOKEN_EMBEDDINGS = _world_tensors()
+GROUND_VECTOR = GROUND_DIRECTION * GROUND_AMPLITUDE
 
 
 def prompt_text(prompt: tuple[int, int, int]) -> str:
@@ -66,13 +72,20 @@ def _ball(row: int, column: int) -> torch.Tensor:
     return torch.exp(-0.5 * ((rows - row) ** 2 + (columns - column) ** 2) / BALL_SPREAD ** 2)
 
 
+def starts(motion: int) -> list[tuple[int, int]]:
+    """Every first-frame centre token from which the ball stays in the frame for all frames."""
+    step_row, step_column = _STEP[motion]
+    return [(row, column) for row in range(GRID - (FRAMES - 1) * step_row)
+            for column in range(GRID - (FRAMES - 1) * step_column)]
+
+
 def centres(motion: int, start: tuple[int, int]) -> list[tuple[int, int]]:
     """The ball's centre token in each frame."""
     step_row, step_column = _STEP[motion]
     return [(start[0] + frame * step_row, start[1] + frame * step_column) for frame in range(FRAMES)]
 
 
-def clip(prompt: tuple[int, int, int], start: tuple[int, int] = STARTS[0], spot_colour: int | None = None
+def clip(prompt: tuple[int, int, int], start: tuple[int, int] = DEFAULT_START, spot_colour: int | None = None
          ) -> torch.Tensor:
     """The latent clip [16, F, S, S] of ``prompt`` starting at ``start``; ``spot_colour`` overrides the prompt's."""
     ball, spot, motion = prompt
@@ -82,7 +95,9 @@ def clip(prompt: tuple[int, int, int], start: tuple[int, int] = STARTS[0], spot_
         spot_mask = torch.zeros(GRID, GRID)
         spot_mask[row, column] = 1.0
         body = _ball(row, column) * (1 - spot_mask)
-        frames.append(COLOUR_VECTORS[ball].view(-1, 1, 1) * body + COLOUR_VECTORS[spot].view(-1, 1, 1) * spot_mask)
+        cover = (body + spot_mask).clamp(max=1)
+        frames.append(COLOUR_VECTORS[ball].view(-1, 1, 1) * body + COLOUR_VECTORS[spot].view(-1, 1, 1) * spot_mask
+                      + GROUND_VECTOR.view(-1, 1, 1) * (1 - cover))
     return _token_image(torch.stack(frames, dim=1))
 
 
@@ -101,11 +116,14 @@ def conditioning(prompt: tuple[int, int, int] | None) -> torch.Tensor:
 
 
 def random_clips(count: int, generator: torch.Generator) -> tuple[torch.Tensor, list[tuple[int, int, int]]]:
-    """Training clips and their prompts; a share 1 - SPOT_FIDELITY of the clips lacks the spot."""
+    """Training clips and their prompts, each from a random start; a share 1 - SPOT_FIDELITY lacks the spot."""
     prompts = [PROMPTS[i] for i in torch.randint(len(PROMPTS), (count,), generator=generator).tolist()]
-    starts = [STARTS[i] for i in torch.randint(len(STARTS), (count,), generator=generator).tolist()]
     faithful = (torch.rand(count, generator=generator) < SPOT_FIDELITY).tolist()
-    clips = [clip(p, s, None if keep else p[0]) for p, s, keep in zip(prompts, starts, faithful)]
+    clips = []
+    for prompt, keep in zip(prompts, faithful):
+        choices = starts(prompt[2])
+        start = choices[int(torch.randint(len(choices), (1,), generator=generator))]
+        clips.append(clip(prompt, start, None if keep else prompt[0]))
     return torch.stack(clips), prompts
 
 
@@ -117,20 +135,27 @@ def _spot_mask(motion: int, start: tuple[int, int]) -> torch.Tensor:
     return _token_image(mask)
 
 
+def _without_ground(latent: torch.Tensor) -> torch.Tensor:
+    """``latent`` [16, ...] less its component along the ground's direction at every pixel."""
+    direction = GROUND_DIRECTION.view(-1, *([1] * (latent.dim() - 1)))
+    return latent - direction * (latent * direction).sum(dim=0, keepdim=True)
+
+
 def adherence_parts(latent: torch.Tensor, prompt: tuple[int, int, int]) -> tuple[float, float]:
     """(ball, spot) of the verifier: the best cosine of the latent with the prompt's clips over the starts, both
-    outside the spot, and the mean cosine of the latent at that start's spot tokens (mean over each token's pixels)
-    with the prompt's spot colour."""
-    latent = latent.float()
+    outside the spot and without the ground, and the mean cosine of the latent at that start's spot tokens (mean
+    over each token's pixels) with the prompt's spot colour."""
+    latent = _without_ground(latent.float())
+    candidate_starts = starts(prompt[2])
     matches = []
-    for start in STARTS:
+    for start in candidate_starts:
         outside = 1 - _spot_mask(prompt[2], start)
-        matches.append(torch.nn.functional.cosine_similarity((clip(prompt, start) * outside).flatten(),
-                                                             (latent * outside).flatten(), dim=0))
+        ideal = _without_ground(clip(prompt, start)) * outside
+        matches.append(torch.nn.functional.cosine_similarity(ideal.flatten(), (latent * outside).flatten(), dim=0))
     best = int(torch.stack(matches).argmax())
     spot_colour = COLOUR_VECTORS[prompt[1]]
     spot_matches = []
-    for frame, (row, column) in enumerate(centres(prompt[2], STARTS[best])):
+    for frame, (row, column) in enumerate(centres(prompt[2], candidate_starts[best])):
         token = latent[:, frame, PATCH * row:PATCH * (row + 1), PATCH * column:PATCH * (column + 1)]
         spot_matches.append(torch.nn.functional.cosine_similarity(token.mean(dim=(1, 2)), spot_colour, dim=0))
     return float(matches[best]), float(torch.stack(spot_matches).mean())

@@ -35,6 +35,29 @@ def test_the_verifier_scores_a_correct_clip_above_wrong_ones():
     assert ball > 0.99 and abs(spot) < 1e-6  # the ball is judged outside the spot, the spot on its own
 
 
+def test_the_verifier_finds_the_ball_wherever_it_starts_and_ignores_the_ground():
+    prompt = (3, 1, 2)  # a yellow ball with a green spot moving diagonal
+    assert shapes.starts(2) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    for start in shapes.starts(2):
+        assert shapes.adherence(shapes.clip(prompt, start), prompt) > 0.99, start
+    ground = shapes.GROUND_VECTOR.view(-1, 1, 1, 1).expand(shapes.LATENT_SHAPE)
+    assert abs(shapes.adherence(ground, prompt)) < 1e-6  # an empty ground is no ball
+    assert shapes.adherence(shapes.clip(prompt) + ground, prompt) > 0.99  # nor does more ground spoil one
+
+
+def test_training_clips_put_the_ball_at_every_start():
+    clips, prompts = shapes.random_clips(256, torch.Generator().manual_seed(0))
+    first_centres = set()
+    for clip, (_, _, motion) in zip(clips, prompts):
+        # Any colour counts: the centre token holds the spot's colour when the clip has its spot.
+        tokens = clip[:, 0, ::shapes.PATCH, ::shapes.PATCH]
+        presence = torch.einsum("chw,kc->hw", tokens, shapes.COLOUR_VECTORS)
+        first_centres.add((motion, divmod(int(presence.argmax()), shapes.GRID)))
+    for motion in range(shapes.MOTIONS):
+        assert {centre for m, centre in first_centres if m == motion} <= set(shapes.starts(motion))
+    assert len(first_centres) == sum(len(shapes.starts(motion)) for motion in range(shapes.MOTIONS))
+
+
 def test_render_shows_the_ball_and_its_spot():
     frames = shapes.render(shapes.clip((0, 2, 0)), scale=1)  # red ball, blue spot, moving right one token a frame
     assert frames.shape == (shapes.FRAMES, shapes.SIZE, shapes.SIZE, 3)
