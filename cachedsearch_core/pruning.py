@@ -25,6 +25,11 @@ class CacheWindow:
     def last_step(self) -> int:
         return self.first_step + self.steps
 
+    @property
+    def has_skipping_step(self) -> bool:
+        """Whether any step lies strictly between the end of warmup and the start of cooldown."""
+        return self.last_step - self.cooldown_steps - (self.first_step + self.warmup_steps) > 1
+
     def admits(self, step: int) -> bool:
         """A prune step strictly between the end of warmup and the start of cooldown, where the cache skips."""
         return self.first_step + self.warmup_steps < step < self.last_step - self.cooldown_steps
@@ -55,7 +60,7 @@ class PruningPlan:
         if not (any(window.admits(self.prune_step) for window in windows) or self.prune_step in boundaries):
             if len(windows) == 1:
                 (window,) = windows
-                if window.steps - window.cooldown_steps - window.warmup_steps <= 1:
+                if not window.has_skipping_step:
                     raise ValueError(
                         f"prune_step: got {self.prune_step}; with {window.steps} steps, warmup "
                         f"{window.warmup_steps} and cooldown {window.cooldown_steps} the cache never skips a step, "
@@ -69,7 +74,7 @@ class PruningPlan:
                     "later saves nothing)"
                 )
             allowed = [f"{w.first_step + w.warmup_steps + 1} to {w.last_step - w.cooldown_steps - 1}"
-                       for w in windows if w.last_step - w.cooldown_steps - w.first_step - w.warmup_steps > 1]
+                       for w in windows if w.has_skipping_step]
             raise ValueError(
                 f"prune_step: got {self.prune_step}; the stages run {'; '.join(w.describe() for w in windows)}, so "
                 f"use {' or '.join(allowed + [str(step) for step in boundaries])} (inside a stage between its cache "

@@ -253,16 +253,16 @@ class SearchCandidates:
     def report(self, ranking: Ranking | None = None, mode: str | None = None, commit_seconds=None,
                commit_calls: int | None = None) -> str:
         stage_names = self.recipe.names if len(self.recipe.stages) > 1 else ()
-        survivors_of = len(self.pruning.seeds) if self.pruning is not None else None
+        width = len(self.pruning.seeds) if self.pruning is not None else None
         report = search_report(self.drafts, self.cache_description, ranking, mode, commit_seconds, stage_names,
-                               survivors_of)
+                               survivors_of=width)
         lines = report.splitlines()
         if self.pruning is not None:
             pruning_lines = self.pruning.report_lines()
             relative = self.relative_cost(commit_seconds)
             if relative is not None:
                 pruning_lines.append(f"pruned search with commit (all drafts, previews, commit) cost "
-                                     f"{100 * relative:.1f} % of full best-of-{len(self.pruning.seeds)}")
+                                     f"{100 * relative:.1f} % of full best-of-{width}")
             lines = [*lines[:1], *pruning_lines, *lines[1:]]
         if self.budget is not None:
             lines += self.budget.lines(self.budget_commit_cost(commit_seconds, commit_calls))
