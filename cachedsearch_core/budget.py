@@ -19,8 +19,10 @@ def predicted_full_cost(draft_cost: float, computed_fraction: float) -> float:
     return draft_cost / computed_fraction
 
 
-def budget_width(draft_costs: Sequence[float], full_cost: float, budget_rollouts: int) -> int:
-    """The largest N with cost(drafts 1..N) + one full recommit <= ``budget_rollouts`` full rollouts.
+def budget_width(draft_costs: Sequence[float], full_cost: float, budget_rollouts: int,
+                 commit_free: bool = False) -> int:
+    """The largest N with cost(drafts 1..N) + one full recommit <= ``budget_rollouts`` full rollouts; with
+    ``commit_free`` (every draft skipped nothing, so the recommit delivers a draft as it is) no recommit is paid.
 
     Costs in transformer calls make N deterministic; in seconds N depends on wall time.
     """
@@ -28,7 +30,7 @@ def budget_width(draft_costs: Sequence[float], full_cost: float, budget_rollouts
         raise ValueError(f"budget_rollouts: got {budget_rollouts}; spend at least what one full rollout costs")
     if full_cost <= 0:
         raise ValueError(f"full_cost: got {full_cost}; a full rollout costs more than nothing")
-    allowance = budget_rollouts * full_cost - full_cost
+    allowance = budget_rollouts * full_cost - (0.0 if commit_free else full_cost)
     spent = 0.0
     width = 0
     for cost in draft_costs:
@@ -94,6 +96,9 @@ class BudgetLedger:
     skipped calls are exactly the calls a full rollout computes; in wall time, the drafts' seconds over their
     computed-call fraction (``predicted_full_cost``). Until the first draft has finished nothing is known and
     nothing is stopped: a draft never costs more than a full rollout, which any plan (M >= 2) affords.
+
+    While every finished draft skipped nothing the recommit will be free (whichever wins, its draft already is the
+    full-compute result), so the drafts may spend all M rollouts.
     """
 
     def __init__(self, plan: BudgetPlan):
@@ -103,6 +108,8 @@ class BudgetLedger:
     def reset(self) -> None:
         self.draft_costs: list[float] = []
         self.stopped_draft_cost: float | None = None
+        self.stopped_draft_skipped = False
+        self._every_draft_skipped_nothing = True
         self._computed_calls = 0
         self._total_calls = 0
         self._draft_seconds = 0.0
@@ -123,10 +130,21 @@ class BudgetLedger:
         return predicted_full_cost(self._draft_seconds / len(self.draft_costs),
                                    self._computed_calls / self._total_calls)
 
+    def commit_free(self) -> bool:
+        """Every finished draft skipped nothing: the recommit delivers the winner's draft at no cost."""
+        return bool(self.draft_costs) and self._every_draft_skipped_nothing
+
+    def recommit_cost(self) -> float | None:
+        """The recommit's predicted cost: a full rollout, or nothing while the commit is free."""
+        full = self.full_cost()
+        if full is None:
+            return None
+        return 0.0 if self.commit_free() else full
+
     def allowance(self) -> float | None:
         """What the drafts may spend: M full rollouts less the recommit."""
         full = self.full_cost()
-        return None if full is None else (self.plan.rollouts - 1) * full
+        return None if full is None else self.plan.rollouts * full - self.recommit_cost()
 
     def left_for_drafts(self) -> float | None:
         """What the finished drafts left of the allowance (None before the first has finished)."""
@@ -156,10 +174,22 @@ class BudgetLedger:
         self._current_calls += 1
 
     def finish_draft(self, skipped_calls: int, now: float) -> None:
-        """Book the draft in progress, which skipped ``skipped_calls``: a full rollout computes those too."""
+        """Book the draft in progress, which skipped ``skipped_calls``: a full rollout computes those too.
+
+        A draft that skipped calls after drafts that skipped nothing makes the recommit a full rollout again; when
+        the drafts and that recommit no longer fit, the draft is stopped (``BudgetSpent``) and dropped instead.
+        """
+        cost = self._current_cost(now)
+        if skipped_calls and self.commit_free():
+            full = self.full_cost()
+            if sum(self.draft_costs) + cost > (self.plan.rollouts - 1) * full:
+                self.stopped_draft_cost = cost
+                self.stopped_draft_skipped = True
+                raise BudgetSpent
         seconds = now - self._current_start
         total_calls = self._current_calls + skipped_calls
-        self.draft_costs.append(self._current_cost(now))
+        self._every_draft_skipped_nothing = self._every_draft_skipped_nothing and skipped_calls == 0
+        self.draft_costs.append(cost)
         self._computed_calls += self._current_calls
         self._total_calls += total_calls
         self._draft_seconds += seconds
@@ -168,7 +198,8 @@ class BudgetLedger:
     def outcome(self) -> BudgetOutcome:
         if not self.draft_costs:
             raise ValueError("budget: no draft finished, so there is no width to report")
-        return BudgetOutcome(self.plan, tuple(self.draft_costs), self.full_cost(), self.stopped_draft_cost)
+        return BudgetOutcome(self.plan, tuple(self.draft_costs), self.full_cost(), self.stopped_draft_cost,
+                             self.commit_free(), self.stopped_draft_skipped)
 
 
 def format_cost(value: float, unit: BudgetUnit) -> str:
@@ -183,6 +214,9 @@ class BudgetOutcome:
     draft_costs: tuple[float, ...]
     full_cost: float  # predicted before any commit ran
     stopped_draft_cost: float | None  # spent on the draft the budget stopped; None when max_candidates ended it
+    commit_free: bool = False  # every draft skipped nothing: the recommit delivers the winner's draft at no cost
+    # The stopped draft ran to its end but skipped calls, so the recommit would have cost a full rollout again.
+    stopped_draft_skipped: bool = False
 
     @property
     def width(self) -> int:
@@ -193,14 +227,21 @@ class BudgetOutcome:
         return self.plan.rollouts * self.full_cost
 
     @property
+    def recommit_cost(self) -> float:
+        """A full rollout, or nothing when the commit is free."""
+        return 0.0 if self.commit_free else self.full_cost
+
+    @property
     def predicted_total(self) -> float:
-        """Drafts, the stopped draft's part and one full recommit at its predicted cost."""
-        return sum(self.draft_costs) + (self.stopped_draft_cost or 0.0) + self.full_cost
+        """Drafts, the stopped draft's part and the recommit at its predicted cost."""
+        return sum(self.draft_costs) + (self.stopped_draft_cost or 0.0) + self.recommit_cost
 
     @property
     def break_even_width(self) -> float:
         mean_draft = sum(self.draft_costs) / self.width
-        return 1.0 / (1.0 - mean_draft / self.full_cost) if mean_draft < self.full_cost else math.inf
+        if mean_draft >= self.full_cost:
+            return math.inf
+        return self.recommit_cost / self.full_cost / (1.0 - mean_draft / self.full_cost)
 
     def lines(self, commit_cost: float | None = None) -> list[str]:
         """Report lines; ``commit_cost`` (measured, in the plan's unit) adds the predicted-vs-measured check."""
@@ -213,20 +254,25 @@ class BudgetOutcome:
         heading = (f"budget: full best-of-{m} in {unit.value} = {m} x {cost(self.full_cost)} (full rollout, predicted "
                    f"from the drafts) = {cost(self.budget)}; {dependence}")
         lines = [heading]
-        if self.stopped_draft_cost is not None:
+        if self.stopped_draft_skipped:
+            ended = (f"draft {self.width + 1} dropped after {cost(self.stopped_draft_cost)}: it skipped calls, so the "
+                     "recommit would no longer be free, and a full one does not fit")
+        elif self.stopped_draft_cost is not None:
             ended = (f"draft {self.width + 1} stopped after {cost(self.stopped_draft_cost)}, where the next call "
                      "would have overrun the budget")
         else:
             ended = f"max_candidates {self.plan.max_candidates} reached"
+        recommit = "free (every draft skipped nothing)" if self.commit_free else cost(self.full_cost)
+        comparison = ("drafts cost as much as full rollouts: this is full best-of-N without its recommit"
+                      if self.commit_free else f"break-even width N* = {self.break_even_width:.2f}")
         lines.append(
             f"budget: N = {self.width} chosen ({ended}); drafts {cost(sum(self.draft_costs))} + recommit "
-            f"{cost(self.full_cost)} predicted = {cost(self.predicted_total)} of {cost(self.budget)}; "
-            f"break-even width N* = {self.break_even_width:.2f}"
+            f"{recommit} predicted = {cost(self.predicted_total)} of {cost(self.budget)}; {comparison}"
         )
         if commit_cost is not None:
-            measured_total = self.predicted_total - self.full_cost + commit_cost
+            measured_total = self.predicted_total - self.recommit_cost + commit_cost
             lines.append(
-                f"budget: recommit predicted {cost(self.full_cost)}, measured {cost(commit_cost)}; search total "
+                f"budget: recommit predicted {cost(self.recommit_cost)}, measured {cost(commit_cost)}; search total "
                 f"predicted {cost(self.predicted_total)}, measured {cost(measured_total)} "
                 f"({100 * measured_total / self.budget:.1f} % of the budget)"
             )
@@ -236,5 +282,6 @@ class BudgetOutcome:
         """JSON-ready summary for the frontend."""
         return {"unit": self.plan.unit.value, "rollouts": self.plan.rollouts, "width": self.width,
                 "max_candidates": self.plan.max_candidates, "full_cost": self.full_cost, "budget": self.budget,
+                "recommit_cost": self.recommit_cost, "commit_free": self.commit_free,
                 "predicted_total": self.predicted_total, "deterministic": self.plan.deterministic,
                 "break_even_width": self.break_even_width if math.isfinite(self.break_even_width) else None}

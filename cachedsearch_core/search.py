@@ -58,6 +58,17 @@ class Draft:
         calls = self.calls_computed + self.calls_skipped
         return self.calls_skipped / calls if calls else 0.0
 
+    @property
+    def skipped_nothing(self) -> bool:
+        """The cache computed every transformer call (or there was none): the draft is a full-compute rollout."""
+        return self.calls_skipped == 0
+
+
+def full_rollout_seconds(drafts: Sequence[Draft]) -> float | None:
+    """C_f measured without a commit: the mean seconds of the drafts that skipped nothing (None if none did)."""
+    full = [draft.seconds for draft in drafts if draft.skipped_nothing]
+    return sum(full) / len(full) if full else None
+
 
 @dataclasses.dataclass(frozen=True)
 class Ranking:
@@ -113,26 +124,38 @@ def parse_scores(text: str) -> tuple[float, ...]:
 
 @dataclasses.dataclass(frozen=True)
 class SearchCost:
-    """the report's Sec. 3.3: gamma = C_c / C_f, cost of commit relative to full best-of-N, break-even width."""
+    """the report's Sec. 3.3: gamma = C_c / C_f, cost of commit relative to full best-of-N, break-even width.
+
+    commit_seconds: what delivering the winner cost; None for a full recommit (C_f). A winning draft that skipped
+    nothing already is the full-compute result, so its commit is free (0): cost(commit) = N C_c.
+    """
 
     num_candidates: int
     draft_seconds: float
     full_seconds: float
+    commit_seconds: float | None = None
 
     @property
     def gamma(self) -> float:
         return self.draft_seconds / self.full_seconds
 
     @property
+    def delivery_seconds(self) -> float:
+        return self.full_seconds if self.commit_seconds is None else self.commit_seconds
+
+    @property
     def relative_cost(self) -> float:
-        """(N C_c + C_f) / (N C_f)."""
+        """(N C_c + C_commit) / (N C_f), with C_commit = C_f for a full recommit."""
         n = self.num_candidates
-        return (n * self.draft_seconds + self.full_seconds) / (n * self.full_seconds)
+        return (n * self.draft_seconds + self.delivery_seconds) / (n * self.full_seconds)
 
     @property
     def break_even_width(self) -> float:
-        """Commit beats full best-of-N for N above 1 / (1 - gamma); infinite when drafts are no cheaper."""
-        return 1.0 / (1.0 - self.gamma) if self.gamma < 1.0 else math.inf
+        """Commit beats full best-of-N for N above C_commit / (C_f - C_c): 1 / (1 - gamma) with a full recommit,
+        0 (any width) with a free one; infinite when drafts are no cheaper than full rollouts."""
+        if self.gamma >= 1.0:
+            return math.inf
+        return self.delivery_seconds / self.full_seconds / (1.0 - self.gamma)
 
 
 def search_report(
@@ -147,7 +170,8 @@ def search_report(
     """The text the sampler and recommit nodes show: per candidate and for the whole search, and with
     ``stage_names`` the skipped calls of each stage over all drafts. ``survivors_of``: the drafts are the survivors
     of a pruned search of that width, so the cost line leaves the comparison with full best-of-N to the pruning
-    lines (only they count the dropped candidates)."""
+    lines (only they count the dropped candidates). ``commit_seconds`` 0 with mode "commit": the commit was free,
+    the winning draft skipped nothing and was delivered without sampling again."""
     lines = [f"CachedSearch: {len(drafts)} candidate(s), {cache_description}"]
     inactive_reasons = dict.fromkeys(d.cache_inactive_reason for d in drafts if d.cache_inactive_reason)
     lines.extend(f"{INACTIVE_PREFIX}{reason}" for reason in inactive_reasons)
@@ -165,10 +189,25 @@ def search_report(
         fraction = StageCalls(computed, skipped).skipped_fraction
         lines.append(f"{name}: {skipped}/{computed + skipped} calls skipped ({100 * fraction:.0f}%) over all drafts")
     mean_draft = sum(d.seconds for d in drafts) / len(drafts)
+    commit_free = mode == "commit" and commit_seconds == 0.0
     if winner is not None:
         delivered = "the cached draft as-is (keep)" if mode == "keep" else "recommit at full compute"
+        if commit_free:
+            delivered = "its draft, which computed every call (commit free)"
         lines.append(f"winner: candidate {winner + 1}, seed {drafts[winner].seed}, delivered by {delivered}")
-    if commit_seconds is not None and commit_seconds > 0:
+    full_seconds = full_rollout_seconds(drafts)
+    if commit_free and full_seconds:
+        lines.append("commit free: the winning draft skipped nothing, so it already is the full-compute result "
+                     "(delivered without sampling again)")
+        cost = SearchCost(len(drafts), mean_draft, full_seconds, commit_seconds=0.0)
+        line = (f"commit 0 s; full rollout {full_seconds:.2f} s (the drafts that skipped nothing); gamma (mean draft "
+                f"/ full rollout) {cost.gamma:.2f}")
+        if survivors_of is None:
+            line += f"; cost vs full best-of-{len(drafts)} {100 * cost.relative_cost:.1f} % (the drafts alone)"
+        else:
+            line += f" over the {len(drafts)} surviving drafts of {survivors_of}"
+        lines.append(line)
+    elif commit_seconds is not None and commit_seconds > 0:
         cost = SearchCost(len(drafts), mean_draft, commit_seconds)
         line = f"commit {commit_seconds:.2f} s; gamma (mean draft / commit) {cost.gamma:.2f}"
         if survivors_of is None:

@@ -27,6 +27,8 @@ def run_budget_search(recipe: StagedRecipe, seed: int, plan: BudgetPlan, announc
     """Draft one seed after another through all its stages (the width is decided candidate by candidate, so a
     staged search runs each candidate's stages before the next candidate's) until ``plan`` stops a draft or
     ``plan.max_candidates`` drafts are made. A stopped draft is dropped: its calls were spent within the budget.
+    While every draft skips nothing the recommit will deliver the winner's draft for free, and the drafts may spend
+    all of the budget.
 
     ``clock`` gives the seconds a wall-time budget counts.
     """
@@ -46,9 +48,9 @@ def run_budget_search(recipe: StagedRecipe, seed: int, plan: BudgetPlan, announc
         try:
             for stage_index in range(len(recipe.stages)):
                 (state,) = run_stage(recipe_metered, stage_index, [state], progress)
+            ledger.finish_draft(state.draft().calls_skipped, clock())
         except BudgetSpent:
             break
-        ledger.finish_draft(state.draft().calls_skipped, clock())
         finished.append(state)
     progress.finish()
     entries = {key: value for key, value in finished[0].latent.items() if key not in ("samples", "batch_index")}

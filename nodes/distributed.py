@@ -135,6 +135,10 @@ class DistributedCandidates(SearchCandidates):
     def report(self, ranking=None, mode=None, commit_seconds=None, commit_calls=None) -> str:
         return "\n".join([super().report(ranking, mode, commit_seconds, commit_calls), *self.distribution_lines()])
 
+    def draft_is_full_compute(self, index: int, model=None) -> bool:
+        # Another machine's full-compute draft need not match this one's bit for bit: commit it here.
+        return self.drafted_by[index] == MASTER and super().draft_is_full_compute(index, model)
+
 
 def _assemble(like: SearchCandidates, collected: dict, notes: list[str]) -> DistributedCandidates:
     """Candidates in seed order from ``collected[seed] = (Draft, latent [1, ...], participant)``, with the recipe,

@@ -23,6 +23,7 @@ import torch
 from comfy_extras.nodes_custom_sampler import Noise_EmptyNoise, Noise_RandomNoise, SamplerCustomAdvanced
 
 from ..cachedsearch_core import Draft, Ranking, SearchCost, StageCalls, search_report
+from ..cachedsearch_core.search import full_rollout_seconds
 from ..cachedsearch_core.budget import BudgetOutcome, BudgetUnit
 from ..cachedsearch_core.pruning import PrunedCandidate, PruningOutcome, PruningPlan, survivors
 from .cache_patch import STATISTICS_CALLBACK_OPTION, TRAJECTORY_POSITION_OPTION, detach_step_cache, step_cache_config
@@ -134,6 +135,15 @@ class StagedRecipe:
     @property
     def names(self) -> tuple[str, ...]:
         return self.stage_names or tuple(f"stage {index + 1}" for index in range(len(self.stages)))
+
+    @property
+    def stage_boundaries(self) -> tuple[int, ...]:
+        """The steps where one stage hands over to the next (a two-expert trajectory: its split step)."""
+        ends, step = [], 0
+        for stage in self.stages[:-1]:
+            step += stage.step_count
+            ends.append(step)
+        return tuple(ends)
 
     def without_cache(self, model=None) -> StagedRecipe:
         """Every stage on a cache-free clone of its model (or of ``model``, for a trajectory on one model)."""
@@ -268,6 +278,18 @@ class SearchCandidates:
             lines += self.budget.lines(self.budget_commit_cost(commit_seconds, commit_calls))
         return "\n".join(lines)
 
+    def draft_is_full_compute(self, index: int, model=None) -> bool:
+        """Whether the draft of ``self.drafts[index]`` already is what committing its seed would sample, so a commit
+        can deliver it without sampling again: its cache skipped no transformer call, this process drafted it, it
+        ran the recipe's own stock calls (a pruned search that split a stage there ran two calls where the commit
+        runs one, and multistep samplers do not resume a split exactly), and the commit uses the drafts' models
+        (``model`` unconnected, or the very model the drafts ran on)."""
+        if not self.drafts[index].skipped_nothing:
+            return False
+        if model is not None and any(stage.patcher is not model for stage in self.recipe.stages):
+            return False
+        return self.pruning is None or self.pruning.prune_step in self.recipe.stage_boundaries
+
     def budget_commit_cost(self, commit_seconds: float | None, commit_calls: int | None) -> float | None:
         """A measured commit's cost in the unit of this search's budget."""
         if self.budget is None:
@@ -275,17 +297,21 @@ class SearchCandidates:
         return commit_calls if self.budget.plan.unit is BudgetUnit.CALLS else commit_seconds
 
     def relative_cost(self, commit_seconds: float | None) -> float | None:
-        """This search's cost relative to full best-of-N, when a commit measured C_f. A pruned search counts every
-        candidate it started (N in full best-of-N) and what the dropped ones and the previews cost."""
-        if not commit_seconds:
+        """This search's cost relative to full best-of-N, when a commit measured C_f (a free commit, 0 s: the
+        drafts that skipped nothing measured it). A pruned search counts every candidate it started (N in full
+        best-of-N) and what the dropped ones and the previews cost."""
+        if commit_seconds is None:
+            return None
+        full_seconds = commit_seconds or full_rollout_seconds(self.drafts)
+        if not full_seconds:
             return None
         if self.pruning is not None:
             explored = (sum(draft.seconds for draft in self.drafts) + self.pruning.pruned_seconds
                         + self.pruning.preview_seconds)
             width = len(self.pruning.seeds)
-            return (explored + commit_seconds) / (width * commit_seconds)
+            return (explored + commit_seconds) / (width * full_seconds)
         mean_draft = sum(draft.seconds for draft in self.drafts) / len(self.drafts)
-        return SearchCost(len(self.drafts), mean_draft, commit_seconds).relative_cost
+        return SearchCost(len(self.drafts), mean_draft, full_seconds, commit_seconds).relative_cost
 
     def latent(self, samples: torch.Tensor) -> dict:
         return {**self.latent_entries, "samples": samples}
@@ -449,8 +475,12 @@ def commit(candidates: SearchCandidates, winner: int, model=None, on_computed_ca
     """Regenerate the winner's seed through every stage at full compute (caches removed, on clones).
 
     Returns the last stage's stock output latent and the seconds it took. ``on_computed_call``, if given, is
-    called before each transformer call (a ``CallCounter`` measures the commit's calls).
+    called before each transformer call (a ``CallCounter`` measures the commit's calls). A draft that already is the
+    full-compute result (``SearchCandidates.draft_is_full_compute``) is delivered as it is, nothing sampled: the
+    commit is free, 0.0 seconds and no call.
     """
+    if candidates.draft_is_full_compute(winner, model):
+        return candidates.latent(candidates.draft_latents[winner : winner + 1].clone()), 0.0
     recipe = candidates.recipe.without_cache(model)
     if on_computed_call is not None:
         recipe = dataclasses.replace(recipe, stages=tuple(metered(stage, on_computed_call)

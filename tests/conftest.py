@@ -140,6 +140,16 @@ class InProcessComfy:
         pressing.add_wrapper_with_key(wrappers.DIFFUSION_MODEL, "test_press_cancel", count_calls)
         return pressing, counts
 
+    def two_expert_graph(self, high, low, positive, negative, latent, seed, steps, split_step, cfg):
+        """Wan 2.2 A14B's official two KSamplerAdvanced nodes: the high-noise expert adds the seed's noise and
+        samples to split_step with leftover noise, the low-noise expert finishes without adding noise."""
+        shared = dict(steps=steps, cfg=cfg, sampler_name="euler", scheduler="simple", positive=positive,
+                      negative=negative)
+        leftover = self.one("KSamplerAdvanced", model=high, add_noise="enable", noise_seed=seed, latent_image=latent,
+                            start_at_step=0, end_at_step=split_step, return_with_leftover_noise="enable", **shared)
+        return self.one("KSamplerAdvanced", model=low, add_noise="disable", noise_seed=0, latent_image=leftover,
+                        start_at_step=split_step, end_at_step=10000, return_with_leftover_noise="disable", **shared)
+
     def tiny_wan_t2v(self, length: int = 5):
         """Tiny Wan 2.1 T2V (shift 8), the test pack's two prompts and an empty 32x32 video latent of ``length``
         frames: the inputs of a KSampler on a tiny Wan graph."""

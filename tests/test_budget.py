@@ -96,3 +96,28 @@ def test_outcome_compares_predicted_and_measured_recommit():
 def test_bad_plans_name_the_input(inputs, message):
     with pytest.raises(ValueError, match=message):
         BudgetPlan(**inputs)
+
+
+def test_drafts_that_skip_nothing_spend_every_rollout_because_the_commit_is_free():
+    outcome = run_scripted_search(BudgetPlan(4, max_candidates=8), [100] * 8, total=100)
+    assert outcome.commit_free and outcome.recommit_cost == 0
+    assert outcome.width == budget_width([100] * 8, 100, 4, commit_free=True) == 4
+    assert budget_width([100] * 8, 100, 4) == 3
+    assert (outcome.predicted_total, outcome.stopped_draft_cost) == (400, 0)
+    lines = outcome.lines(commit_cost=0)
+    assert "drafts 400 calls + recommit free (every draft skipped nothing) predicted = 400 calls" in lines[1]
+    assert "recommit predicted 0 calls, measured 0 calls; search total predicted 400 calls, measured 400 calls " \
+           "(100.0 % of the budget)" in lines[2]
+
+
+def test_a_draft_that_skips_after_free_ones_is_dropped_when_a_full_recommit_no_longer_fits():
+    # Two full drafts (200 calls) leave 100 of best-of-3 with a free commit; the third skips 40 calls, so the recommit
+    # would cost 100 again and 200 + 60 + 100 > 300: it is dropped, the two full drafts keep the free commit.
+    outcome = run_scripted_search(BudgetPlan(3, max_candidates=8), [100, 100, 60, 100], total=100)
+    assert (outcome.width, outcome.commit_free, outcome.stopped_draft_cost) == (2, True, 60)
+    assert outcome.predicted_total == 260 <= outcome.budget
+    assert "draft 3 dropped after 60 calls: it skipped calls" in outcome.lines()[1]
+    # With best-of-4 the same draft fits with a full recommit: 200 + 60 + 100 <= 400, and the next draft stops at 40.
+    outcome = run_scripted_search(BudgetPlan(4, max_candidates=8), [100, 100, 60, 100], total=100)
+    assert (outcome.width, outcome.commit_free, outcome.stopped_draft_cost) == (3, False, 40)
+    assert outcome.recommit_cost == 100 and outcome.predicted_total == 400

@@ -105,3 +105,27 @@ def test_report_names_why_the_cache_was_inactive_once():
     lines = search_report(drafts, "cache adaptive tau 0.1").splitlines()
     assert lines.count(f"cache inactive on this model: {reason}") == 1
     assert not any("inactive" in line for line in search_report([Draft(3, 0.5, 10, 0)], "cache").splitlines())
+
+
+def test_a_free_commit_costs_nothing_in_the_cost_model():
+    # The winning draft skipped nothing: cost(commit) = N C_c, commit beats best-of-N at any width once drafts are
+    # cheaper, and ties it when every draft is a full rollout.
+    cost = SearchCost(num_candidates=8, draft_seconds=0.51, full_seconds=1.0, commit_seconds=0.0)
+    assert cost.relative_cost == pytest.approx(0.51)
+    assert cost.break_even_width == 0.0
+    assert SearchCost(4, 2.0, 2.0, commit_seconds=0.0).relative_cost == pytest.approx(1.0)
+    assert SearchCost(4, 2.0, 2.0, commit_seconds=0.0).break_even_width == math.inf
+
+
+def test_report_of_a_free_commit_says_so_and_measures_the_full_rollout_by_the_drafts():
+    drafts = [Draft(seed=7, seconds=2.0, calls_computed=50, calls_skipped=0),
+              Draft(seed=8, seconds=1.0, calls_computed=25, calls_skipped=25),
+              Draft(seed=9, seconds=2.2, calls_computed=50, calls_skipped=0)]
+    text = search_report(drafts, "cache adaptive tau 0.1", Ranking((0.5, 0.2, 0.4)), "commit", commit_seconds=0.0)
+    assert "commit free: the winning draft skipped nothing" in text
+    assert "winner: candidate 1, seed 7, delivered by its draft, which computed every call (commit free)" in text
+    # C_f = mean of the two full drafts (2.1 s); the drafts alone cost 5.2 s of best-of-3's 6.3 s.
+    assert "full rollout 2.10 s (the drafts that skipped nothing)" in text
+    assert "cost vs full best-of-3 82.5 % (the drafts alone)" in text
+    real_commit = search_report(drafts, "cache", Ranking((0.5, 0.2, 0.4)), "commit", commit_seconds=2.0)
+    assert "commit free" not in real_commit and "delivered by recommit at full compute" in real_commit

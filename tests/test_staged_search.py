@@ -36,15 +36,6 @@ def graph_inputs(engine, task, lora):
     return high, low, positive, negative, latent
 
 
-def official_graph(engine, high, low, positive, negative, latent, seed, steps, split_step, cfg):
-    """The template's two KSamplerAdvanced nodes: high-noise expert to split_step, low-noise expert to the end."""
-    shared = dict(steps=steps, cfg=cfg, sampler_name="euler", scheduler="simple", positive=positive, negative=negative)
-    leftover = engine.one("KSamplerAdvanced", model=high, add_noise="enable", noise_seed=seed, latent_image=latent,
-                          start_at_step=0, end_at_step=split_step, return_with_leftover_noise="enable", **shared)
-    return engine.one("KSamplerAdvanced", model=low, add_noise="disable", noise_seed=0, latent_image=leftover,
-                      start_at_step=split_step, end_at_step=10000, return_with_leftover_noise="disable", **shared)
-
-
 def search(engine, high, low, positive, negative, latent, n=2, seed=SEED, **settings):
     return engine.run("CachedSearchSamplerExperts", model_high=high, model_low=low, positive=positive,
                       negative=negative, latent_image=latent, seed=seed, num_candidates=n, sampler_name="euler",
@@ -66,7 +57,7 @@ def test_drafts_and_commit_equal_the_official_two_expert_graph(engine, task, lor
     settings = FOUR_STEP if lora else FULL
     drafts, _, _ = search(engine, cached(engine, high, **OFF), cached(engine, low, **OFF), positive, negative,
                           latent, **settings)
-    references = [official_graph(engine, high, low, positive, negative, latent, SEED + index, **settings)
+    references = [engine.two_expert_graph(high, low, positive, negative, latent, SEED + index, **settings)
                   for index in range(2)]
     for index, reference in enumerate(references):
         assert torch.equal(drafts["samples"][index : index + 1], reference["samples"])
