@@ -265,8 +265,9 @@ class BudgetOutcome:
         recommit = "free (every draft skipped nothing)" if self.commit_free else cost(self.full_cost)
         comparison = ("drafts cost as much as full rollouts: this is full best-of-N without its recommit"
                       if self.commit_free else f"break-even width N* = {self.break_even_width:.2f}")
+        stopped = f" + stopped draft {cost(self.stopped_draft_cost)}" if self.stopped_draft_cost else ""
         lines.append(
-            f"budget: N = {self.width} chosen ({ended}); drafts {cost(sum(self.draft_costs))} + recommit "
+            f"budget: N = {self.width} chosen ({ended}); drafts {cost(sum(self.draft_costs))}{stopped} + recommit "
             f"{recommit} predicted = {cost(self.predicted_total)} of {cost(self.budget)}; {comparison}"
         )
         if commit_cost is not None:

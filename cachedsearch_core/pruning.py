@@ -41,11 +41,22 @@ class CacheWindow:
 
 @dataclasses.dataclass(frozen=True)
 class PruningPlan:
-    """Stop all candidates after ``prune_step`` sampler steps, keep the ``keep`` best previews."""
+    """Stop all candidates after ``prune_step`` sampler steps, keep the ``keep`` best previews.
+
+    prune_fraction: set when the step was computed from this share of the steps, so errors name the input the
+    artist set.
+    """
 
     prune_step: int
     keep: int
     preview_frames: int = 4
+    prune_fraction: float | None = None
+
+    def _step_input(self, steps: int) -> str:
+        """How an error names the prune step: the input it came from and its value."""
+        if self.prune_fraction is None:
+            return f"prune_step: got {self.prune_step}"
+        return f"prune_fraction: got {self.prune_fraction:g}, which prunes at step {self.prune_step} of {steps}"
 
     def check(self, num_candidates: int, steps: int, warmup_steps: int = 0, cooldown_steps: int = 0,
               video_frames: int | None = None) -> None:
@@ -57,18 +68,19 @@ class PruningPlan:
         """``check`` for a trajectory of several stages (e.g. Wan 2.2 A14B's two experts), each with its own cache
         window: the prune step lies inside a window or at a boundary between two stages."""
         boundaries = [window.last_step for window in windows[:-1]]
+        named = self._step_input(windows[-1].last_step)
         if not (any(window.admits(self.prune_step) for window in windows) or self.prune_step in boundaries):
             if len(windows) == 1:
                 (window,) = windows
                 if not window.has_skipping_step:
                     raise ValueError(
-                        f"prune_step: got {self.prune_step}; with {window.steps} steps, warmup "
+                        f"{named}; with {window.steps} steps, warmup "
                         f"{window.warmup_steps} and cooldown {window.cooldown_steps} the cache never skips a step, "
                         "so pruning saves nothing: lower warmup_steps and cooldown_steps on CachedSearch Apply "
                         "Cache, raise steps, or disconnect the pruning plan"
                     )
                 raise ValueError(
-                    f"prune_step: got {self.prune_step}; with {window.steps} steps, warmup {window.warmup_steps} and "
+                    f"{named}; with {window.steps} steps, warmup {window.warmup_steps} and "
                     f"cooldown {window.cooldown_steps} it must lie strictly between {window.warmup_steps} and "
                     f"{window.steps - window.cooldown_steps} (the cache skips only there, so pruning earlier or "
                     "later saves nothing)"
@@ -76,7 +88,7 @@ class PruningPlan:
             allowed = [f"{w.first_step + w.warmup_steps + 1} to {w.last_step - w.cooldown_steps - 1}"
                        for w in windows if w.has_skipping_step]
             raise ValueError(
-                f"prune_step: got {self.prune_step}; the stages run {'; '.join(w.describe() for w in windows)}, so "
+                f"{named}; the stages run {'; '.join(w.describe() for w in windows)}, so "
                 f"use {' or '.join(allowed + [str(step) for step in boundaries])} (inside a stage between its cache "
                 "warmup and cooldown, or where one stage hands over to the next)"
             )
@@ -149,4 +161,7 @@ class PruningOutcome:
         pruned_calls = sum(c.draft.calls_computed for c in self.pruned)
         lines.append(f"pruned candidates cost {self.pruned_seconds:.2f} s ({pruned_calls} computed calls); "
                      f"previews {self.preview_seconds:.2f} s")
+        if not self.pruned:
+            lines.append(f"keep {len(self.seeds)} of {len(self.seeds)}: pruning dropped nothing but paid "
+                         f"{self.preview_seconds:.2f} s for previews; lower keep on the Pruning Plan, or disconnect it")
         return lines

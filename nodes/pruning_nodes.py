@@ -72,8 +72,10 @@ class PreviewPruning:
     prompt: str
 
     def plan(self, steps: int) -> PruningPlan:
-        step = self.prune_step or round(self.prune_fraction * steps)
-        return PruningPlan(prune_step=step, keep=self.keep, preview_frames=self.preview_frames)
+        if self.prune_step:
+            return PruningPlan(prune_step=self.prune_step, keep=self.keep, preview_frames=self.preview_frames)
+        return PruningPlan(prune_step=round(self.prune_fraction * steps), keep=self.keep,
+                           preview_frames=self.preview_frames, prune_fraction=self.prune_fraction)
 
     def search(self, recipe: StagedRecipe, seeds: list[int], announce=None) -> SearchCandidates:
         """The pruned search: the survivors as CANDIDATES carrying the record of the prune step."""

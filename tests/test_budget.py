@@ -1,5 +1,7 @@
 """Fixed-budget search width from scripted costs (framework-free)."""
 
+import re
+
 import pytest
 
 from cachedsearch_core.budget import BudgetLedger, BudgetPlan, BudgetSpent, budget_width, predicted_full_cost
@@ -51,6 +53,18 @@ def test_call_ledger_drafts_exactly_the_largest_width_that_fits(rollouts):
     assert outcome.predicted_total <= rollouts * 100  # the stopped draft's calls included
     spent_on_drafts = sum(costs[: outcome.width])
     assert outcome.stopped_draft_cost == (rollouts - 1) * 100 - spent_on_drafts  # stopped at the last call that fit
+
+
+def test_the_budget_line_adds_up_with_the_stopped_drafts_calls():
+    # Full rollout 8 calls, best-of-2: 8 for drafts; 5 fit, the second draft stops after 3.
+    outcome = run_scripted_search(BudgetPlan(2, max_candidates=8), [5, 5], total=8)
+    line = outcome.lines()[1]
+    assert "drafts 5 calls + stopped draft 3 calls + recommit 8 calls predicted = 16 calls of 16 calls" in line
+    terms = re.search(r"drafts (\d+) calls \+ stopped draft (\d+) calls \+ recommit (\d+) calls predicted = (\d+)",
+                      line).groups()
+    assert sum(int(term) for term in terms[:3]) == int(terms[3])
+    # Stopped before its first call: nothing to add, nothing shown.
+    assert "stopped draft" not in run_scripted_search(BudgetPlan(2), [8, 8], total=8).lines()[1]
 
 
 def test_max_candidates_ends_a_search_with_budget_left():

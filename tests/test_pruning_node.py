@@ -190,7 +190,7 @@ def test_cancel_during_preview_scoring_leaves_nothing_behind(engine, wan):
 @pytest.mark.parametrize("plan, n, message", [
     (dict(prune_step=1), 4, "prune_step: got 1; with 8 steps, warmup 1 and cooldown 1"),
     (dict(prune_step=7), 4, "prune_step: got 7"),
-    (dict(prune_fraction=0.9), 4, "prune_step: got 7"),
+    (dict(prune_fraction=0.9), 4, "prune_fraction: got 0.9, which prunes at step 7 of 8; with 8 steps, warmup 1"),
     (dict(keep=5), 4, "keep: got 5; keep 1 to 4"),
     (dict(keep=0), 4, "keep: got 0"),
     (dict(preview_frames=5), 4, "preview_frames: got 5; a preview can show 4 frames"),
