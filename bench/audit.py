@@ -341,8 +341,8 @@ def search_arms_report(store: ScoreStore, prompt_ids, seeds, steps: int, plan: P
         ]
     lines += [f"Fixed-budget search: the budget is {budget_rollouts} full rollouts in transformer calls "
               f"({budget_rollouts} x {steps}); drafts of seeds 0, 1, ... while their computed calls plus one full "
-              f"recommit fit (N capped at the {len(seeds)} seeds drafted), against full best-of-{budget_rollouts} "
-              "over seeds 0..M-1:", "",
+              f"recommit fit (no recommit while every draft skipped nothing: the commit is free; N capped at the "
+              f"{len(seeds)} seeds drafted), against full best-of-{budget_rollouts} over seeds 0..M-1:", "",
               f"| drafts | N per prompt (mean, range) | capped at {len(seeds)} | spent of budget | budget search gain "
               f"| full best-of-{budget_rollouts} gain | gain ratio |", "|---|---|---|---|---|---|---|"]
     for tau in taus:

@@ -105,19 +105,32 @@ class BudgetSearchReport:
     gain_ratio: Interval  # budget gain / full best-of-M gain (ratio of means)
 
 
+def budget_width_and_free_commit(costs, full_cost: float, budget_rollouts: int) -> tuple[int, bool]:
+    """The width the budget search (``BudgetLedger``) chooses for drafts of these costs, and whether its recommit is
+    free. While the drafts skip nothing (cost = a full rollout) the recommit will be free and they may spend all M
+    rollouts; the first draft that skips calls brings the full recommit back, or is dropped when that no longer
+    fits."""
+    free_prefix = next((index for index, cost in enumerate(costs) if cost != full_cost), len(costs))
+    paid_width = budget_width(costs, full_cost, budget_rollouts)
+    if paid_width > free_prefix:
+        return paid_width, False
+    return min(free_prefix, budget_rollouts), free_prefix > 0
+
+
 def budget_search_gain(full, drafts, draft_costs, full_cost: float, budget_rollouts: int = 4,
                        bootstrap: int = 2000, seed: int = 0) -> BudgetSearchReport:
     """The fixed-budget search against full best-of-M at equal cost, per prompt: drafts of seeds 1, 2, ... while
-    their costs plus one full recommit fit in ``budget_rollouts`` full rollouts (``budget_width``), the best draft
-    is recommitted; full best-of-M delivers the best full rollout of the first M seeds. With costs in transformer
-    calls the chosen widths are deterministic."""
+    their costs plus one full recommit fit in ``budget_rollouts`` full rollouts (no recommit while every draft
+    skipped nothing: ``budget_width_and_free_commit``), the best draft is recommitted; full best-of-M delivers the
+    best full rollout of the first M seeds. With costs in transformer calls the chosen widths are deterministic."""
     full, drafts, draft_costs = (np.asarray(table, dtype=float) for table in (full, drafts, draft_costs))
     if not full.shape == drafts.shape == draft_costs.shape or full.ndim != 2:
         raise ValueError(f"scores: full {full.shape}, drafts {drafts.shape} and draft_costs {draft_costs.shape} "
                          "must all be [prompts, seeds]")
     if budget_rollouts > full.shape[1]:
         raise ValueError(f"budget_rollouts: got {budget_rollouts}; full best-of-M needs M <= {full.shape[1]} seeds")
-    widths = [budget_width(costs, full_cost, budget_rollouts) for costs in draft_costs]
+    chosen = [budget_width_and_free_commit(costs, full_cost, budget_rollouts) for costs in draft_costs]
+    widths = [width for width, _ in chosen]
     if min(widths) < 1:
         raise ValueError(f"budget_rollouts: {budget_rollouts} full rollouts leave no room for a draft and the recommit")
     winners = np.array([int(np.argmax(row[:width])) for row, width in zip(drafts, widths)])
@@ -132,7 +145,7 @@ def budget_search_gain(full, drafts, draft_costs, full_cost: float, budget_rollo
                 "ratio": parts["budget"].mean() / full_gain if full_gain > 0 else math.nan}
 
     intervals = _bootstrap(per_prompt, summarise, bootstrap, seed)
-    spent = [(costs[:width].sum() + full_cost) / (budget_rollouts * full_cost)
-             for costs, width in zip(draft_costs, widths)]
+    spent = [(costs[:width].sum() + (0.0 if free else full_cost)) / (budget_rollouts * full_cost)
+             for costs, (width, free) in zip(draft_costs, chosen)]
     return BudgetSearchReport(budget_rollouts, tuple(widths), sum(width == full.shape[1] for width in widths),
                               float(np.mean(spent)), intervals["budget"], intervals["full"], intervals["ratio"])

@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from cachedsearch_core.search_audit import budget_search_gain, pruned_search_fidelity
+from cachedsearch_core.budget import BudgetLedger, BudgetPlan, BudgetSpent
+from cachedsearch_core.search_audit import budget_search_gain, budget_width_and_free_commit, pruned_search_fidelity
 
 FULL = [[0.1, 0.5, 0.3, 0.9], [0.4, 0.2, 0.8, 0.6]]
 PREVIEWS = [[0.2, 0.9, 0.1, 0.8], [0.5, 0.3, 0.1, 0.9]]  # keep 2: seeds 1, 3 and seeds 0, 3 survive
@@ -63,3 +64,31 @@ def test_budget_search_widths_are_capped_by_the_seeds_drafted():
         budget_search_gain(FULL, FULL, [[1] * 4] * 2, full_cost=10, budget_rollouts=5)
     with pytest.raises(ValueError, match="leave no room"):
         budget_search_gain(FULL, FULL, [[20] * 4] * 2, full_cost=10, budget_rollouts=2)
+
+
+def ledger_width_and_free_commit(costs, full_cost, rollouts):
+    """What the budget search's own ledger chooses for drafts of these computed-call costs."""
+    ledger = BudgetLedger(BudgetPlan(rollouts, max_candidates=len(costs)))
+    for cost in costs:
+        ledger.start_draft(0.0)
+        try:
+            for _ in range(cost):
+                ledger.before_computed_call(0.0)
+            ledger.finish_draft(full_cost - cost, 0.0)
+        except BudgetSpent:
+            break
+    outcome = ledger.outcome()
+    return outcome.width, outcome.commit_free
+
+
+@pytest.mark.parametrize("costs", [[10] * 8, [10, 10, 6, 10, 10, 3, 3, 3], [10, 10, 10, 6, 1, 1, 1, 1],
+                                   [6, 10, 10, 10, 10, 10, 10, 10], [4, 4, 4, 4, 4, 4, 4, 4]])
+@pytest.mark.parametrize("rollouts", [2, 3, 4])
+def test_the_audits_budget_width_is_the_ledgers_with_free_commits(costs, rollouts):
+    assert budget_width_and_free_commit(costs, 10, rollouts) == ledger_width_and_free_commit(costs, 10, rollouts)
+
+
+def test_budget_search_on_drafts_that_skip_nothing_is_full_best_of_m():
+    report = budget_search_gain(FULL, FULL, [[10] * 4] * 2, full_cost=10, budget_rollouts=3, bootstrap=10)
+    assert report.widths == (3, 3) and report.spent_share == pytest.approx(1.0)
+    assert report.budget_gain.value == pytest.approx(report.full_gain.value)
