@@ -2,6 +2,10 @@
 HunyuanVideo and the Wan 2.1 VAE, so ComfyUI's own loaders detect and run
 them on a CPU in seconds.
 
+Files named ``*_fp8_scaled`` are written in the layout of ComfyUI's official
+fp8-scaled checkpoints (``fp8_scaled``): the transformer blocks' linear
+weights in float8_e4m3fn with per-layer scales, and the ``scaled_fp8`` marker.
+
 The modules are ComfyUI's own classes built at tiny width (what the loaders'
 detection reads back from the tensor shapes), filled from a seeded generator,
 and saved as safetensors. ``generate_tiny_models`` builds them in a child
@@ -26,7 +30,9 @@ WAN21_VAE_FILE = "wan_2.1_vae.safetensors"
 WAN21_LORA_FILE = "tiny_wan21_lora.safetensors"
 WAN22_TI2V_FILE = "wan2.2_ti2v_5B_fp16.safetensors"
 WAN22_VAE_FILE = "wan2.2_vae.safetensors"
-# Wan 2.2 A14B: two Wan 2.1-architecture experts (high noise, low noise) per task, and the lightx2v 4-step LoRAs.
+WAN21_T2V_FP8_FILE = "wan2.1_t2v_14B_fp8_scaled.safetensors"
+# Wan 2.2 A14B: two Wan 2.1-architecture experts (high noise, low noise) per task, fp8-scaled as the official files
+# are, and the lightx2v 4-step LoRAs.
 WAN22_A14B_FILES = {
     "t2v": ("wan2.2_t2v_high_noise_14B_fp8_scaled.safetensors", "wan2.2_t2v_low_noise_14B_fp8_scaled.safetensors"),
     "i2v": ("wan2.2_i2v_high_noise_14B_fp8_scaled.safetensors", "wan2.2_i2v_low_noise_14B_fp8_scaled.safetensors"),
@@ -40,6 +46,8 @@ WAN22_A14B_LORA_FILES = {
 WAN21_VACE_FILE = "wan2.1_vace_1.3B_fp16.safetensors"
 HUNYUAN_I2V_FILE = "hunyuan_video_image_to_video_720p_bf16.safetensors"
 HUNYUAN15_T2V_FILE = "hunyuanvideo1.5_720p_t2v_fp16.safetensors"
+# ComfyUI's repackaged HunyuanVideo 1.5 ships fp16 only; fp8-scaled conversions of it circulate under this pattern.
+HUNYUAN15_T2V_FP8_FILE = "hunyuanvideo1.5_720p_t2v_fp8_scaled.safetensors"
 HUNYUAN15_SR_FILE = "hunyuanvideo1.5_1080p_sr_distilled_fp16.safetensors"
 HUNYUAN15_UPSAMPLER_FILE = "hunyuanvideo15_latent_upsampler_1080p.safetensors"
 LTXV_FILE = "ltx-video-2b-v0.9.5.safetensors"
@@ -69,6 +77,37 @@ def _fill_deterministically(module: torch.nn.Module, seed: int) -> dict[str, tor
             value = torch.randn(shape, generator=generator) * 0.02
         state[name] = value.contiguous()
     return state
+
+
+# The official fp8-scaled files quantize the linear layers inside the transformer blocks (Wan: self_attn and
+# cross_attn q/k/v/o, ffn.0, ffn.2); embeddings, heads, norms and biases stay in 16 bits.
+FP8_BLOCK_PREFIXES = ("blocks.", "double_blocks.", "single_blocks.")
+SCALED_FP8_MARKER = "scaled_fp8"
+
+
+def fp8_scaled(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``state`` in ComfyUI's fp8-scaled layout, as ComfyUI 0.3.x saves it and both runtimes load it:
+
+    - every 2-D ``<layer>.weight`` of a transformer block becomes float8_e4m3fn after dividing by a per-layer scale
+      (absmax / 448, so the largest weight lands on fp8's largest value), with ``<layer>.scale_weight`` (float32,
+      0-dim) to multiply it back and ``<layer>.scale_input`` (float32 1.0: inputs unscaled);
+    - every other tensor in bf16;
+    - the marker ``scaled_fp8``: an empty float8_e4m3fn tensor (0.3.x reads its dtype as the weights' fp8 format
+      and its emptiness as "fp8 matmul allowed"; 0.33 converts the layers to its per-layer ``comfy_quant`` format).
+    """
+    fp8_max = torch.finfo(torch.float8_e4m3fn).max
+    converted = {}
+    for name, tensor in state.items():
+        layer, _, leaf = name.rpartition(".")
+        if leaf == "weight" and tensor.ndim == 2 and any(prefix in name for prefix in FP8_BLOCK_PREFIXES):
+            scale = (tensor.abs().max().float() / fp8_max).clamp_min(torch.finfo(torch.float32).tiny)
+            converted[name] = (tensor.float() / scale).to(torch.float8_e4m3fn)
+            converted[f"{layer}.scale_weight"] = scale.reshape(())
+            converted[f"{layer}.scale_input"] = torch.ones((), dtype=torch.float32)
+        else:
+            converted[name] = tensor.to(torch.bfloat16)
+    converted[SCALED_FP8_MARKER] = torch.empty(0, dtype=torch.float8_e4m3fn)
+    return converted
 
 
 def wan21_state_dict(model_type: str = "t2v", num_layers: int = 2, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -248,7 +287,7 @@ def wan22_a14b_targets(models_dir: pathlib.Path) -> dict:
             seed = 10 + 2 * task_index + expert_index
             targets[f"wan22_a14b_{task}_{expert}"] = (
                 models_dir / "diffusion_models" / WAN22_A14B_FILES[task][expert_index],
-                lambda task=task, seed=seed: wan21_state_dict(task, seed=seed),
+                lambda task=task, seed=seed: fp8_scaled(wan21_state_dict(task, seed=seed)),
             )
             targets[f"wan22_a14b_{task}_lora_{expert}"] = (
                 models_dir / "loras" / WAN22_A14B_LORA_FILES[task][expert_index],
@@ -265,6 +304,8 @@ def write_tiny_models(models_dir: pathlib.Path) -> dict[str, pathlib.Path]:
     models_dir = pathlib.Path(models_dir)
     targets = {
         "wan21_t2v": (models_dir / "diffusion_models" / WAN21_T2V_FILE, wan21_state_dict),
+        "wan21_t2v_fp8": (models_dir / "diffusion_models" / WAN21_T2V_FP8_FILE,
+                          lambda: fp8_scaled(wan21_state_dict(seed=20))),
         "wan21_i2v": (models_dir / "diffusion_models" / WAN21_I2V_FILE, lambda: wan21_state_dict("i2v", seed=1)),
         "hunyuan_t2v": (models_dir / "diffusion_models" / HUNYUAN_T2V_FILE, hunyuan_t2v_state_dict),
         "wan21_vae": (models_dir / "vae" / WAN21_VAE_FILE, wan21_vae_state_dict),
@@ -275,6 +316,8 @@ def write_tiny_models(models_dir: pathlib.Path) -> dict[str, pathlib.Path]:
         "wan21_vace": (models_dir / "diffusion_models" / WAN21_VACE_FILE, wan21_vace_state_dict),
         "hunyuan_i2v": (models_dir / "diffusion_models" / HUNYUAN_I2V_FILE, hunyuan_i2v_state_dict),
         "hunyuan15_t2v": (models_dir / "diffusion_models" / HUNYUAN15_T2V_FILE, hunyuan15_state_dict),
+        "hunyuan15_t2v_fp8": (models_dir / "diffusion_models" / HUNYUAN15_T2V_FP8_FILE,
+                              lambda: fp8_scaled(hunyuan15_state_dict(seed=21))),
         "hunyuan15_sr": (models_dir / "diffusion_models" / HUNYUAN15_SR_FILE, lambda: hunyuan15_state_dict(98, seed=8)),
         "ltxv": (models_dir / "diffusion_models" / LTXV_FILE, ltxv_state_dict),
         "hunyuan15_upsampler": (models_dir / "latent_upscale_models" / HUNYUAN15_UPSAMPLER_FILE,

@@ -1,4 +1,5 @@
-"""Write the README's "works with" table (family x ComfyUI version) from runs of tests/test_families.py.
+"""Write the README's "works with" table (family and file format x ComfyUI version) from runs of
+tests/test_families.py.
 
 Run the family tests once per runtime with a JUnit report, then give every report to this script:
 
@@ -63,14 +64,20 @@ def cell(checks: dict[str, str] | None) -> str:
     return "yes" if not failing else "fails: " + ", ".join(failing)
 
 
-def render_table(reports: list[tuple[str, dict[str, dict[str, str]]]], labels: dict[str, str]) -> str:
+def render_table(reports: list[tuple[str, dict[str, dict[str, str]]]], labels: dict[str, str],
+                 file_formats: dict[str, str] | None = None) -> str:
+    """One row per family (and, with ``file_formats``, per file format of its checkpoint), a column per version."""
+    file_formats = file_formats or {}
     versions = sorted(reports, key=lambda report: tuple(int(part) for part in report[0].split(".")))
-    families = sorted({family for _, outcomes in reports for family in outcomes}, key=lambda f: labels.get(f, f))
-    lines = ["| Family | " + " | ".join(f"ComfyUI {version}" for version, _ in versions) + " |",
-             "|---|" + "---|" * len(versions)]
+    families = sorted({family for _, outcomes in reports for family in outcomes},
+                      key=lambda f: (labels.get(f, f), file_formats.get(f, "")))
+    format_header, format_rule = ("File | ", "---|") if file_formats else ("", "")
+    lines = [f"| Family | {format_header}" + " | ".join(f"ComfyUI {version}" for version, _ in versions) + " |",
+             f"|---|{format_rule}" + "---|" * len(versions)]
     for family in families:
         cells = [cell(outcomes.get(family)) for _, outcomes in versions]
-        lines.append(f"| {labels.get(family, family)} | " + " | ".join(cells) + " |")
+        file_cell = f"{file_formats.get(family, '')} | " if file_formats else ""
+        lines.append(f"| {labels.get(family, family)} | {file_cell}" + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -82,15 +89,25 @@ def replace_block(text: str, table: str) -> str:
     return f"{head}{START_MARKER}\n{table}\n{END_MARKER}{tail}"
 
 
-def family_labels() -> dict[str, str]:
-    """Row labels from the test module (it defines the families)."""
+def _families() -> dict:
+    """The families the test module defines."""
     import importlib.util
     import sys
 
     spec = importlib.util.spec_from_file_location("test_families", REPO_ROOT / "tests" / "test_families.py")
     module = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))
     spec.loader.exec_module(module)
-    return {key: family.label for key, family in module.FAMILIES.items()}
+    return module.FAMILIES
+
+
+def family_labels() -> dict[str, str]:
+    """Row labels from the test module (it defines the families)."""
+    return {key: family.label for key, family in _families().items()}
+
+
+def family_file_formats() -> dict[str, str]:
+    """Each family's checkpoint format (fp16 / bf16, fp8-scaled) from the test module."""
+    return {key: family.file_format for key, family in _families().items()}
 
 
 def main(argv=None) -> None:
@@ -98,7 +115,7 @@ def main(argv=None) -> None:
     parser.add_argument("reports", nargs="+", type=pathlib.Path, help="JUnit XML of tests/test_families.py runs")
     parser.add_argument("--readme", type=pathlib.Path, default=REPO_ROOT / "README.md")
     args = parser.parse_args(argv)
-    table = render_table([read_report(path) for path in args.reports], family_labels())
+    table = render_table([read_report(path) for path in args.reports], family_labels(), family_file_formats())
     args.readme.write_text(replace_block(args.readme.read_text(), table))
     print(table)
 

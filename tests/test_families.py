@@ -3,11 +3,16 @@
 For each family on each runtime that has it: the checkpoint is detected as that family, the cache skips,
 mode off is bit-exact to no cache, and search + recommit deliver what the stock KSampler gives for the
 winning seed. ``scripts/works_with.py`` turns a run of this module into the README's "works with" table.
+
+Families are listed per file format: the fp8-scaled rows load files in the layout of ComfyUI's official
+``*_fp8_scaled`` checkpoints (scripts/tiny_models.py), and detection also checks that the blocks' linear layers
+stay fp8 on the loaded model (0.3.x: fp8 weights with scale_weight; 0.33: ``comfy_quant`` layers).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 
 import pytest
@@ -31,6 +36,7 @@ class Family:
     conditioning: dict
     # (engine, positive, negative) -> (positive, negative, latent), with the family's own nodes
     prepare: Callable
+    file_format: str = "fp16 / bf16"
 
 
 def _empty_video(engine, positive, negative):
@@ -96,6 +102,18 @@ FAMILIES = {
     "kandinsky5_t2v": Family("Kandinsky 5 T2V", tiny_models.KANDINSKY5_T2V_FILE, "Kandinsky5", 5.0,
                              dict(width=tiny_models.QWEN_VL_WIDTH, pooled=True), _empty_video),
 }
+FP8_SCALED = "fp8-scaled"
+FAMILIES |= {
+    "wan21_t2v_fp8": Family("Wan 2.1 T2V", tiny_models.WAN21_T2V_FP8_FILE, "WAN21_T2V", 5.0, {}, _empty_video,
+                            FP8_SCALED),
+    "wan22_a14b_t2v_high_fp8": Family("Wan 2.2 A14B T2V high-noise expert", tiny_models.WAN22_A14B_FILES["t2v"][0],
+                                      "WAN21_T2V", 3.5, {}, _empty_video, FP8_SCALED),
+    "wan22_a14b_t2v_low_fp8": Family("Wan 2.2 A14B T2V low-noise expert", tiny_models.WAN22_A14B_FILES["t2v"][1],
+                                     "WAN21_T2V", 3.5, {}, _empty_video, FP8_SCALED),
+    "hunyuan15_t2v_fp8": Family("HunyuanVideo 1.5 T2V", tiny_models.HUNYUAN15_T2V_FP8_FILE, "HunyuanVideo15", 6.0,
+                                dict(width=tiny_models.QWEN_VL_WIDTH, byt5_tokens=4, pooled=True), _hunyuan15_t2v,
+                                FP8_SCALED),
+}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -134,9 +152,29 @@ def apply_cache(engine, model, **overrides):
     return engine.one("CachedSearchApplyCache", model=model, **(CACHE | overrides))
 
 
+def stored_as_fp8(linear) -> bool:
+    """Whether a loaded linear layer keeps float8_e4m3fn weights: as the weight's dtype (ComfyUI 0.3.x's scaled-fp8
+    ops) or as its ``comfy_quant`` format (0.33's per-layer quantization)."""
+    state = linear.state_dict()
+    if "comfy_quant" in state:
+        return json.loads(bytes(state["comfy_quant"].tolist()))["format"] == "float8_e4m3fn"
+    return state["weight"].dtype == torch.float8_e4m3fn
+
+
+def block_linears(diffusion_model) -> list:
+    """The linear layers inside transformer blocks (those fp8-scaled files quantize), whatever ops class built them."""
+    return [module for name, module in diffusion_model.named_modules()
+            if type(module).__name__ == "Linear" and any(prefix in name for prefix in tiny_models.FP8_BLOCK_PREFIXES)]
+
+
 def test_checkpoint_is_detected_as_its_family(family):
     spec, model, *_ = family
     assert type(model.model.model_config).__name__ == spec.detected_as
+    linears = block_linears(model.model.diffusion_model)
+    if spec.file_format == FP8_SCALED:
+        assert linears and all(stored_as_fp8(linear) for linear in linears)
+    else:
+        assert not any(stored_as_fp8(linear) for linear in linears)
 
 
 def test_cache_skips(engine, family):

@@ -37,6 +37,18 @@ def test_table_has_a_column_per_version_and_a_cell_per_outcome(tmp_path):
     ]
 
 
+def test_file_formats_give_one_row_per_family_and_format(tmp_path):
+    report = works_with.read_report(write_report(tmp_path, "0.33.0", {"wan": "", "wan_fp8": ""}))
+    table = works_with.render_table([report], {"wan": "Wan", "wan_fp8": "Wan"},
+                                    {"wan": "fp16 / bf16", "wan_fp8": "fp8-scaled"})
+    assert table.splitlines() == [
+        "| Family | File | ComfyUI 0.33.0 |",
+        "|---|---|---|",
+        "| Wan | fp16 / bf16 | yes |",
+        "| Wan | fp8-scaled | yes |",
+    ]
+
+
 def test_readme_block_is_replaced_between_its_markers():
     text = f"intro\n{works_with.START_MARKER}\nold table\n{works_with.END_MARKER}\nrest\n"
     assert works_with.replace_block(text, "new") == f"intro\n{works_with.START_MARKER}\nnew\n{works_with.END_MARKER}\nrest\n"
@@ -54,3 +66,6 @@ def test_report_without_a_version_is_refused(tmp_path):
 def test_labels_come_from_the_family_tests():
     labels = works_with.family_labels()
     assert labels["wan21_t2v"] == "Wan 2.1 T2V" and labels["hunyuan15_t2v"] == "HunyuanVideo 1.5 T2V"
+    formats = works_with.family_file_formats()
+    assert formats["wan21_t2v"] == "fp16 / bf16" and formats["wan21_t2v_fp8"] == "fp8-scaled"
+    assert formats["wan22_a14b_t2v_high_fp8"] == formats["hunyuan15_t2v_fp8"] == "fp8-scaled"
