@@ -252,6 +252,78 @@ def wan22_a14b_i2v() -> dict:
                      bypassed=("lora_high", "lora_low"))
 
 
+FOUR_STEP_NOTE = """### CachedSearch on the 4-step path: explore wide, commit free
+Wan 2.2 A14B with the lightx2v 4-step LoRAs, exactly as ComfyUI's official template runs it (4 steps, the
+high-noise expert steps 0-2, the low-noise expert steps 2-4, cfg 1, shift 5). The sampler drafts **N = 16
+seeds**, the verifier ranks them, Recommit delivers the winner.
+
+**No cache, on purpose.** A step cache saves work only on steps between its warmup and cooldown, and with 2
+steps per expert there are none: skipping one of 4 steps would change the video, not draft it. So every draft is
+already the full-quality video of its seed, and **the commit is free**: Recommit sees that the winning draft
+skipped nothing and delivers it as it is, without sampling again ("commit free" in its report), bit for bit
+what the official graph gives for that seed.
+
+**Wide N.** Each draft is 4 transformer passes of one branch (cfg 1 runs no negative prompt): best-of-16 costs
+64, about 1.6 videos of the official 20-step graph at cfg 3.5 (40 passes each). Raise `num_candidates` for a
+better pick; the cost grows linearly.
+
+**Optional: prune at the expert switch.** Connect the node "Prune at the expert switch" to the sampler's
+`pruning` input: every draft stops after the high-noise expert (step 2 of 4), 4 frames decoded from the
+sampler's estimate of the finished video there are scored by the same ImageReward, and only the best 4 of 16
+run the low-noise expert (40 passes instead of 64). A close call at step 2 can drop the seed that would have won;
+docs/files-and-fast-paths.md has what it kept on our small test world.
+
+**Models** (put them where ComfyUI's own tutorials say):
+{models}
+- `models/image_reward/ImageReward.pt` and `models/image_reward/bert-base-uncased/` (tokenizer files):
+  `python custom_nodes/cachedsearch/scripts/download_image_reward.py ComfyUI/models`
+
+**Queueing again** searches new seeds (the seed's control is `randomize`); set it to `fixed` to repeat a search.
+"""
+
+
+def wan22_a14b_t2v_4step() -> dict:
+    """The official 4-step LoRA path as a search: no cache, wide N, commit free, pruning at the switch optional."""
+    from scripts.tiny_models import WAN22_A14B_FILES, WAN22_A14B_LORA_FILES
+
+    nodes = {}
+    for index, expert in enumerate(("high", "low")):
+        nodes[f"unet_{expert}"] = ("UNETLoader", {"unet_name": WAN22_A14B_FILES["t2v"][index],
+                                                  "weight_dtype": "default"}, 0)
+        nodes[f"lora_{expert}"] = ("LoraLoaderModelOnly", {"model": [f"unet_{expert}", 0],
+                                                           "lora_name": WAN22_A14B_LORA_FILES["t2v"][index],
+                                                           "strength_model": 1.0}, 0)
+        nodes[f"shift_{expert}"] = ("ModelSamplingSD3", {"model": [f"lora_{expert}", 0], "shift": 5.0}, 0)
+    nodes |= {
+        "clip": ("CLIPLoader", {"clip_name": "umt5_xxl_fp8_e4m3fn_scaled.safetensors", "type": "wan",
+                                "device": "default"}, 0),
+        "vae": ("VAELoader", {"vae_name": "wan_2.1_vae.safetensors"}, 0),
+        "prompt": ("PrimitiveStringMultiline", {"value": PROMPT}, 1),
+        "positive": ("CLIPTextEncode", {"text": ["prompt", 0], "clip": ["clip", 0]}, 1),
+        "negative": ("CLIPTextEncode", {"text": A14B_NEGATIVE, "clip": ["clip", 0]}, 1),
+        "latent": ("EmptyHunyuanLatentVideo", {"width": 640, "height": 640, "length": 81, "batch_size": 1}, 1),
+        "search": ("CachedSearchSamplerExperts", {
+            "model_high": ["shift_high", 0], "model_low": ["shift_low", 0], "positive": ["positive", 0],
+            "negative": ["negative", 0], "latent_image": ["latent", 0], "seed": 42, "num_candidates": 16,
+            "steps": 4, "split_step": 2, "cfg": 1.0, "sampler_name": "euler", "scheduler": "simple"}, 2),
+        **_verify_commit_save("VAEDecode", 16.0, "cachedsearch/wan22_a14b_t2v_4step"),
+        # Left unconnected: the note says how to switch pruning on.
+        "pruning": ("CachedSearchPruningPlan", {"vae": ["vae", 0], "verifier": ["load_verifier", 0],
+                                                "prompt": ["prompt", 0], "keep": 4, "prune_fraction": 0.5,
+                                                "prune_step": 2, "preview_frames": 4}, 2),
+    }
+    models = "\n".join([*(f"- `models/diffusion_models/{name}`" for name in WAN22_A14B_FILES["t2v"]),
+                        *(f"- `models/loras/{name}`" for name in WAN22_A14B_LORA_FILES["t2v"]),
+                        "- `models/text_encoders/umt5_xxl_fp8_e4m3fn_scaled.safetensors`",
+                        "- `models/vae/wan_2.1_vae.safetensors`"])
+    api = {key: {"class_type": kind, "inputs": inputs} for key, (kind, inputs, _) in nodes.items()}
+    return {"api": api, "columns": {key: column for key, (_, _, column) in nodes.items()},
+            "note": FOUR_STEP_NOTE.format(models=models), "bypassed": (),
+            "titles": {"search": "N = 16 drafts (4 steps, no cache)",
+                       "recommit": "Recommit winner (free: its draft skipped nothing)",
+                       "pruning": "Prune at the expert switch (optional: connect to the sampler's pruning)"}}
+
+
 def hunyuan15_t2v() -> dict:
     """ComfyUI's video_hunyuan_video_1.5_720p_t2v template as a search: 720p drafts, recommit, then its
     distilled 1080p super-resolution stage on the winner only (file names and settings from the template)."""
@@ -395,7 +467,8 @@ def _workflow(nodes: dict, models: str, tau_advice: str, bypassed=()) -> dict:
 
 WORKFLOWS = {"cachedsearch_wan21_t2v": wan21_t2v, "cachedsearch_hunyuan_t2v": hunyuan_t2v,
              "cachedsearch_wan22_ti2v": wan22_ti2v, "cachedsearch_wan22_a14b_t2v": wan22_a14b_t2v,
-             "cachedsearch_wan22_a14b_i2v": wan22_a14b_i2v, "cachedsearch_hunyuan15_t2v": hunyuan15_t2v,
+             "cachedsearch_wan22_a14b_i2v": wan22_a14b_i2v,
+             "cachedsearch_wan22_a14b_t2v_4step": wan22_a14b_t2v_4step, "cachedsearch_hunyuan15_t2v": hunyuan15_t2v,
              "cachedsearch_wan21_t2v_distributed": wan21_t2v_distributed,
              "cachedsearch_wan21_t2v_pruned": wan21_t2v_pruned}
 
@@ -420,7 +493,8 @@ def build(object_info: dict) -> dict[str, tuple[dict, dict]]:
         groups = [(title, (40 + column * COLUMN_WIDTH, 60, NODE_WIDTH + 40, bottoms.get(column, 200)), color)
                   for title, column, color in workflow.get("groups", GROUPS) if column in bottoms]
         note_box = (60, max(bottoms.values()) + 80, 2 * COLUMN_WIDTH + NODE_WIDTH, 420)
-        gui = api_to_gui(api, object_info, layout, {k: v for k, v in TITLES.items() if k in api},
+        titles = {k: v for k, v in (TITLES | workflow.get("titles", {})).items() if k in api}
+        gui = api_to_gui(api, object_info, layout, titles,
                          notes=[(workflow["note"], note_box)], groups=groups,
                          bypassed=workflow["bypassed"])
         # The API twin is what the frontend queues for the GUI file (every widget, defaults included).

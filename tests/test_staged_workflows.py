@@ -1,5 +1,6 @@
 """The Wan 2.2 A14B workflows over HTTP: the delivered video equals the official two-KSamplerAdvanced graph
-queued on the same server with the winning seed, with and without the 4-step LoRAs."""
+queued on the same server with the winning seed, with and without the 4-step LoRAs, and on the shipped 4-step path
+(no cache: the commit is free) with and without pruning at the expert switch."""
 
 import copy
 import json
@@ -42,12 +43,18 @@ def key_of(graph, class_type):
     return key
 
 
+def uncached(graph, link):
+    """The model link under a CachedSearch Apply Cache node (the link itself when it comes from another node)."""
+    node = graph[link[0]]
+    return node["inputs"]["model"] if node["class_type"] == "CachedSearchApplyCache" else link
+
+
 def official_variant(graph, seed):
     """The same graph delivering ``seed`` through the template's two KSamplerAdvanced nodes, uncached."""
     stock = copy.deepcopy(graph)
     search_key, recommit_key = key_of(stock, "CachedSearchSamplerExperts"), key_of(stock, "CachedSearchRecommit")
     search = stock[search_key]["inputs"]
-    models = [stock[search[name][0]]["inputs"]["model"] for name in ("model_high", "model_low")]
+    models = [uncached(stock, search[name]) for name in ("model_high", "model_low")]
     shared = {name: search[name] for name in ("positive", "negative", "steps", "cfg", "sampler_name", "scheduler")}
     stock["stage_high"] = {"class_type": "KSamplerAdvanced", "inputs": {
         **shared, "model": models[0], "add_noise": "enable", "noise_seed": seed, "latent_image": search["latent_image"],
@@ -88,6 +95,39 @@ def test_a14b_workflow_delivers_the_official_graph_for_the_winner(comfy_server, 
     delivered, reference = frames(comfy_server, entry), frames(comfy_server, stock)
     assert len(delivered) == len(reference) == 9
     assert all((a == b).all() for a, b in zip(delivered, reference))
+
+
+def winner_seed_of(report):
+    return int(report.split("winner: candidate ")[1].split("seed ")[1].split(",")[0])
+
+
+def test_four_step_workflow_commits_free_and_equals_the_official_graph_with_and_without_pruning(comfy_server):
+    name = "cachedsearch_wan22_a14b_t2v_4step"
+    graph = tiny_workflow_variant(json.loads((WORKFLOWS / "api" / f"{name}.json").read_text()), pooled=False)
+    search_key = key_of(graph, "CachedSearchSamplerExperts")
+    search = graph[search_key]["inputs"]
+    search.update(steps=4, split_step=2)  # the template's 4-step split, not the tiny variant's 8 steps
+    assert (search["cfg"], search["sampler_name"]) == (1.0, "euler")
+    kinds = [node["class_type"] for node in graph.values()]
+    assert "CachedSearchApplyCache" not in kinds and kinds.count("LoraLoaderModelOnly") == 2
+    assert "pruning" not in search  # shipped off: the plan sits unconnected beside the sampler
+    pruning_key = key_of(graph, "CachedSearchPruningPlan")
+    assert graph[pruning_key]["inputs"]["prune_step"] == 2  # the expert switch
+
+    pruned = copy.deepcopy(graph)
+    pruned[search_key]["inputs"]["pruning"] = [pruning_key, 0]
+    for variant, pruned_line in ((graph, None), (pruned, "pruned at step 2 of 4: kept 2 of 3")):
+        entry = comfy_server.run_prompt(variant)
+        report = entry["outputs"][key_of(variant, "CachedSearchRecommit")]["text"][0]
+        assert "high noise: no cache; low noise: no cache" in report
+        assert "commit free: the winning draft skipped nothing" in report
+        assert pruned_line is None or pruned_line in report
+        (delivery,) = entry["outputs"][key_of(variant, "CachedSearchRecommit")]["cachedsearch_delivery"]
+        assert delivery["commit_seconds"] == 0.0
+        stock = comfy_server.run_prompt(official_variant(variant, winner_seed_of(report)))
+        delivered, reference = frames(comfy_server, entry), frames(comfy_server, stock)
+        assert len(delivered) == len(reference) == 9
+        assert all((a == b).all() for a, b in zip(delivered, reference))
 
 
 def test_experts_node_reads_like_the_official_graph_with_tooltips(comfy_server):
