@@ -5,6 +5,7 @@ from comfy_api.latest import ComfyExtension, io
 from .apply_cache import ApplyStepCache
 from .budget_nodes import SearchBudget
 from .distributed import DistributedSearchSampler, register_server_hooks
+from .pick import register_pick_routes
 from .pruning_nodes import PruningPlanNode
 from .search_nodes import RankingFromScores, Recommit, SearchSampler, SearchSamplerAdvanced, SearchSamplerExperts
 from .verifier_nodes import (
@@ -14,6 +15,7 @@ from .verifier_nodes import (
 
 register_model_folders()
 register_server_hooks()
+register_pick_routes()
 
 
 class CachedSearchExtension(ComfyExtension):

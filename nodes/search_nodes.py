@@ -4,15 +4,16 @@ import comfy.samplers
 from comfy_api.latest import io
 
 from ..cachedsearch_core import MAX_CANDIDATES, Ranking, candidate_seeds, parse_scores
+from ..cachedsearch_core.pick import VERIFIERS_CHOICE, resolve_pick, with_pick_line
 from .budget_nodes import budget_input
 from .budget_search import run_budget_search
+from .pick import ADVANCED_INPUT, commit_pick, pick_choices, wait_for_click
 from .search import (
     CallCounter,
     CustomSamplerStage,
     KSamplerStage,
     SearchCandidates,
     StagedRecipe,
-    commit,
     draft_rows,
     progress_text_sender,
     pruned_rows,
@@ -311,46 +312,84 @@ class Recommit(io.ComfyNode):
             node_id="CachedSearchRecommit",
             display_name="CachedSearch Recommit",
             category="CachedSearch",
-            description="Delivers the winning candidate. commit re-generates its seed at full compute without the "
-            "cache: exactly what full best-of-N would have delivered. keep returns the cached draft (cheaper, "
-            "slightly damped motion).",
+            description="Delivers the verifier's winner, or the candidate you pick. commit re-generates its seed at "
+            "full compute without the cache: exactly what a stock sampler makes with that seed. keep returns the "
+            "cached draft (cheaper, slightly damped motion).",
             inputs=[
                 Candidates.Input("candidates", tooltip="From the CachedSearch sampler."),
-                RankingType.Input("ranking", tooltip="From the verifier (or Ranking From Scores)."),
+                RankingType.Input("ranking", optional=True,
+                                  tooltip="From the verifier (or Ranking From Scores): its winner is delivered while "
+                                  "pick is 0. Unconnected: you are the verifier, so set pick."),
                 io.Combo.Input("mode", options=["commit", "keep"], default="commit",
-                               tooltip="commit: full-compute re-generation of the winner (recommended). "
-                               "keep: the winner's cached draft, no extra compute."),
+                               tooltip="commit: full-compute re-generation of the chosen candidate (recommended). "
+                               "keep: its cached draft, no extra compute (not for a pruned candidate)."),
                 io.Model.Input("model", optional=True,
                                tooltip="Model to commit with (its cache is removed on a copy). Defaults to the "
                                "model the drafts were sampled with; leave it unconnected after a search on two "
                                "experts (each stage recommits on its own expert)."),
+                io.Int.Input("pick", default=0, min=0, max=MAX_CANDIDATES, optional=True,
+                             tooltip="0: deliver the verifier's choice. k: deliver candidate k, the k-th seed from "
+                             "the sampler's seed (pruned candidates count too). Commit this / Keep this on a draft "
+                             "sets it and queues again; ComfyUI's cache serves the search, so only this node runs."),
+                io.Int.Input("pick_among", default=0, min=0, max=MAX_CANDIDATES, optional=True, **ADVANCED_INPUT,
+                             tooltip="How many candidates the pick was made among (set with the pick). When it "
+                             "differs from this search's, the run stops instead of delivering another search's "
+                             "seed. 0: not checked."),
+                io.Boolean.Input("wait_for_pick", default=False, optional=True, **ADVANCED_INPUT,
+                                 tooltip="Pause this run at Recommit until you click Commit this or Keep this on a "
+                                 "draft (the verifier's choice is pre-selected). Only while pick is 0; Cancel "
+                                 "stops the wait. Off: never waits (API and batch runs)."),
+                io.Int.Input("pick_timeout", default=0, min=0, max=86400, optional=True, **ADVANCED_INPUT,
+                             tooltip="Seconds to wait for your click before the pre-selected candidate is "
+                             "delivered; 0: wait as long as it takes."),
             ],
             outputs=[
                 io.Latent.Output(display_name="latent", tooltip="The delivered video latent."),
-                io.Int.Output(display_name="seed", tooltip="The winning seed; a stock KSampler (for two "
+                io.Int.Output(display_name="seed", tooltip="The delivered seed; a stock KSampler (for two "
                               "experts: the first KSamplerAdvanced) with it reproduces the committed video."),
-                io.String.Output(display_name="report", tooltip="The whole search: scores, skips, cost."),
+                io.String.Output(display_name="report", tooltip="The whole search: scores, skips, cost, who "
+                                 "picked."),
             ],
+            hidden=[io.Hidden.unique_id],
             **SHOW_RESULTS_WHEN_CACHED,
         )
 
     @classmethod
-    def execute(cls, candidates, ranking, mode, model=None) -> io.NodeOutput:
-        ranking.check_matches(len(candidates))
-        winner = ranking.winner
+    def fingerprint_inputs(cls, wait_for_pick=False, pick=VERIFIERS_CHOICE, **_):
+        # A run that waits for a click must run again whenever it is queued: the click is not an input.
+        return float("nan") if _waits(wait_for_pick, pick) else False
+
+    @classmethod
+    def execute(cls, candidates, mode, ranking=None, model=None, pick=VERIFIERS_CHOICE, pick_among=0,
+                wait_for_pick=False, pick_timeout=0) -> io.NodeOutput:
+        choices = pick_choices(candidates)
+        choices.check_among(pick_among)
+        verifier_winner = None
+        if ranking is not None:
+            ranking.check_matches(len(candidates))
+            verifier_winner = ranking.winner
+        if _waits(wait_for_pick, pick):
+            pick, mode = wait_for_click(choices, choices.preselected(verifier_winner), mode, pick_timeout,
+                                        cls.hidden.unique_id)
+        picked = resolve_pick(choices, pick, mode, verifier_winner, pick_among)
         commit_calls = CallCounter()
         if mode == "keep":
-            delivered, commit_seconds = candidates.latent(candidates.draft_latents[winner : winner + 1].clone()), None
+            kept = candidates.draft_latents[picked.draft_index : picked.draft_index + 1].clone()
+            delivered, commit_seconds = candidates.latent(kept), None
         else:
-            delivered, commit_seconds = commit(candidates, winner, model, on_computed_call=commit_calls)
+            delivered, commit_seconds = commit_pick(candidates, picked, model, on_computed_call=commit_calls)
         measured_calls = commit_calls.calls if commit_seconds is not None else None
-        report = candidates.report(ranking, mode, commit_seconds, measured_calls)
-        delivery = {"seed": candidates.drafts[winner].seed, "candidate": winner + 1, "mode": mode,
-                    "num_candidates": len(candidates.pruning.seeds) if candidates.pruning else len(candidates),
-                    "commit_seconds": commit_seconds,
-                    "relative_cost": candidates.relative_cost(commit_seconds)}
+        report = with_pick_line(candidates.report(ranking, mode, commit_seconds, measured_calls), picked)
+        delivery = picked.delivery_fields(len(choices)) | {
+            "num_candidates": len(choices), "commit_seconds": commit_seconds,
+            "relative_cost": candidates.relative_cost(commit_seconds)}
         if candidates.budget is not None:
             delivery["budget"] = candidates.budget.as_dict() | {
                 "measured_commit": candidates.budget_commit_cost(commit_seconds, measured_calls)}
-        return io.NodeOutput(delivered, candidates.drafts[winner].seed, report,
+        return io.NodeOutput(delivered, picked.seed, report,
                              ui={"text": (report,), "cachedsearch_delivery": [delivery]})
+
+
+def _waits(wait_for_pick, pick) -> bool:
+    """A set pick is a choice already made: only the verifier's choice (pick 0) waits for a click."""
+    return bool(wait_for_pick) and pick == VERIFIERS_CHOICE

@@ -71,8 +71,10 @@ def _verify_commit_save(decode: str, fps: float, prefix: str) -> dict:
         "verify": ("CachedSearchVerifier", {"images": ["decode_drafts", 0], "candidates": ["search", 1],
                                             "prompt": ["prompt", 0], "verifier": ["load_verifier", 0],
                                             "frames_per_candidate": 8}, 3),
+        # The pick's widgets are listed so the layout leaves room for them: 0 delivers the verifier's choice.
         "recommit": ("CachedSearchRecommit", {"candidates": ["search", 1], "ranking": ["verify", 0],
-                                              "mode": "commit"}, 4),
+                                              "mode": "commit", "pick": 0, "pick_among": 0, "wait_for_pick": False,
+                                              "pick_timeout": 0}, 4),
         "decode": (decode, {"samples": ["recommit", 0], "vae": ["vae", 0], **tiled}, 4),
         "video": ("CreateVideo", {"images": ["decode", 0], "fps": fps}, 5),
         "save": ("SaveVideo", {"video": ["video", 0], "filename_prefix": prefix, "format": "auto", "codec": "auto"}, 5),

@@ -1,0 +1,194 @@
+"""The artist's pick on the ComfyUI side: the candidates a Recommit can deliver, the commit of any of them (a pruned
+one included), and the optional wait for a click on the panel in the same run with the route that answers it.
+
+While a Recommit waits, the prompt worker's thread blocks inside it; the server's event loop runs in another thread
+and hands POST /cachedsearch/pick to the waiting run. Cancel (POST /interrupt) sets ComfyUI's interrupt flag, which
+the wait polls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+import threading
+import time
+
+import comfy.model_management
+from comfy_api.latest import io
+
+from ..cachedsearch_core.pick import MODES, Pick, PickChoices, VERIFIERS_CHOICE
+from .search import CandidateState, SearchCandidates, SearchProgress, commit, metered, run_stage
+
+ROUTE = "/cachedsearch/pick"
+AWAITING_PICK_EVENT = "cachedsearch.awaiting_pick"
+POLL_SECONDS = 0.1
+
+# ComfyUI 0.33 can fold inputs marked advanced away on the node; 0.3.75's inputs have no such field.
+ADVANCED_INPUT = {"advanced": True} if "advanced" in inspect.signature(io.Int.Input.__init__).parameters else {}
+
+
+def pick_choices(candidates: SearchCandidates) -> PickChoices:
+    """Every seed of the search in seed order, pruned ones included, and which of them have a finished draft."""
+    if candidates.pruning is not None:
+        return PickChoices(candidates.pruning.seeds, candidates.pruning.survivor_indices)
+    return PickChoices(tuple(candidates.seeds), tuple(range(len(candidates))))
+
+
+def commit_pick(candidates: SearchCandidates, pick: Pick, model=None, on_computed_call=None) -> tuple[dict, float]:
+    """The picked candidate generated at full compute: ``commit`` for a finished draft; for a candidate a pruned
+    search stopped, its seed run the same way through every stage (the draft's record ends at the prune step)."""
+    if pick.draft_index is not None:
+        return commit(candidates, pick.draft_index, model, on_computed_call=on_computed_call)
+    recipe = candidates.recipe.without_cache(model)
+    if on_computed_call is not None:
+        recipe = dataclasses.replace(recipe, stages=tuple(metered(stage, on_computed_call)
+                                                          for stage in recipe.stages))
+    progress = SearchProgress(recipe.steps)
+    state = CandidateState(pick.seed, recipe.latent)
+    start = time.perf_counter()
+    for stage_index in range(len(recipe.stages)):
+        (state,) = run_stage(recipe, stage_index, [state], progress)
+    return state.latent, time.perf_counter() - start
+
+
+class PickRefused(Exception):
+    """An answer the route refuses, with its HTTP status."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclasses.dataclass
+class WaitingPick:
+    """A Recommit waiting for the artist's click: what it offers, and the answer once one came."""
+
+    prompt_id: str
+    node: str
+    choices: PickChoices
+    preselected: int  # candidate number, 0: none
+    mode: str  # the node's mode, used when an answer names none
+    answered: threading.Event = dataclasses.field(default_factory=threading.Event)
+    answer: tuple[int, str] | None = None
+
+    def as_dict(self) -> dict:
+        return {"prompt_id": self.prompt_id, "node": self.node, "candidates": len(self.choices),
+                "preselected": self.preselected}
+
+
+class PickMailbox:
+    """The Recommits of this server process that wait for a pick, by prompt id and node id."""
+
+    def __init__(self):
+        self._waiting: dict[tuple[str, str], WaitingPick] = {}
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def waiting(self, prompt_id: str, node: str, choices: PickChoices, preselected: int, mode: str):
+        """Open a wait for the duration of the block; whatever ends the block (an answer, a time-out, Cancel, an
+        error) closes it, so nothing waits on after its run."""
+        entry = WaitingPick(str(prompt_id), str(node), choices, preselected, mode)
+        with self._lock:
+            self._waiting[(entry.prompt_id, entry.node)] = entry
+        try:
+            yield entry
+        finally:
+            with self._lock:
+                self._waiting.pop((entry.prompt_id, entry.node), None)
+
+    def answer(self, prompt_id: str, node: str, candidate: int, mode: str | None = None) -> None:
+        """Hand the click to the waiting Recommit; raises PickRefused (409: nothing waits there, 400: a choice it
+        cannot deliver, so it waits on)."""
+        with self._lock:
+            entry = self._waiting.get((str(prompt_id), str(node)))
+            if entry is None or entry.answered.is_set():
+                raise PickRefused(409, f"no CachedSearch Recommit of prompt {prompt_id!r}, node {node!r} is waiting "
+                                       "for a pick (it finished, was cancelled, or was already answered)")
+            mode = entry.mode if mode is None else mode
+            try:
+                entry.choices.check_choice(candidate, mode, input_name="candidate")
+            except ValueError as error:
+                raise PickRefused(400, str(error)) from None
+            entry.answer = (candidate, mode)
+            entry.answered.set()
+
+    def listing(self) -> list[dict]:
+        with self._lock:
+            return [entry.as_dict() for entry in self._waiting.values()]
+
+
+# One per server process, like the route that fills it.
+MAILBOX = PickMailbox()
+
+
+def _await_answer(entry: WaitingPick, timeout_seconds: int) -> tuple[int, str] | None:
+    """Block until the click arrives (its candidate and mode), the time-out passes (None; 0: never) or Cancel is
+    pressed (raises ComfyUI's InterruptProcessingException)."""
+    deadline = time.monotonic() + timeout_seconds if timeout_seconds else None
+    while not entry.answered.wait(POLL_SECONDS):
+        comfy.model_management.throw_exception_if_processing_interrupted()
+        if deadline is not None and time.monotonic() >= deadline:
+            return None
+    return entry.answer
+
+
+def wait_for_click(choices: PickChoices, preselected: int, mode: str, timeout_seconds: int, node_id) -> tuple[int, str]:
+    """The pick and mode the artist clicks on the panel, while the run waits; on time-out the pre-selected
+    candidate as the verifier's choice (pick 0) in the node's mode."""
+    try:
+        from server import PromptServer
+    except ImportError:
+        PromptServer = None
+    server = getattr(PromptServer, "instance", None)
+    if server is None or node_id is None:
+        raise ValueError("wait_for_pick: there is no ComfyUI server to click a draft on (this run has no GUI); set "
+                         "wait_for_pick to false and set pick instead")
+    prompt_id = server.last_prompt_id
+    with MAILBOX.waiting(prompt_id, node_id, choices, preselected, mode) as entry:
+        server.send_sync(AWAITING_PICK_EVENT, entry.as_dict())
+        chosen = f"the verifier's choice, candidate {preselected}, is pre-selected" if preselected else \
+            "no verifier ranking: nothing pre-selected"
+        limit = f"; delivers the pre-selected one after {timeout_seconds} s" if timeout_seconds and preselected else ""
+        server.send_progress_text(f"waiting for your pick: Commit this or Keep this on a draft ({chosen}{limit}); "
+                                  "Cancel stops the run", node_id)
+        answer = _await_answer(entry, timeout_seconds)
+    if answer is not None:
+        return answer
+    if not preselected:
+        raise ValueError(f"pick_timeout: no pick within {timeout_seconds} s and nothing pre-selected (no ranking "
+                         "connected); set pick_timeout to 0 (no time-out), connect a verifier's ranking or set pick")
+    return VERIFIERS_CHOICE, mode
+
+
+def register_pick_routes() -> None:
+    """POST and GET /cachedsearch/pick on the running ComfyUI server (if any)."""
+    try:
+        from aiohttp import web
+        from server import PromptServer
+    except ImportError:
+        return
+    server = getattr(PromptServer, "instance", None)
+    if server is None:
+        return
+
+    @server.routes.post(ROUTE)
+    async def post_pick(request):
+        try:
+            body = await request.json()
+            prompt_id, node, candidate = body["prompt_id"], body["node"], body["candidate"]
+            mode = body.get("mode")
+            if not isinstance(candidate, int) or isinstance(candidate, bool) or mode not in (None, *MODES):
+                raise ValueError
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return web.json_response({"error": "send JSON {\"prompt_id\": str, \"node\": str, \"candidate\": int, "
+                                               "\"mode\": \"commit\" or \"keep\"}"}, status=400)
+        try:
+            MAILBOX.answer(prompt_id, node, candidate, mode)
+        except PickRefused as refused:
+            return web.json_response({"error": str(refused)}, status=refused.status)
+        return web.json_response({"ok": True})
+
+    @server.routes.get(ROUTE)
+    async def list_waiting(request):
+        return web.json_response({"waiting": MAILBOX.listing()})
