@@ -69,6 +69,8 @@ class ArmResult:
     call_speedup: float  # transformer calls of a full rollout / calls a draft computed
     skipped_share: float
     fidelity: FidelityReport
+    calls: int = 0  # transformer calls the arm's rollouts made, all of them together
+    computed_calls: int = 0  # of those, the ones computed (not skipped)
 
 
 def evaluate_arms(store: ScoreStore, arms: dict[str, float | None], prompts, seeds, bootstrap: int = 2000,
@@ -91,6 +93,7 @@ def evaluate_arms(store: ScoreStore, arms: dict[str, float | None], prompts, see
             skipped_share=store.table(arm, prompts, seeds, "skipped").sum() / calls if calls else 0.0,
             fidelity=ranking_fidelity(full, store.table(arm, prompts, seeds), bootstrap=bootstrap, seed=seed,
                                       resample=resample),
+            calls=int(calls), computed_calls=int(computed),
         ))
     return results
 

@@ -122,9 +122,12 @@ class Calibration:
         rows = []
         for result in self.results:
             fidelity = result.fidelity
-            row = {"tau": result.tau, "skipped": result.skipped_share, "call_speedup": result.call_speedup,
-                   "speedup": result.speedup, "meets_target": fidelity.capture_of_means.value
-                   >= self.plan.capture_target, "recommended": result is self.recommended}
+            row = {"tau": result.tau, "skipped": float(result.skipped_share),
+                   "call_speedup": float(result.call_speedup),
+                   "calls": result.calls, "computed_calls": result.computed_calls,
+                   "speedup": float(result.speedup),
+                   "meets_target": bool(fidelity.capture_of_means.value >= self.plan.capture_target),
+                   "recommended": result is self.recommended}
             for name, interval in (("rho", fidelity.rho), ("top1", fidelity.top1),
                                    ("capture", fidelity.capture_of_means), ("regret", fidelity.regret)):
                 row[name] = [_json_number(interval.value), *((_json_number(interval.low), _json_number(interval.high))
@@ -218,7 +221,7 @@ class Calibration:
                  "no tau meets the target: cache off")
         draw.text((left, 10), f"capture (blue) and speed-up in calls (orange) vs tau; {title}", fill=(0, 0, 0))
         draw.text(((left + right) / 2 - 10, height - 20), "tau", fill=(0, 0, 0))
-        return np.asarray(image, dtype=np.uint8)
+        return np.array(image, dtype=np.uint8)
 
 
 def _json_number(value: float) -> float | None:
