@@ -39,6 +39,8 @@ def main() -> None:
     parser.add_argument("--targets", type=float, nargs="+", default=[0.85, 0.90])
     parser.add_argument("--out", type=pathlib.Path, default=REPO_ROOT / "bench" / "results" / "calibration_seeds")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--bootstrap", type=int, default=100,
+                        help="bootstrap draws per table (the recommendation does not depend on them)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -63,7 +65,7 @@ def main() -> None:
             cells = []
             for size in args.sizes:
                 picks = [Calibration.from_store(store, CalibrationPlan(tuple(args.taus), size, first, target),
-                                                position).recommended_tau
+                                                position, args.bootstrap).recommended_tau
                          for first in range(0, args.seeds - size + 1, size)]
                 cells.append(", ".join(f"{tau:g}" for tau in picks))
             lines.append(f"| {index}: {shapes.prompt_text(shapes.PROMPTS[index])} | {target:.2f} | "
