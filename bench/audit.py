@@ -20,6 +20,10 @@ drafted to --prune x steps, the --keep best previews continued; capture, top-1, 
 survives) and the fixed-budget search (drafts while their computed transformer calls plus one recommit fit in
 --budget-rollouts full rollouts) against full best-of-M at that cost. --search-arms collects only what these need
 (full, the tau nearest 0.10, the pruned searches) and writes DIR/search_arms.md.
+
+--calibration I (shapes mode) runs what CachedSearch Calibrate runs, on the world's prompt I (0-35): the full and
+tau arms on --seeds seeds, and writes the node's table (cachedsearch_core.calibration) to DIR/calibration.md and its
+rows to DIR/calibration.json.
 """
 
 from __future__ import annotations
@@ -42,8 +46,9 @@ sys.path.insert(0, str(REPO_ROOT))
 from bench import shapes  # noqa: E402
 from bench.train_tiny_wan import DEFAULT_OUT as TRAINED_MODEL, TRAINING_SHIFT  # noqa: E402
 from cachedsearch_core.audit import (  # noqa: E402
-    FULL_ARM, ScoreStore, evaluate_arms, markdown_report, recommend_tau, svg_plot,
+    FULL_ARM, ScoreStore, evaluate_arms, markdown_report, recommend_tau, svg_plot, tau_arm,
 )
+from cachedsearch_core.calibration import Calibration, CalibrationPlan  # noqa: E402
 from cachedsearch_core.pruning import PruningPlan  # noqa: E402
 from cachedsearch_core.search_audit import budget_search_gain, pruned_search_fidelity  # noqa: E402
 from scripts import comfy_runtime  # noqa: E402
@@ -53,7 +58,7 @@ def arm_specs(taus: list[float], steps: int) -> dict[str, dict]:
     """Drafting arms: the cache settings (None = no cache) and steps of each."""
     arms = {FULL_ARM: {"cache": None, "steps": steps}}
     for tau in taus:
-        arms[f"tau {tau:g}"] = {"cache": {"mode": "adaptive", "tau": tau}, "steps": steps, "tau": tau}
+        arms[tau_arm(tau)] = {"cache": {"mode": "adaptive", "tau": tau}, "steps": steps, "tau": tau}
     for interval in (2, 3):
         arms[f"static every {interval}"] = {"cache": {"mode": "static", "static_interval": interval}, "steps": steps}
     arms["T/2 steps"] = {"cache": None, "steps": steps // 2}
@@ -382,6 +387,9 @@ def main() -> None:
     parser.add_argument("--keep", type=int, default=4, help="shapes mode: seeds the pruned search continues")
     parser.add_argument("--budget-rollouts", type=int, default=4,
                         help="fixed-budget search: spend what full best-of-M costs, M = this")
+    parser.add_argument("--calibration", type=int, metavar="PROMPT",
+                        help="shapes mode: only the full and tau arms on the world's prompt PROMPT (0-35), as "
+                        "CachedSearch Calibrate measures them; write DIR/calibration.md and stop")
     parser.add_argument("--search-arms", action="store_true",
                         help="only the full rollouts, the tau nearest 0.10 and the pruned search; write "
                              "DIR/search_arms.md (pruned and fixed-budget search) and stop")
@@ -400,6 +408,10 @@ def main() -> None:
         backend = ShapesBackend(args.model, args.cfg, args.prompts)
         prompt_count = args.prompts
 
+    if args.calibration is not None:
+        if not isinstance(backend, ShapesBackend) or not 0 <= args.calibration < len(shapes.PROMPTS):
+            sys.exit(f"--calibration: give a prompt of the world, 0 to {len(shapes.PROMPTS) - 1}, in shapes mode")
+        backend.prompts, prompt_count = [shapes.PROMPTS[args.calibration]], 1
     store = ScoreStore(args.out / "scores.jsonl")
     prompt_ids, seeds = list(range(prompt_count)), list(range(args.seeds))
     arms = arm_specs(args.taus, args.steps)
@@ -423,6 +435,18 @@ def main() -> None:
         return search_arms_report(store, prompt_ids, seeds, args.steps, plan, reference_tau, args.taus,
                                   args.budget_rollouts)
 
+    if args.calibration is not None:
+        for arm in (FULL_ARM, *map(tau_arm, args.taus)):
+            collect(arm, arms[arm])
+        calibration = Calibration.from_store(store, CalibrationPlan(tuple(args.taus), args.seeds, 0, args.target))
+        report = f"# Calibration\n\n{backend.describe()}; {shapes.prompt_text(backend.prompts[0])!r}, seeds 0-" \
+                 f"{args.seeds - 1}, {args.steps} steps, warmup = cooldown = {cache_window(args.steps)}.\n\n" \
+                 f"{calibration.report()}\n"
+        (args.out / "calibration.md").write_text(report)
+        (args.out / "calibration.json").write_text(json.dumps({"rows": calibration.rows(),
+                                                               "recommended_tau": calibration.recommended_tau}))
+        print(report)
+        return
     if args.search_arms:
         for arm in (FULL_ARM, f"tau {reference_tau:g}"):
             collect(arm, arms[arm])

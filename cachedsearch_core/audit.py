@@ -15,19 +15,25 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from .fidelity import FidelityReport, ranking_fidelity
+from .fidelity import PROMPT_BOOTSTRAP, SEED_BOOTSTRAP, FidelityReport, ranking_fidelity
 
 FULL_ARM = "full"
 DEFAULT_CAPTURE_TARGET = 0.85
 
 
-class ScoreStore:
-    """Append-only JSON-lines store of scored rollouts, so a stopped audit resumes where it was."""
+def tau_arm(tau: float) -> str:
+    """The store's name of the adaptive cache's arm at ``tau``."""
+    return f"tau {tau:g}"
 
-    def __init__(self, path: pathlib.Path):
-        self.path = pathlib.Path(path)
+
+class ScoreStore:
+    """Append-only JSON-lines store of scored rollouts, so a stopped audit resumes where it was; without a path
+    (a calibration in the GUI) it keeps the records in memory only."""
+
+    def __init__(self, path: pathlib.Path | None):
+        self.path = pathlib.Path(path) if path is not None else None
         self.records: dict[tuple[str, int, int], dict] = {}
-        if self.path.exists():
+        if self.path is not None and self.path.exists():
             for line in self.path.read_text().splitlines():
                 if line.strip():
                     record = json.loads(line)
@@ -40,9 +46,10 @@ class ScoreStore:
             skipped: int = 0) -> None:
         record = {"arm": arm, "prompt": prompt, "seed": seed, "score": float(score), "seconds": float(seconds),
                   "calls": calls, "skipped": skipped}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a") as file:
-            file.write(json.dumps(record) + "\n")
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a") as file:
+                file.write(json.dumps(record) + "\n")
         self.records[(arm, prompt, seed)] = record
 
     def table(self, arm: str, prompts: Iterable[int], seeds: Iterable[int], field: str = "score") -> np.ndarray:
@@ -62,11 +69,16 @@ class ArmResult:
     call_speedup: float  # transformer calls of a full rollout / calls a draft computed
     skipped_share: float
     fidelity: FidelityReport
+    calls: int = 0  # transformer calls the arm's rollouts made, all of them together
+    computed_calls: int = 0  # of those, the ones computed (not skipped)
 
 
 def evaluate_arms(store: ScoreStore, arms: dict[str, float | None], prompts, seeds, bootstrap: int = 2000,
                   seed: int = 0) -> list[ArmResult]:
-    """``arms`` maps each drafting arm to its tau (None for a baseline); all share the full references."""
+    """``arms`` maps each drafting arm to its tau (None for a baseline); all share the full references. Intervals
+    resample the prompts, or the seeds when there is one prompt (a calibration)."""
+    prompts, seeds = list(prompts), list(seeds)
+    resample = PROMPT_BOOTSTRAP if len(prompts) > 1 else SEED_BOOTSTRAP
     full = store.table(FULL_ARM, prompts, seeds)
     full_seconds = store.table(FULL_ARM, prompts, seeds, "seconds").mean()
     full_calls = store.table(FULL_ARM, prompts, seeds, "calls").sum()
@@ -79,7 +91,9 @@ def evaluate_arms(store: ScoreStore, arms: dict[str, float | None], prompts, see
             speedup=full_seconds / store.table(arm, prompts, seeds, "seconds").mean(),
             call_speedup=full_calls / computed if computed else float("inf"),
             skipped_share=store.table(arm, prompts, seeds, "skipped").sum() / calls if calls else 0.0,
-            fidelity=ranking_fidelity(full, store.table(arm, prompts, seeds), bootstrap=bootstrap, seed=seed),
+            fidelity=ranking_fidelity(full, store.table(arm, prompts, seeds), bootstrap=bootstrap, seed=seed,
+                                      resample=resample),
+            calls=int(calls), computed_calls=int(computed),
         ))
     return results
 
@@ -107,7 +121,8 @@ def markdown_report(results: list[ArmResult], target: float = DEFAULT_CAPTURE_TA
     lines.append("")
     lines.append(f"Recommended tau* (most aggressive tau with capture >= {100 * target:.0f} %): "
                  + (f"{tau:g}" if tau is not None else "none of the measured values"))
-    lines.append("Intervals: 95 % prompt bootstrap.")
+    resampled = results[0].fidelity.resampled if results else PROMPT_BOOTSTRAP
+    lines.append(f"Intervals: 95 % {resampled.removesuffix('s')} bootstrap.")
     return "\n".join(lines)
 
 

@@ -3,6 +3,9 @@
 ``full[p, i]`` = V(G(c_p, s_i)) and ``cached[p, i]`` = V(G_tau(c_p, s_i)) for P
 prompts and the same S seeds. Delivery is by commit: the seed the cached
 scores pick, scored at full compute.
+
+Intervals come from a bootstrap over prompts (an audit of many prompts) or, for a calibration on one prompt,
+over seeds: each draw resamples the S seeds with replacement and recomputes every metric on them.
 """
 
 from __future__ import annotations
@@ -48,10 +51,16 @@ class Interval:
         return f"{self.value:.3f} [{self.low:.3f}, {self.high:.3f}]"
 
 
+PROMPT_BOOTSTRAP = "prompts"
+SEED_BOOTSTRAP = "seeds"
+
+
 @dataclasses.dataclass(frozen=True)
 class FidelityReport:
     prompts: int
     seeds: int
+    resampled: str  # what the bootstrap resampled: PROMPT_BOOTSTRAP or SEED_BOOTSTRAP
+    rho: Interval  # median over prompts of the per-prompt Spearman rho
     rho_median: float
     rho_p10: float
     rho_defined: int  # prompts whose rho is defined (neither side constant)
@@ -85,13 +94,22 @@ def _summaries(top1, regret, gain, best_gain) -> dict[str, float]:
     }
 
 
-def ranking_fidelity(full, cached, bootstrap: int = 2000, seed: int = 0, confidence: float = 0.95) -> FidelityReport:
-    """the report's Sec. 4.1 metrics with prompt-bootstrap intervals."""
+def _median_rho(full: np.ndarray, cached: np.ndarray) -> float:
+    rhos = np.array([spearman_rho(f, c) for f, c in zip(full, cached)])
+    defined = rhos[np.isfinite(rhos)]
+    return float(np.median(defined)) if len(defined) else math.nan
+
+
+def ranking_fidelity(full, cached, bootstrap: int = 2000, seed: int = 0, confidence: float = 0.95,
+                     resample: str = PROMPT_BOOTSTRAP) -> FidelityReport:
+    """the report's Sec. 4.1 metrics with bootstrap intervals over prompts, or over seeds (``resample``)."""
     full, cached = np.asarray(full, dtype=float), np.asarray(cached, dtype=float)
     if full.ndim != 2 or full.shape != cached.shape:
         raise ValueError(f"scores: full {full.shape} and cached {cached.shape} must both be [prompts, seeds]")
     if full.shape[0] == 0 or full.shape[1] == 0:
         raise ValueError("scores: need at least one prompt and one seed")
+    if resample not in (PROMPT_BOOTSTRAP, SEED_BOOTSTRAP):
+        raise ValueError(f"resample: got {resample!r}; use {PROMPT_BOOTSTRAP!r} or {SEED_BOOTSTRAP!r}")
     for name, table in (("full", full), ("cached", cached)):
         bad = np.argwhere(~np.isfinite(table))
         if len(bad):
@@ -101,12 +119,20 @@ def ranking_fidelity(full, cached, bootstrap: int = 2000, seed: int = 0, confide
     rhos = np.array([spearman_rho(f, c) for f, c in zip(full, cached)])
     defined = rhos[np.isfinite(rhos)]
     per_prompt = _per_prompt(full, cached)
-    point = _summaries(*per_prompt)
+    point = {**_summaries(*per_prompt), "rho": float(np.median(defined)) if len(defined) else math.nan}
     generator = np.random.default_rng(seed)
     samples = {key: [] for key in point}
     for _ in range(bootstrap):
-        chosen = generator.integers(0, len(full), len(full))
-        for key, value in _summaries(*(part[chosen] for part in per_prompt)).items():
+        if resample == PROMPT_BOOTSTRAP:
+            chosen = generator.integers(0, len(full), len(full))
+            summaries = _summaries(*(part[chosen] for part in per_prompt))
+            chosen_rhos = rhos[chosen][np.isfinite(rhos[chosen])]
+            summaries["rho"] = float(np.median(chosen_rhos)) if len(chosen_rhos) else math.nan
+        else:
+            chosen = generator.integers(0, full.shape[1], full.shape[1])
+            summaries = _summaries(*_per_prompt(full[:, chosen], cached[:, chosen]))
+            summaries["rho"] = _median_rho(full[:, chosen], cached[:, chosen])
+        for key, value in summaries.items():
             samples[key].append(value)
     tail = (1 - confidence) / 2 * 100
 
@@ -118,8 +144,8 @@ def ranking_fidelity(full, cached, bootstrap: int = 2000, seed: int = 0, confide
         return Interval(point[key], float(np.percentile(values, tail)), float(np.percentile(values, 100 - tail)))
 
     return FidelityReport(
-        prompts=full.shape[0], seeds=full.shape[1],
-        rho_median=float(np.median(defined)) if len(defined) else math.nan,
+        prompts=full.shape[0], seeds=full.shape[1], resampled=resample, rho=interval("rho"),
+        rho_median=point["rho"],
         rho_p10=float(np.percentile(defined, 10)) if len(defined) else math.nan,
         rho_defined=len(defined),
         top1=interval("top1"), regret=interval("regret"), gain=interval("gain"), best_gain=interval("best_gain"),

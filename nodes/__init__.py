@@ -4,6 +4,7 @@ from comfy_api.latest import ComfyExtension, io
 
 from .apply_cache import ApplyStepCache
 from .budget_nodes import SearchBudget
+from .calibrate import Calibrate
 from .distributed import DistributedSearchSampler, register_server_hooks
 from .pick import register_pick_routes
 from .pruning_nodes import PruningPlanNode
@@ -23,5 +24,5 @@ class CachedSearchExtension(ComfyExtension):
         return [
             ApplyStepCache, SearchSampler, SearchSamplerAdvanced, LoadImageReward, LoadClipVerifier, ScoreCandidates,
             RankingFromScores, Recommit, SearchSamplerExperts, DistributedSearchSampler,
-            LoadVideoScore, ScoreVideos, CombineScores, PruningPlanNode, SearchBudget,
+            LoadVideoScore, ScoreVideos, CombineScores, PruningPlanNode, SearchBudget, Calibrate,
         ]

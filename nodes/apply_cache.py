@@ -3,7 +3,9 @@ from __future__ import annotations
 from comfy_api.latest import io
 
 from ..cachedsearch_core import CacheMode, StepCacheConfig
+from ..cachedsearch_core.calibration import TAU_MAX
 from .cache_patch import attach_step_cache
+from .calibrate import remembered_calibration
 
 
 class ApplyStepCache(io.ComfyNode):
@@ -28,10 +30,11 @@ class ApplyStepCache(io.ComfyNode):
                     "k-th step (baseline). off: compute every call (bit-identical to no cache).",
                 ),
                 io.Float.Input(
-                    "tau", default=0.10, min=0.0, max=2.0, step=0.01,
+                    "tau", default=0.10, min=0.0, max=TAU_MAX, step=0.01,
                     tooltip="Skip threshold on accumulated relative drift. Higher is faster and rougher: 0.05 ~1.6x, "
                     "0.10 ~2x, 0.20 ~2.4x on Wan 2.1 at 50 steps. Calibrated: Wan 2.1 1.3B 0.20, Wan 2.2 5B and "
-                    "Wan 2.1 14B 0.10, HunyuanVideo 0.05. 0 never skips.",
+                    "Wan 2.1 14B 0.10, HunyuanVideo 0.05. 0 never skips. CachedSearch Calibrate measures it for "
+                    "your model and verifier; its tau output can be wired here.",
                 ),
                 io.Int.Input(
                     "warmup_steps", default=5, min=0, max=1000,
@@ -47,6 +50,7 @@ class ApplyStepCache(io.ComfyNode):
                 ),
             ],
             outputs=[io.Model.Output(tooltip="A copy of the model with the step cache attached.")],
+            hidden=[io.Hidden.unique_id, io.Hidden.prompt],
         )
 
     @classmethod
@@ -55,4 +59,6 @@ class ApplyStepCache(io.ComfyNode):
             mode=mode, tau=tau, warmup_steps=warmup_steps, cooldown_steps=cooldown_steps,
             static_interval=static_interval,
         )
-        return io.NodeOutput(attach_step_cache(model, config))
+        calibrated = remembered_calibration(cls.hidden.prompt, cls.hidden.unique_id)
+        shown = {"cachedsearch_calibrated": [calibrated]} if calibrated else None
+        return io.NodeOutput(attach_step_cache(model, config), ui=shown)

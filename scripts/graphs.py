@@ -136,3 +136,27 @@ def combined_verifier_search(*, seed: int = 0, prompt: str = "a red ball on the 
         "weight_2": 1.0, "normalisation": normalisation}}
     graph["recommit"]["inputs"]["ranking"] = ["combined", 0]
     return graph
+
+
+def calibrate_wan(*, seed: int = 0, seeds: int = 3, steps: int = 6, taus: str = "0.1 0.5", capture_target: float = 0.9,
+                  prompt: str = "a red ball on the grass") -> dict:
+    """CachedSearch Calibrate on tiny Wan 2.1 with the tiny ImageReward, its chart previewed and its tau wired into
+    Apply Cache for a one-candidate search with the same steps, sampler and scheduler."""
+    graph = cached_wan_sampling(seed=seed, steps=steps, tau=0.1, warmup_steps=1, cooldown_steps=1)
+    for unused in ("sampler", "decode", "save"):
+        del graph[unused]
+    graph["load_verifier"] = {"class_type": "CachedSearchLoadImageReward",
+                              "inputs": {"ckpt_name": "ImageReward.pt", "dtype": "fp32"}}
+    graph["calibrate"] = {"class_type": "CachedSearchCalibrate", "inputs": {
+        "model": ["shift", 0], "positive": ["positive", 0], "negative": ["negative", 0], "latent_image": ["latent", 0],
+        "vae": ["vae", 0], "verifier": ["load_verifier", 0], "prompt": prompt, "seed": seed, "seeds": seeds,
+        "steps": steps, "cfg": 5.0, "sampler_name": "euler", "scheduler": "simple", "denoise": 1.0, "taus": taus,
+        "capture_target": capture_target, "warmup_steps": 1, "cooldown_steps": 1, "frames_per_candidate": 8}}
+    graph["chart"] = {"class_type": "PreviewImage", "inputs": {"images": ["calibrate", 2]}}
+    graph["cache"]["inputs"]["tau"] = ["calibrate", 0]
+    graph["search"] = {"class_type": "CachedSearchSampler", "inputs": {
+        "model": ["cache", 0], "positive": ["positive", 0], "negative": ["negative", 0], "latent_image": ["latent", 0],
+        "seed": seed, "num_candidates": 1, "steps": steps, "cfg": 5.0, "sampler_name": "euler", "scheduler": "simple",
+        "denoise": 1.0}}
+    graph["search_report"] = {"class_type": "PreviewAny", "inputs": {"source": ["search", 2]}}
+    return graph

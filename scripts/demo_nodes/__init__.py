@@ -1,4 +1,6 @@
-"""Demo-only ComfyUI nodes for the ball-and-spot world (bench/shapes.py): its prompts, verifier and renderer.
+"""Demo-only ComfyUI nodes for the ball-and-spot world (bench/shapes.py): its prompts, verifier and renderer, and
+stand-ins for a VAE and a verifier model so that CachedSearch Calibrate (which decodes and scores like the Verifier
+node) runs in the world.
 
 ``scripts/demo.py`` installs this pack next to CachedSearch in the demo's own ComfyUI base directory, so the real
 search nodes run on the model trained in that world. It is not part of the extension: a user's ComfyUI, which
@@ -103,13 +105,72 @@ class BallAndSpotRender:
         return (torch.cat([shapes.render(clip, scale) for clip in _clips(latent)]),)
 
 
+class WorldFrames:
+    """A VAE stand-in: "decodes" a latent to the world's latent clip in the model's scale, one frame per latent
+    frame with the 16 channels as pixel channels, so the world's verifier can read it back exactly."""
+
+    def decode(self, samples: torch.Tensor) -> torch.Tensor:
+        return _model_scale(samples).permute(0, 2, 3, 4, 1)
+
+
+class WorldVerifier:
+    """The world's analytic verifier behind the interface of CachedSearch's verifiers (``score(prompt, frames)``).
+    It judges a whole clip (its motion spans the frames), so it returns one score for all the frames it is given:
+    averaged, as the Verifier node averages per-frame scores, that is the clip's score exactly."""
+
+    name = "ball-and-spot adherence"
+
+    def score(self, prompt: str, frames: torch.Tensor) -> torch.Tensor:
+        expected = (shapes.FRAMES, shapes.SIZE, shapes.SIZE, shapes.CHANNELS)
+        if tuple(frames.shape) != expected:
+            raise ValueError(f"the ball-and-spot verifier reads whole world clips of frames {list(expected)} (from "
+                             f"Ball-and-Spot Latent Frames, at least {shapes.FRAMES} frames per candidate), got "
+                             f"{list(frames.shape)}")
+        clip = frames.permute(3, 0, 1, 2)
+        return torch.tensor([shapes.adherence(clip, _prompt_of(prompt))], dtype=torch.float64)
+
+
+class BallAndSpotFrames:
+    CATEGORY = "CachedSearch/demo"
+    FUNCTION = "load"
+    RETURN_TYPES = ("VAE",)
+    DESCRIPTION = ("Demo-only: a VAE stand-in for nodes that decode (CachedSearch Calibrate): the world's latent "
+                   "clip as frames for the Ball-and-Spot Verifier Model, not pictures.")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    def load(self):
+        return (WorldFrames(),)
+
+
+class BallAndSpotVerifierModel:
+    CATEGORY = "CachedSearch/demo"
+    FUNCTION = "load"
+    RETURN_TYPES = ("CACHEDSEARCH_VERIFIER",)
+    DESCRIPTION = ("Demo-only: the world's analytic verifier as a verifier model, for CachedSearch Calibrate with "
+                   "Ball-and-Spot Latent Frames as its VAE.")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    def load(self):
+        return (WorldVerifier(),)
+
+
 NODE_CLASS_MAPPINGS = {
     "CachedSearchDemoBallAndSpotPrompt": BallAndSpotPrompt,
     "CachedSearchDemoBallAndSpotVerifier": BallAndSpotVerifier,
     "CachedSearchDemoBallAndSpotRender": BallAndSpotRender,
+    "CachedSearchDemoBallAndSpotFrames": BallAndSpotFrames,
+    "CachedSearchDemoBallAndSpotVerifierModel": BallAndSpotVerifierModel,
 }
 NODE_DISPLAY_NAME_MAPPINGS = {
     "CachedSearchDemoBallAndSpotPrompt": "Ball-and-Spot Prompt (CachedSearch demo)",
     "CachedSearchDemoBallAndSpotVerifier": "Ball-and-Spot Verifier (CachedSearch demo)",
     "CachedSearchDemoBallAndSpotRender": "Ball-and-Spot Render (CachedSearch demo)",
+    "CachedSearchDemoBallAndSpotFrames": "Ball-and-Spot Latent Frames (CachedSearch demo)",
+    "CachedSearchDemoBallAndSpotVerifierModel": "Ball-and-Spot Verifier Model (CachedSearch demo)",
 }

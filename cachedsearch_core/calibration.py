@@ -1,0 +1,269 @@
+"""Calibrating tau on one's own model, prompt and verifier: the ranking-fidelity protocol of the report's Sec. 4 on
+one prompt (tau must be recalibrated per model family, Sec. 4.3: LTX-Video has no tau with 85 % capture).
+
+S full rollouts and S cached rollouts per tau on the same seeds are scored by the verifier; per tau the audit's
+metrics (``audit.evaluate_arms``: one code path for the GUI's table and bench/audit.py's numbers) with intervals
+from a bootstrap over the S seeds, and the recommendation of the audit's tau* rule (the largest tau whose capture
+meets the target; 0, the cache off, when none does). Results are remembered per setup (model file, steps, sampler,
+scheduler) in a small JSON file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import pathlib
+import re
+
+import numpy as np
+
+from .audit import FULL_ARM, ArmResult, ScoreStore, evaluate_arms, recommend_tau, tau_arm
+from .search import candidate_seeds
+
+TAU_MAX = 2.0  # the largest tau Apply Cache accepts
+DEFAULT_TAUS = (0.05, 0.10, 0.15, 0.20, 0.30)
+DEFAULT_SEEDS = 4
+DEFAULT_CAPTURE_TARGET = 0.90
+MIN_SEEDS_FOR_INTERVALS = 3  # two seeds resample to little more than themselves
+
+
+def parse_taus(text: str) -> tuple[float, ...]:
+    """Numbers separated by commas or spaces, e.g. "0.05 0.10 0.15"."""
+    parts = [part for part in re.split(r"[,\s]+", str(text).strip()) if part]
+    try:
+        return tuple(float(part) for part in parts)
+    except ValueError:
+        raise ValueError(f"taus: got {text!r}; write numbers separated by spaces or commas, e.g. "
+                         f"\"{' '.join(f'{tau:.2f}' for tau in DEFAULT_TAUS)}\"") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibrationPlan:
+    """What a calibration runs.
+
+    taus: the cache thresholds to measure, increasing, each within Apply Cache's range [0, 2].
+    seeds: S, the number of seeds (>= 2); seeds first_seed ... first_seed + S - 1 are used.
+    capture_target: the share of best-of-S's gain a tau must keep to be recommended, in (0, 1].
+    """
+
+    taus: tuple[float, ...] = DEFAULT_TAUS
+    seeds: int = DEFAULT_SEEDS
+    first_seed: int = 0
+    capture_target: float = DEFAULT_CAPTURE_TARGET
+
+    def __post_init__(self):
+        taus = tuple(self.taus)
+        object.__setattr__(self, "taus", taus)
+        written = " ".join(f"{tau:g}" for tau in taus)
+        if not taus:
+            raise ValueError("taus: the list is empty; give at least one tau, e.g. \"0.05 0.10 0.15 0.20 0.30\"")
+        outside = [tau for tau in taus if not (isinstance(tau, (int, float)) and 0.0 <= tau <= TAU_MAX)]
+        if outside:
+            raise ValueError(f"taus: {outside[0]!r} in \"{written}\" is outside Apply Cache's range 0 to {TAU_MAX:g}; "
+                             "use values in that range")
+        if any(later <= earlier for earlier, later in zip(taus, taus[1:])):
+            raise ValueError(f"taus: got \"{written}\", which is not strictly increasing; list each tau once, "
+                             f"smallest first (\"{' '.join(f'{tau:g}' for tau in sorted(set(taus)))}\")")
+        if not isinstance(self.seeds, int) or self.seeds < 2:
+            raise ValueError(f"seeds: got {self.seeds!r}; a ranking needs at least 2 seeds (4 is the default, 8 "
+                             "gives narrower intervals)")
+        candidate_seeds(self.first_seed, self.seeds)
+        if not (isinstance(self.capture_target, (int, float)) and 0.0 < self.capture_target <= 1.0):
+            raise ValueError(f"capture_target: got {self.capture_target!r}; use a share above 0 and at most 1 "
+                             "(0.90 keeps 90 % of the search's gain)")
+
+    @property
+    def seed_list(self) -> list[int]:
+        return candidate_seeds(self.first_seed, self.seeds)
+
+    @property
+    def rollouts(self) -> int:
+        return self.seeds * (1 + len(self.taus))
+
+    def cost(self, steps: int) -> str:
+        """What the calibration costs, said before it runs."""
+        return (f"{self.seeds} full rollouts + {self.seeds} cached rollouts x {len(self.taus)} taus = "
+                f"{self.rollouts} rollouts ({self.rollouts * steps} sampler steps; a cached one costs less), "
+                "each decoded and scored by the verifier")
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+    """The measured table of one calibration and its recommendation (0.0: leave the cache off)."""
+
+    plan: CalibrationPlan
+    results: tuple[ArmResult, ...]
+    recommended: ArmResult | None  # the audit's tau* rule's pick; None when no tau meets the target
+    full_seconds: float  # mean seconds of a full rollout
+
+    @classmethod
+    def from_store(cls, store: ScoreStore, plan: CalibrationPlan, prompt: int = 0,
+                   bootstrap: int = 2000) -> Calibration:
+        """The table of ``store``'s full and tau rollouts of ``prompt`` on the plan's seeds."""
+        seeds = plan.seed_list
+        results = evaluate_arms(store, {tau_arm(tau): tau for tau in plan.taus}, [prompt], seeds, bootstrap)
+        tau = recommend_tau(results, plan.capture_target)
+        picked = next((result for result in results if result.tau == tau), None) if tau is not None else None
+        full_seconds = float(store.table(FULL_ARM, [prompt], seeds, "seconds").mean())
+        return cls(plan, tuple(results), picked, full_seconds)
+
+    @property
+    def recommended_tau(self) -> float:
+        """The tau to use; 0 (Apply Cache then never skips) when none meets the target."""
+        return self.recommended.tau if self.recommended is not None else 0.0
+
+    @property
+    def has_intervals(self) -> bool:
+        return self.plan.seeds >= MIN_SEEDS_FOR_INTERVALS
+
+    def rows(self) -> list[dict]:
+        """One JSON-ready row per tau (the panel's table); speed-ups in transformer calls and in seconds."""
+        rows = []
+        for result in self.results:
+            fidelity = result.fidelity
+            row = {"tau": result.tau, "skipped": float(result.skipped_share),
+                   "call_speedup": float(result.call_speedup),
+                   "calls": result.calls, "computed_calls": result.computed_calls,
+                   "speedup": float(result.speedup),
+                   "meets_target": bool(fidelity.capture_of_means.value >= self.plan.capture_target),
+                   "recommended": result is self.recommended}
+            for name, interval in (("rho", fidelity.rho), ("top1", fidelity.top1),
+                                   ("capture", fidelity.capture_of_means), ("regret", fidelity.regret)):
+                row[name] = [_json_number(interval.value), *((_json_number(interval.low), _json_number(interval.high))
+                                                             if self.has_intervals else ())]
+            rows.append(row)
+        return rows
+
+    def report(self) -> str:
+        plan = self.plan
+        lines = ["| tau | skipped calls | speed-up (calls) | speed-up (s) | rho | top-1 | capture | regret |",
+                 "|---|---|---|---|---|---|---|---|"]
+        for result in self.results:
+            fidelity = result.fidelity
+            mark = " *" if result is self.recommended else ""
+            lines.append(f"| {result.tau:g}{mark} | {100 * result.skipped_share:.0f} % | {result.call_speedup:.2f}x "
+                         f"| {result.speedup:.2f}x | {self._interval(fidelity.rho)} | {self._interval(fidelity.top1)} "
+                         f"| {self._interval(fidelity.capture_of_means)} | {self._interval(fidelity.regret)} |")
+        target = f"{100 * plan.capture_target:.0f} %"
+        if self.recommended is not None:
+            capture = self.recommended.fidelity.capture_of_means.value
+            verdict = (f"Recommended tau: {self.recommended_tau:g} (the largest tau whose capture meets {target}: "
+                       f"{100 * capture:.1f} %, {self.recommended.call_speedup:.2f}x fewer transformer calls).")
+        else:
+            verdict = (f"Recommended tau: 0. No measured tau keeps {target} of best-of-{plan.seeds}'s gain: leave the "
+                       "cache off for this model and prompt (or measure smaller taus).")
+        spread = (f"Intervals: 95 % bootstrap over the {plan.seeds} seeds. With few seeds they are wide (at S = 4 a "
+                  "top-1 interval is usually [0, 1] and capture's spans tens of points); more seeds narrow them."
+                  if self.has_intervals else
+                  f"No intervals: {plan.seeds} seeds cannot be resampled meaningfully; use 3 or more.")
+        return "\n".join([*lines, "", verdict, spread])
+
+    def _interval(self, interval) -> str:
+        if not math.isfinite(interval.value):
+            return "-"
+        if not self.has_intervals or not math.isfinite(interval.low):
+            return f"{interval.value:.3f}"
+        return f"{interval.value:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
+
+    def chart(self, width: int = 640, height: int = 400) -> np.ndarray:
+        """Capture and speed-up (transformer calls) against tau, the capture target dashed, the pick circled: an
+        RGB image [height, width, 3] of uint8."""
+        from PIL import Image, ImageDraw
+
+        image = Image.new("RGB", (width, height), "white")
+        draw = ImageDraw.Draw(image)
+        left, right, top, bottom = 56, width - 56, 34, height - 44
+        taus = [r.tau for r in self.results]
+        captures = [r.fidelity.capture_of_means.value for r in self.results]
+        speedups = [r.call_speedup for r in self.results]
+        tau_low, tau_high = min(taus), max(taus)
+        span = tau_high - tau_low or 1.0
+        finite_captures = [c for c in captures if math.isfinite(c)]
+        capture_low = min([0.0, *finite_captures])
+        capture_high = max([1.0, *finite_captures])
+        speed_high = max(2.0, *[s for s in speedups if math.isfinite(s)])
+
+        def x(tau):
+            return left + (tau - tau_low) / span * (right - left) if len(taus) > 1 else (left + right) / 2
+
+        def y_capture(value):
+            return bottom - (value - capture_low) / (capture_high - capture_low) * (bottom - top)
+
+        def y_speed(value):
+            return bottom - (value - 1.0) / (speed_high - 1.0) * (bottom - top)
+
+        capture_colour, speed_colour, target_colour = (40, 120, 200), (220, 110, 30), (90, 90, 90)
+        draw.rectangle([left, top, right, bottom], outline=(0, 0, 0))
+        for tau in taus:
+            draw.line([x(tau), bottom, x(tau), bottom + 4], fill=(0, 0, 0))
+            draw.text((x(tau) - 10, bottom + 6), f"{tau:g}", fill=(0, 0, 0))
+        for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
+            if capture_low <= tick <= capture_high:
+                draw.text((8, y_capture(tick) - 6), f"{tick:.0%}", fill=capture_colour)
+        for tick in np.linspace(1.0, speed_high, 4):
+            draw.text((right + 6, y_speed(tick) - 6), f"{tick:.1f}x", fill=speed_colour)
+        target_y = y_capture(self.plan.capture_target)
+        for start in range(left, right, 12):
+            draw.line([start, target_y, min(start + 6, right), target_y], fill=target_colour, width=1)
+        draw.text((left + 4, target_y - 13), f"target {self.plan.capture_target:.0%}", fill=target_colour)
+        for values, scale, colour in ((captures, y_capture, capture_colour), (speedups, y_speed, speed_colour)):
+            points = [(x(tau), scale(value)) for tau, value in zip(taus, values) if math.isfinite(value)]
+            if len(points) > 1:
+                draw.line(points, fill=colour, width=2)
+            for px, py in points:
+                draw.ellipse([px - 3, py - 3, px + 3, py + 3], fill=colour)
+        picked = self.recommended
+        if picked is not None and math.isfinite(picked.fidelity.capture_of_means.value):
+            px, py = x(picked.tau), y_capture(picked.fidelity.capture_of_means.value)
+            draw.ellipse([px - 8, py - 8, px + 8, py + 8], outline=(200, 30, 30), width=2)
+        title = (f"recommended tau {self.recommended_tau:g}" if picked is not None else
+                 "no tau meets the target: cache off")
+        draw.text((left, 10), f"capture (blue) and speed-up in calls (orange) vs tau; {title}", fill=(0, 0, 0))
+        draw.text(((left + right) / 2 - 10, height - 20), "tau", fill=(0, 0, 0))
+        return np.array(image, dtype=np.uint8)
+
+
+def _json_number(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+def setup_key(model_file: str, steps: int, sampler_name: str, scheduler: str) -> str:
+    """The setup a calibration holds for: what changes the trajectory the cache sees."""
+    return f"{model_file} | {steps} steps | {sampler_name} | {scheduler}"
+
+
+class CalibrationMemory:
+    """Calibrations remembered per setup in one JSON file (the latest result of each setup)."""
+
+    def __init__(self, path: pathlib.Path):
+        self.path = pathlib.Path(path)
+
+    def _load(self) -> dict:
+        try:
+            return json.loads(self.path.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return {}
+
+    def remember(self, key: str, calibration: Calibration) -> None:
+        entries = self._load()
+        picked = calibration.recommended
+        entries[key] = {"tau": calibration.recommended_tau,
+                        "capture": picked.fidelity.capture_of_means.value if picked is not None else None,
+                        "capture_target": calibration.plan.capture_target, "seeds": calibration.plan.seeds,
+                        "taus": list(calibration.plan.taus)}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        partial = self.path.with_suffix(".tmp")
+        partial.write_text(json.dumps(entries, indent=1, sort_keys=True))
+        partial.replace(self.path)
+
+    def recall(self, key: str) -> dict | None:
+        return self._load().get(key)
+
+
+def describe_remembered(entry: dict) -> str:
+    """The line Apply Cache shows for a remembered calibration of its setup."""
+    if entry["tau"] == 0:
+        return (f"calibrated for this setup: tau 0 (no tau kept {100 * entry['capture_target']:.0f} % capture; "
+                "cache off)")
+    return f"calibrated for this setup: tau {entry['tau']:g} (capture {100 * entry['capture']:.0f} %)"

@@ -1,0 +1,190 @@
+"""CachedSearch Calibrate on the real runtime: in process on the trained ball-and-spot model (its table is
+bench/audit.py's, its cost exact), and over HTTP on tiny Wan with the tiny ImageReward (the tau output feeds Apply
+Cache, Cancel mid-calibration leaves the next run clean, the result is remembered for Apply Cache)."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from bench import shapes
+from bench.audit import cache_window
+from bench.train_tiny_wan import DEFAULT_OUT as WORLD_MODEL, TRAINING_SHIFT
+from scripts.graphs import calibrate_wan, cached_wan_sampling
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+WORLD_PROMPT = 0  # shapes.PROMPTS[0], the prompt bench/audit.py --calibration 0 runs
+WORLD_RUN = {"seeds": 3, "steps": 8, "taus": (0.1, 0.3, 0.8), "cfg": 4.0, "target": 0.9}
+# Fields of a row that do not depend on wall time.
+MEASURED = ("tau", "skipped", "call_speedup", "calls", "computed_calls", "rho", "top1", "capture", "regret",
+            "meets_target", "recommended")
+
+
+def demo_node(name):
+    from scripts import demo_nodes
+
+    return demo_nodes.NODE_CLASS_MAPPINGS[name]
+
+
+def world_inputs(engine):
+    """The calibration inputs on the trained world model, with the demo pack's frames and verifier model."""
+    import folder_paths
+
+    from scripts.comfy_runtime import run_node
+
+    link = pathlib.Path(folder_paths.get_folder_paths("diffusion_models")[0]) / WORLD_MODEL.name
+    if not link.exists():
+        os.symlink(WORLD_MODEL, link)
+    model = engine.one("ModelSamplingSD3", model=engine.one("UNETLoader", unet_name=WORLD_MODEL.name,
+                                                             weight_dtype="default"), shift=TRAINING_SHIFT)
+    prompt = shapes.PROMPTS[WORLD_PROMPT]
+    names = {"ball": shapes.COLOUR_NAMES[prompt[0]], "spot": shapes.COLOUR_NAMES[prompt[1]],
+             "motion": shapes.MOTION_NAMES[prompt[2]]}
+    positive, negative, text = run_node(demo_node("CachedSearchDemoBallAndSpotPrompt"), **names)
+    (frames,) = run_node(demo_node("CachedSearchDemoBallAndSpotFrames"))
+    (verifier,) = run_node(demo_node("CachedSearchDemoBallAndSpotVerifierModel"))
+    latent = engine.one("EmptyHunyuanLatentVideo", width=8 * shapes.SIZE, height=8 * shapes.SIZE,
+                        length=4 * shapes.FRAMES - 3, batch_size=1)
+    window = cache_window(WORLD_RUN["steps"])
+    return dict(model=model, positive=positive, negative=negative, latent_image=latent, vae=frames,
+                verifier=verifier, prompt=text, seed=0, seeds=WORLD_RUN["seeds"], steps=WORLD_RUN["steps"],
+                cfg=WORLD_RUN["cfg"], sampler_name="euler", scheduler="simple", denoise=1.0,
+                taus=" ".join(map(str, WORLD_RUN["taus"])), capture_target=WORLD_RUN["target"],
+                warmup_steps=window, cooldown_steps=window, frames_per_candidate=8)
+
+
+@pytest.fixture(scope="module")
+def world_calibration(engine):
+    """One calibration on the world, counting the transformer computations it makes: (outputs, ui, computed)."""
+    inputs = world_inputs(engine)
+    network = inputs["model"].model.diffusion_model
+    computed = []
+    # The patch embedding runs once per computed transformer call; a call the cache skips never reaches it.
+    handle = network.patch_embedding.register_forward_pre_hook(lambda *_: computed.append(1))
+    try:
+        node = engine.nodes["CachedSearchCalibrate"]
+        with torch.inference_mode():
+            output = node.PREPARE_CLASS_CLONE({}).execute(**inputs)
+    finally:
+        handle.remove()
+    return output.result, output.ui, len(computed)
+
+
+def test_the_table_is_bench_audits_and_so_is_the_recommendation(world_calibration, tmp_path):
+    (tau, report, _), ui, _ = world_calibration
+    (shown,) = ui["cachedsearch_calibration"]
+    audit = subprocess.run(
+        [sys.executable, "-m", "bench.audit", "--calibration", str(WORLD_PROMPT), "--seeds", str(WORLD_RUN["seeds"]),
+         "--steps", str(WORLD_RUN["steps"]), "--cfg", str(WORLD_RUN["cfg"]), "--target", str(WORLD_RUN["target"]),
+         "--taus", *map(str, WORLD_RUN["taus"]), "--threads", str(torch.get_num_threads()), "--out", str(tmp_path)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+    assert audit.returncode == 0, audit.stdout[-2000:] + audit.stderr[-3000:]
+    audited = json.loads((tmp_path / "calibration.json").read_text())
+    assert [{key: row[key] for key in MEASURED} for row in shown["rows"]] == \
+        [{key: row[key] for key in MEASURED} for row in audited["rows"]]
+    assert tau == shown["recommended_tau"] == audited["recommended_tau"]
+    # the world separates the taus: some calls are skipped and the table is not all perfect agreement
+    assert all(row["computed_calls"] < row["calls"] for row in shown["rows"])
+    assert f"Recommended tau: {tau:g}" in report
+
+
+def test_the_calibration_costs_exactly_its_rollouts(world_calibration):
+    _, ui, computed = world_calibration
+    (shown,) = ui["cachedsearch_calibration"]
+    seeds, steps = WORLD_RUN["seeds"], WORLD_RUN["steps"]
+    cached = sum(row["computed_calls"] for row in shown["rows"])
+    assert computed == seeds * steps + cached  # euler at cfg 4: one batched cond/uncond call per step
+    assert cached < len(shown["rows"]) * seeds * steps
+
+
+def test_the_chart_is_drawn_at_its_size(world_calibration):
+    (_, _, chart), _, _ = world_calibration
+    assert tuple(chart.shape) == (1, 400, 640, 3) and chart.dtype == torch.float32
+    pixels = chart[0].numpy()
+    assert pixels.std() > 0.05 and (pixels < 0.95).any(axis=2).mean() > 0.01
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"taus": ""}, "taus: the list is empty"),
+    ({"taus": "0.2 0.1"}, 'taus: got "0.2 0.1", which is not strictly increasing'),
+    ({"taus": "0.1 3"}, "taus: 3.0 in \"0.1 3\" is outside Apply Cache's range 0 to 2"),
+    ({"seeds": 1}, "seeds: got 1; a ranking needs at least 2 seeds"),
+    ({"capture_target": 0.0}, "capture_target: got 0.0; use a share above 0 and at most 1"),
+])
+def test_bad_inputs_are_refused_before_anything_runs(engine, change, message):
+    node = engine.nodes["CachedSearchCalibrate"]
+    values = {"taus": "0.05 0.10", "seeds": 4, "seed": 0, "capture_target": 0.9, **change}
+    assert message in node.validate_inputs(**values)
+
+
+def test_a_verifier_that_cannot_read_the_vaes_frames_is_named_before_any_rollout(engine):
+    from scripts.tiny_models import WAN21_VAE_FILE
+
+    inputs = world_inputs(engine)
+    calls = []
+    handle = inputs["model"].model.diffusion_model.register_forward_pre_hook(lambda *_: calls.append(1))
+    inputs["vae"] = engine.one("VAELoader", vae_name=WAN21_VAE_FILE)  # RGB frames, not the world's latent frames
+    try:
+        with pytest.raises(ValueError, match="verifier: ball-and-spot adherence could not score the frames this vae "
+                           "decodes .*reads whole world clips"):
+            engine.run("CachedSearchCalibrate", **inputs)
+    finally:
+        handle.remove()
+    assert calls == []
+
+
+def saved_image(server, image) -> np.ndarray:
+    folder = server.base_dir / image["type"] / image.get("subfolder", "")
+    return np.asarray(Image.open(folder / image["filename"]))
+
+
+def measured_rows(entry) -> list[dict]:
+    (shown,) = entry["outputs"]["calibrate"]["cachedsearch_calibration"]
+    return [{key: row[key] for key in MEASURED if key not in ("meets_target", "recommended")} for row in shown["rows"]]
+
+
+def test_over_http_cancel_mid_calibration_leaves_the_next_run_clean_and_the_tau_feeds_apply_cache(comfy_server):
+    graph = calibrate_wan(seed=5, capture_target=0.9)
+    cancelled = set()
+
+    def cancel_a_third_in(index, node, value, maximum):
+        if index == 0 and node == "calibrate" and value >= maximum // 3 and not cancelled:
+            cancelled.add(index)
+            return True
+        return False
+
+    first, second = comfy_server.run_batch([graph, graph], cancel_a_third_in)
+    assert cancelled == {0}
+    assert "execution_interrupted" in [message[0] for message in first["status"]["messages"]]
+    assert "calibrate" not in first["outputs"]
+    assert second["status"]["status_str"] == "success", second["status"]
+    # the same calibration never cancelled (another capture target: the measurements must not change)
+    alone = comfy_server.run_prompt(calibrate_wan(seed=5, capture_target=0.95))
+    assert measured_rows(second) == measured_rows(alone)
+    (shown,) = second["outputs"]["calibrate"]["cachedsearch_calibration"]
+    assert [row["tau"] for row in shown["rows"]] == [0.1, 0.5] and len(shown["rows"][0]["capture"]) == 3
+    tau = shown["recommended_tau"]
+    # the tau output went into Apply Cache, whose model the search sampled with
+    assert f"tau {tau:g}" in second["outputs"]["search"]["text"][0] or (tau == 0 and "tau 0" in
+                                                                         second["outputs"]["search"]["text"][0])
+    (chart,) = second["outputs"]["chart"]["images"]
+    assert saved_image(comfy_server, chart).shape == (400, 640, 3)
+    report = second["outputs"]["calibrate"]["text"][0]
+    assert "cost: 3 full rollouts + 3 cached rollouts x 2 taus = 9 rollouts (54 sampler steps" in report
+    assert "Remembered for wan2.1_t2v_1.3B_fp16.safetensors | 6 steps | euler | simple" in report
+
+
+def test_over_http_apply_cache_shows_the_calibration_remembered_for_its_setup(comfy_server):
+    entry = comfy_server.run_prompt(calibrate_wan(seed=9, capture_target=0.9))
+    tau = entry["outputs"]["calibrate"]["cachedsearch_calibration"][0]["recommended_tau"]
+    same = comfy_server.run_prompt(cached_wan_sampling(seed=3, steps=6, filename_prefix="calibrated_setup"))
+    (line,) = same["outputs"]["cache"]["cachedsearch_calibrated"]
+    assert line.startswith(f"calibrated for this setup: tau {tau:g}")
+    other = comfy_server.run_prompt(cached_wan_sampling(seed=3, steps=7, filename_prefix="other_setup"))
+    assert "cachedsearch_calibrated" not in other["outputs"].get("cache", {})

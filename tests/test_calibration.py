@@ -1,0 +1,122 @@
+"""Calibration bookkeeping without a model: the plan's checks, the seed bootstrap, the table, chart and memory."""
+
+import math
+
+import numpy as np
+import pytest
+
+from cachedsearch_core.audit import FULL_ARM, ScoreStore, tau_arm
+from cachedsearch_core.calibration import (
+    Calibration,
+    CalibrationMemory,
+    CalibrationPlan,
+    describe_remembered,
+    parse_taus,
+    setup_key,
+)
+from cachedsearch_core.fidelity import SEED_BOOTSTRAP, ranking_fidelity
+
+FULL = [0.2, 0.9, 0.5, 0.4]
+
+
+@pytest.mark.parametrize("taus, seeds, target, message", [
+    ((), 4, 0.9, "taus: the list is empty"),
+    ((0.1, 0.05), 4, 0.9, 'taus: got "0.1 0.05", which is not strictly increasing; list each tau once, smallest '
+     'first \\("0.05 0.1"\\)'),
+    ((0.1, 0.1), 4, 0.9, "not strictly increasing"),
+    ((0.1, 2.5), 4, 0.9, "taus: 2.5 in \"0.1 2.5\" is outside Apply Cache's range 0 to 2"),
+    ((-0.1, 0.1), 4, 0.9, "taus: -0.1 .* outside"),
+    ((0.1,), 1, 0.9, "seeds: got 1; a ranking needs at least 2 seeds"),
+    ((0.1,), 4, 0.0, r"capture_target: got 0.0; use a share above 0 and at most 1"),
+    ((0.1,), 4, 1.5, r"capture_target: got 1.5"),
+])
+def test_bad_plans_name_the_input_the_value_and_the_fix(taus, seeds, target, message):
+    with pytest.raises(ValueError, match=message):
+        CalibrationPlan(taus, seeds, 0, target)
+
+
+def test_taus_parse_from_spaces_or_commas_and_reject_words():
+    assert parse_taus("0.05, 0.1  0.2\n0.3") == (0.05, 0.1, 0.2, 0.3)
+    with pytest.raises(ValueError, match="taus: got '0.1 fast'; write numbers"):
+        parse_taus("0.1 fast")
+    assert CalibrationPlan((0.1, 0.2), seeds=4).cost(10) == (
+        "4 full rollouts + 4 cached rollouts x 2 taus = 12 rollouts (120 sampler steps; a cached one costs less), "
+        "each decoded and scored by the verifier")
+
+
+def test_seed_bootstrap_gives_intervals_on_one_prompt():
+    cached = [[0.45, 0.8, 0.3, 0.5]]  # same winner, the others reordered
+    report = ranking_fidelity([FULL], cached, bootstrap=300, resample=SEED_BOOTSTRAP)
+    assert report.resampled == SEED_BOOTSTRAP
+    assert report.top1.value == 1.0 and report.capture_of_means.value == pytest.approx(1.0)
+    assert report.rho.value == pytest.approx(0.4)
+    assert report.rho.low < report.rho.value  # resampled seed sets disagree: the interval is not a point
+    prompt_bootstrap = ranking_fidelity([FULL], cached, bootstrap=300)
+    assert prompt_bootstrap.rho.low == prompt_bootstrap.rho.high == pytest.approx(0.4)  # one prompt: degenerate
+
+
+def store_with(taus_cached: dict, seeds=(0, 1, 2, 3)) -> ScoreStore:
+    store = ScoreStore(None)
+    for seed, score in zip(seeds, FULL):
+        store.add(FULL_ARM, 0, seed, score, seconds=2.0, calls=10, skipped=0)
+    for tau, (scores, skipped) in taus_cached.items():
+        for seed, score in zip(seeds, scores):
+            store.add(tau_arm(tau), 0, seed, score, seconds=1.0, calls=10, skipped=skipped)
+    return store
+
+
+def test_the_table_recommends_the_largest_tau_that_meets_the_target():
+    store = store_with({0.05: (FULL, 2), 0.1: ([0.2, 0.8, 0.85, 0.4], 4), 0.2: ([0.9, 0.1, 0.5, 0.4], 6)})
+    calibration = Calibration.from_store(store, CalibrationPlan((0.05, 0.1, 0.2), 4, 0, 0.9), bootstrap=200)
+    # tau 0.1 picks seed 2 (0.5): gain 0.5 - 0.5 = 0 of best gain 0.4 -> capture 0; tau 0.2 picks seed 0
+    assert calibration.recommended_tau == 0.05
+    rows = calibration.rows()
+    assert [row["tau"] for row in rows] == [0.05, 0.1, 0.2]
+    assert [row["recommended"] for row in rows] == [True, False, False]
+    assert rows[1]["skipped"] == pytest.approx(0.4) and rows[1]["call_speedup"] == pytest.approx(10 / 6)
+    assert rows[0]["speedup"] == pytest.approx(2.0)
+    assert len(rows[0]["capture"]) == 3  # value and interval at S = 4
+    report = calibration.report()
+    assert "| 0.05 * | 20 % | 1.25x | 2.00x |" in report
+    assert "Recommended tau: 0.05 (the largest tau whose capture meets 90 %: 100.0 %" in report
+    assert "bootstrap over the 4 seeds" in report
+
+
+def test_no_tau_meeting_the_target_recommends_the_cache_off():
+    store = store_with({0.1: ([0.9, 0.1, 0.5, 0.4], 5)})
+    calibration = Calibration.from_store(store, CalibrationPlan((0.1,), 4, 0, 0.9), bootstrap=50)
+    assert calibration.recommended_tau == 0.0 and calibration.recommended is None
+    assert "Recommended tau: 0. No measured tau keeps 90 % of best-of-4's gain: leave the cache off" in \
+        calibration.report()
+
+
+def test_two_seeds_give_no_intervals():
+    store = store_with({0.1: (FULL[:2], 5)}, seeds=(0, 1))
+    calibration = Calibration.from_store(store, CalibrationPlan((0.1,), 2, 0, 0.9), bootstrap=50)
+    assert all(len(row["capture"]) == 1 for row in calibration.rows())
+    assert "No intervals: 2 seeds" in calibration.report()
+
+
+def test_chart_draws_both_curves_and_the_pick():
+    store = store_with({0.05: (FULL, 2), 0.1: (FULL, 5), 0.2: ([0.9, 0.1, 0.5, 0.4], 8)})
+    calibration = Calibration.from_store(store, CalibrationPlan((0.05, 0.1, 0.2), 4, 0, 0.9), bootstrap=50)
+    chart = calibration.chart(640, 400)
+    assert chart.shape == (400, 640, 3) and chart.dtype == np.uint8
+    colours = {tuple(pixel) for pixel in chart.reshape(-1, 3)}
+    assert {(40, 120, 200), (220, 110, 30), (200, 30, 30)} <= colours  # capture, speed-up, the pick's ring
+    assert (chart < 250).any(axis=2).mean() > 0.01  # not blank
+
+
+def test_memory_keeps_the_latest_calibration_per_setup(tmp_path):
+    memory = CalibrationMemory(tmp_path / "user" / "cachedsearch" / "calibrations.json")
+    key = setup_key("wan2.1_t2v_1.3B_fp16.safetensors", 50, "uni_pc", "simple")
+    assert memory.recall(key) is None
+    good = Calibration.from_store(store_with({0.1: (FULL, 5)}), CalibrationPlan((0.1,), 4, 0, 0.9), bootstrap=20)
+    memory.remember(key, good)
+    assert describe_remembered(memory.recall(key)) == "calibrated for this setup: tau 0.1 (capture 100 %)"
+    off = Calibration.from_store(store_with({0.1: ([0.9, 0.1, 0.5, 0.4], 5)}), CalibrationPlan((0.1,), 4, 0, 0.9),
+                                 bootstrap=20)
+    memory.remember(key, off)
+    assert "tau 0 (no tau kept 90 % capture; cache off)" in describe_remembered(memory.recall(key))
+    assert memory.recall(setup_key("wan2.1_t2v_1.3B_fp16.safetensors", 30, "uni_pc", "simple")) is None
+    assert not math.isnan(good.full_seconds)
