@@ -1,4 +1,4 @@
-"""The README's "works with" table is rendered from JUnit reports of the family tests."""
+"""The "works with" table of docs/works-with.md is rendered from JUnit reports of the family tests."""
 
 import pytest
 
@@ -37,7 +37,7 @@ def test_table_has_a_column_per_version_and_a_cell_per_outcome(tmp_path):
     ]
 
 
-def test_readme_block_is_replaced_between_its_markers():
+def test_table_block_is_replaced_between_its_markers():
     text = f"intro\n{works_with.START_MARKER}\nold table\n{works_with.END_MARKER}\nrest\n"
     assert works_with.replace_block(text, "new") == f"intro\n{works_with.START_MARKER}\nnew\n{works_with.END_MARKER}\nrest\n"
     with pytest.raises(ValueError, match="works-with:start"):
@@ -54,3 +54,10 @@ def test_report_without_a_version_is_refused(tmp_path):
 def test_labels_come_from_the_family_tests():
     labels = works_with.family_labels()
     assert labels["wan21_t2v"] == "Wan 2.1 T2V" and labels["hunyuan15_t2v"] == "HunyuanVideo 1.5 T2V"
+
+
+def test_the_docs_page_holds_the_generated_table():
+    page = works_with.PAGE.read_text()
+    table = page.split(works_with.START_MARKER, 1)[1].split(works_with.END_MARKER, 1)[0]
+    assert table.strip().startswith("| Family | ComfyUI 0.3.75 | ComfyUI 0.33.0 |")
+    assert works_with.replace_block(page, table.strip()) == page  # rewriting the same table leaves the page as it is
