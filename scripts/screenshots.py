@@ -3,8 +3,8 @@ headless Chromium, photographed once its result panels are filled.
 
     .venv/bin/python -m scripts.screenshots [--frontend newest|pinned]
 
-Writes docs/images/first_run.png (the whole graph after the run) and docs/images/verifier_panel.png (the Verifier's
-ranked table). The graph is the tiny test variant of workflows/api/cachedsearch_wan21_t2v.json
+Writes docs/images/first_run.png (the whole graph after the run) and web/docs/images/verifier_panel.png (the
+Verifier's ranked table, in its node doc). The graph is the tiny test variant of workflows/api/cachedsearch_wan21_t2v.json
 (scripts/graphs.py tiny_workflow_variant: random-weight tiny models, synthetic conditioning instead of the text
 encoder, 3 candidates of 8 steps; the cache's warmup and cooldown lowered to 2 steps so it can skip) laid out as the
 shipped GUI workflow, with its groups. Needs the browser tools of
@@ -30,6 +30,7 @@ from scripts.workflow_format import api_to_gui  # noqa: E402
 
 WORKFLOW = "cachedsearch_wan21_t2v"
 IMAGES = REPO_ROOT / "docs" / "images"
+NODE_DOC_IMAGES = REPO_ROOT / "web" / "docs" / "images"  # served by ComfyUI with the node docs
 BROWSER_TOOLS = REPO_ROOT / "tests" / "browser"
 NEWEST_FRONTEND = REPO_ROOT / ".runtimes" / "frontend-1.58.1"  # fetched by scripts/setup_browser.sh
 VIEWPORT = (1800, 1000)
@@ -78,6 +79,7 @@ def main() -> None:
                      "or use --frontend pinned")
         extra_args = ["--front-end-root", str(NEWEST_FRONTEND)]
     IMAGES.mkdir(parents=True, exist_ok=True)
+    NODE_DOC_IMAGES.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="cachedsearch_screenshots_") as temporary:
         temporary = pathlib.Path(temporary)
         models = models_folder(temporary / "models_source")
@@ -98,7 +100,7 @@ def main() -> None:
             (temporary / "workflow.json").write_text(json.dumps(workflow))
             config = {"workflow": str(temporary / "workflow.json"), "viewport": VIEWPORT,
                       "graph_png": str(IMAGES / "first_run.png"), "close_up_type": "CachedSearchVerifier",
-                      "close_up_png": str(IMAGES / "verifier_panel.png")}
+                      "close_up_png": str(NODE_DOC_IMAGES / "verifier_panel.png")}
             (temporary / "config.json").write_text(json.dumps(config))
             completed = subprocess.run(["node", str(BROWSER_TOOLS / "docs_screenshots.mjs"), server.url,
                                         str(temporary / "config.json")], capture_output=True, text=True, timeout=900)

@@ -86,6 +86,14 @@ def registered_nodes(comfy_server) -> dict[str, dict]:
     return ours
 
 
+def fetch_status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
 def fetch_text(url: str) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(url, timeout=60) as response:
@@ -103,6 +111,10 @@ def test_every_registered_node_has_its_page_served_where_the_docs_panel_reads_it
         # the frontend's node help reads /extensions/<custom node folder>/docs/<NodeId>.md
         folder = info["python_module"].split(".")[-1]
         assert fetch_text(f"{comfy_server.url}/extensions/{folder}/docs/{node}.md") == (200, page)
+    # pictures in a node doc are fetched by the frontend beside the page, so they must be served from web/docs too
+    for path in NODE_DOCS.glob("*.md"):
+        for target in re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", path.read_text()):
+            assert fetch_status(f"{comfy_server.url}/extensions/cachedsearch/docs/{target}") == 200, (path.name, target)
     extra = sorted(path.stem for path in NODE_DOCS.glob("*.md") if path.stem not in registered_nodes)
     assert extra == [], f"web/docs pages for nodes the extension does not register: {extra}"
 
