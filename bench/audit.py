@@ -1,6 +1,6 @@
 """Ranking-fidelity audit (report Sec. 4 protocol): full rollouts against seed-matched cheap drafts.
 
-On the small Wan model trained here on the ball-and-spot world (bench/shapes.py; CPU):
+On the small Wan model trained here on the ball-and-spot world (scripts/ball_spot_world.py; CPU):
 
     .venv/bin/python -m bench.audit [--prompts 12] [--seeds 8] [--steps 30] [--taus 0.05 0.1 0.2 0.3 0.5] [--out DIR]
 
@@ -43,7 +43,7 @@ import torch
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from bench import shapes  # noqa: E402
+from scripts import ball_spot_world  # noqa: E402
 from bench.train_tiny_wan import DEFAULT_OUT as TRAINED_MODEL, TRAINING_SHIFT  # noqa: E402
 from cachedsearch_core.audit import (  # noqa: E402
     FULL_ARM, ScoreStore, evaluate_arms, markdown_report, recommend_tau, svg_plot, tau_arm,
@@ -83,11 +83,13 @@ class ShapesBackend:
         model = self.one("UNETLoader", unet_name=model_path.name, weight_dtype="default")
         self.model = self.one("ModelSamplingSD3", model=model, shift=TRAINING_SHIFT)
         self.cfg = cfg
-        self.latents = {scale: self.one("EmptyHunyuanLatentVideo", width=round(8 * shapes.SIZE * scale),
-                                        height=round(8 * shapes.SIZE * scale), length=4 * shapes.FRAMES - 3,
+        self.latents = {scale: self.one("EmptyHunyuanLatentVideo", width=round(8 * ball_spot_world.SIZE * scale),
+                                        height=round(8 * ball_spot_world.SIZE * scale),
+                                        length=4 * ball_spot_world.FRAMES - 3,
                                         batch_size=1) for scale in (1.0, 0.5)}
-        self.negative = [[shapes.conditioning(None), {}]]
-        self.prompts = [shapes.PROMPTS[(7 * index) % len(shapes.PROMPTS)] for index in range(prompt_count)]
+        self.negative = [[ball_spot_world.conditioning(None), {}]]
+        prompts = ball_spot_world.PROMPTS
+        self.prompts = [prompts[(7 * index) % len(prompts)] for index in range(prompt_count)]
         self.models: dict[str, object] = {}
 
     def one(self, node_id, **inputs):
@@ -118,7 +120,8 @@ class ShapesBackend:
         start = time.perf_counter()
         with easycache_log:
             out = self.one("KSampler", model=observed, seed=seed, steps=spec["steps"], cfg=self.cfg,
-                           sampler_name="euler", scheduler="simple", positive=[[shapes.conditioning(prompt), {}]],
+                           sampler_name="euler", scheduler="simple",
+                           positive=[[ball_spot_world.conditioning(prompt), {}]],
                            negative=self.negative, latent_image=self.latents[spec.get("resolution", 1.0)],
                            denoise=1.0)
         seconds = time.perf_counter() - start
@@ -126,10 +129,11 @@ class ShapesBackend:
         skipped = sum(r.calls_skipped for r in runs) + easycache_log.skipped
         # KSampler returns latents in the VAE's scale (Wan's latent mean/std); the model was trained in its own.
         latent = self.model.model.latent_format.process_in(out["samples"])[0]
-        if latent.shape[-1] != shapes.SIZE:  # a half-resolution draft is scored upsampled, as a preview would be
-            latent = torch.nn.functional.interpolate(latent.transpose(0, 1), size=(shapes.SIZE, shapes.SIZE),
+        size = ball_spot_world.SIZE
+        if latent.shape[-1] != size:  # a half-resolution draft is scored upsampled, as a preview would be
+            latent = torch.nn.functional.interpolate(latent.transpose(0, 1), size=(size, size),
                                                      mode="bilinear").transpose(0, 1)
-        return shapes.adherence(latent, prompt), seconds, calls, skipped
+        return ball_spot_world.adherence(latent, prompt), seconds, calls, skipped
 
     def describe(self) -> str:
         return (f"small Wan model trained on the ball-and-spot world, euler/simple, cfg {self.cfg}, shift "
@@ -277,18 +281,18 @@ def run_pruned_prompt(backend: ShapesBackend, spec: dict, plan: PruningPlan, pro
     search = backend.extension.nodes.search
     model = backend._model_for(f"tau {spec['tau']:g}", spec)
     prompt = backend.prompts[prompt_index]
-    stage = search.KSamplerStage(model, [[shapes.conditioning(prompt), {}]], backend.negative, spec["steps"],
+    stage = search.KSamplerStage(model, [[ball_spot_world.conditioning(prompt), {}]], backend.negative, spec["steps"],
                                  backend.cfg, "euler", "simple")
     recipe = search.StagedRecipe.single(stage, backend.latents[1.0])
     # The x0 estimates are in the model's own latent space, the one the verifier reads.
     result = search.run_pruned_search(recipe, seeds, plan,
-                                      lambda estimates: [shapes.adherence(x0[0], prompt) for x0 in estimates])
+                                      lambda estimates: [ball_spot_world.adherence(x0[0], prompt) for x0 in estimates])
     pruned = {seeds.index(candidate.draft.seed): candidate.draft for candidate in result.pruned}
     finals = {}
     latent_format = backend.model.model.latent_format
     for position, (index, draft) in enumerate(zip(result.survivor_indices, result.candidates.drafts)):
         latent = latent_format.process_in(result.candidates.draft_latents[position:position + 1])[0]
-        finals[index] = (shapes.adherence(latent, prompt), draft.seconds,
+        finals[index] = (ball_spot_world.adherence(latent, prompt), draft.seconds,
                          draft.calls_computed + draft.calls_skipped, draft.calls_skipped)
     # A survivor's cost is in its final record (its calls to the prune step and after), a dropped seed's here.
     previews = []

@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import torch  # noqa: E402
 
-from bench import shapes  # noqa: E402
+from scripts import ball_spot_world  # noqa: E402
 from bench.train_tiny_wan import DEFAULT_OUT as TRAINED_MODEL, TRAINING_SHIFT  # noqa: E402
 from scripts import comfy_runtime, tiny_models  # noqa: E402
 
@@ -127,11 +127,11 @@ def trained_world(runner: Runner, base: pathlib.Path, model_path: pathlib.Path, 
     (base / "models" / "diffusion_models" / model_path.name).symlink_to(model_path.resolve())
     model = runner.one("UNETLoader", unet_name=model_path.name, weight_dtype="default")
     model = runner.one("ModelSamplingSD3", model=model, shift=TRAINING_SHIFT)
-    latent = runner.one("EmptyHunyuanLatentVideo", width=8 * shapes.SIZE, height=8 * shapes.SIZE,
-                        length=4 * shapes.FRAMES - 3, batch_size=1)
-    negative = [[shapes.conditioning(None), {}]]
-    prompts = [shapes.PROMPTS[(7 * index) % len(shapes.PROMPTS)] for index in range(prompt_count)]
-    conditions = [([[shapes.conditioning(prompt), {}]], negative, latent) for prompt in prompts]
+    latent = runner.one("EmptyHunyuanLatentVideo", width=8 * ball_spot_world.SIZE, height=8 * ball_spot_world.SIZE,
+                        length=4 * ball_spot_world.FRAMES - 3, batch_size=1)
+    negative = [[ball_spot_world.conditioning(None), {}]]
+    prompts = [ball_spot_world.PROMPTS[(7 * index) % len(ball_spot_world.PROMPTS)] for index in range(prompt_count)]
+    conditions = [([[ball_spot_world.conditioning(prompt), {}]], negative, latent) for prompt in prompts]
     sampling = dict(steps=30, cfg=4.0, sampler_name="euler", scheduler="simple")
     return "trained small Wan (ball-and-spot), 30 steps euler cfg 4", model, conditions, sampling
 

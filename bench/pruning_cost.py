@@ -19,7 +19,8 @@ over full best-of-8 for caching (1.96x) with pruning at 20 of 50 steps keeping 4
 
 Worlds: ``tiny-wan`` is the random-weight tiny Wan 2.1 with the tiny Wan VAE and a tiny random-weight ImageReward
 (scores are arbitrary, so survivors are too; the costs are the mechanics'); the preview decodes ``preview_frames``
-latent frames one at a time. ``shapes`` is the small model trained on the ball-and-spot world (bench/shapes.py),
+latent frames one at a time. ``shapes`` is the small model trained on the ball-and-spot world
+(scripts/ball_spot_world.py),
 whose verifier scores the latent itself, so previews and final scoring cost no decode.
 """
 
@@ -201,7 +202,7 @@ def tiny_wan_world(args) -> World:
 
 
 def shapes_world(args) -> World:
-    from bench import shapes
+    from scripts import ball_spot_world
     from bench.train_tiny_wan import DEFAULT_OUT, TRAINING_SHIFT
 
     base = comfy_runtime.prepare_base_directory(pathlib.Path(tempfile.mkdtemp(prefix="cachedsearch_bench_")))
@@ -214,23 +215,25 @@ def shapes_world(args) -> World:
 
     model = one("ModelSamplingSD3", model=one("UNETLoader", unet_name=DEFAULT_OUT.name, weight_dtype="default"),
                 shift=TRAINING_SHIFT)
-    prompt = shapes.PROMPTS[args.prompt % len(shapes.PROMPTS)]
+    prompt = ball_spot_world.PROMPTS[args.prompt % len(ball_spot_world.PROMPTS)]
     latent_format = model.model.latent_format
 
     def score_latents(samples: torch.Tensor) -> list[float]:
         # The verifier reads the latent in the space the model was trained in.
-        return [shapes.adherence(latent_format.process_in(candidate)[0], prompt) for candidate in samples.split(1)]
+        return [ball_spot_world.adherence(latent_format.process_in(candidate)[0], prompt)
+                for candidate in samples.split(1)]
 
     def score_previews(estimates: list[torch.Tensor]) -> list[float]:
-        return [shapes.adherence(estimate[0], prompt) for estimate in estimates]
+        return [ball_spot_world.adherence(estimate[0], prompt) for estimate in estimates]
 
-    latent = one("EmptyHunyuanLatentVideo", width=8 * shapes.SIZE, height=8 * shapes.SIZE,
-                 length=4 * shapes.FRAMES - 3, batch_size=1)
+    latent = one("EmptyHunyuanLatentVideo", width=8 * ball_spot_world.SIZE, height=8 * ball_spot_world.SIZE,
+                 length=4 * ball_spot_world.FRAMES - 3, batch_size=1)
     return World(f"small Wan trained on the ball-and-spot world, latent {list(latent['samples'].shape)}, "
-                 f"euler/simple, cfg 4, shift {TRAINING_SHIFT}, prompt \"{shapes.prompt_text(prompt)}\"; analytic "
+                 f"euler/simple, cfg 4, shift {TRAINING_SHIFT}, "
+                 f"prompt \"{ball_spot_world.prompt_text(prompt)}\"; analytic "
                  "verifier on the latent (previews score the x0 estimate, no decode)",
-                 one, comfy_runtime.loaded_extension(base), model, [[shapes.conditioning(prompt), {}]],
-                 [[shapes.conditioning(None), {}]], latent, 4.0, "euler", score_latents, score_previews)
+                 one, comfy_runtime.loaded_extension(base), model, [[ball_spot_world.conditioning(prompt), {}]],
+                 [[ball_spot_world.conditioning(None), {}]], latent, 4.0, "euler", score_latents, score_previews)
 
 
 def main() -> None:

@@ -1,6 +1,9 @@
-"""Train a small Wan 2.1-architecture model on the ball-and-spot world (bench/shapes.py) with flow matching, on the CPU.
+"""Train a small Wan 2.1-architecture model on the ball-and-spot world (scripts/ball_spot_world.py), on the CPU.
 
-    .venv/bin/python -m bench.train_tiny_wan [--steps 8000] [--batch 16] [--threads 1] [--out bench/models/tiny_wan_shapes.safetensors]
+Flow matching.
+
+    .venv/bin/python -m bench.train_tiny_wan [--steps 8000] [--batch 16] [--threads 1]
+        [--out scripts/models/tiny_wan_ball_spot.safetensors]
 
 The model is ComfyUI's own WanModel class (dim 128, so it loads through UNETLoader like the real one) trained
 with ComfyUI's flow parametrisation: x_sigma = (1 - sigma) x0 + sigma noise, timestep = 1000 sigma, target
@@ -22,8 +25,8 @@ import time
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-DEFAULT_OUT = REPO_ROOT / "bench" / "models" / "tiny_wan_shapes.safetensors"
-TRAINING_SHIFT = 3.0  # sigma distribution shift; sample with ModelSamplingSD3(shift=3)
+from scripts.ball_spot_world import TRAINED_MODEL as DEFAULT_OUT, TRAINING_SHIFT  # noqa: E402
+
 WARMUP_STEPS, FINAL_LR_FRACTION, EMA_DECAY = 200, 0.1, 0.999
 
 
@@ -48,7 +51,7 @@ def main() -> None:
     import comfy.ldm.wan.model
     import comfy.ops
     import torch
-    from bench import shapes
+    from scripts import ball_spot_world
     from scripts.tiny_models import TEXT_WIDTH, _fill_deterministically
 
     torch.set_num_threads(args.threads)
@@ -64,11 +67,11 @@ def main() -> None:
     average = copy.deepcopy(model).requires_grad_(False)
     optimiser = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
     generator = torch.Generator().manual_seed(args.seed)
-    empty = shapes.conditioning(None)
-    contexts = {prompt: shapes.conditioning(prompt) for prompt in shapes.PROMPTS}
+    empty = ball_spot_world.conditioning(None)
+    contexts = {prompt: ball_spot_world.conditioning(prompt) for prompt in ball_spot_world.PROMPTS}
     start = time.perf_counter()
     for step in range(args.steps):
-        clips, prompts = shapes.random_clips(args.batch, generator)
+        clips, prompts = ball_spot_world.random_clips(args.batch, generator)
         context = torch.cat([contexts[p] for p in prompts])
         dropped = torch.rand(args.batch, generator=generator) < 0.1
         context[dropped] = empty

@@ -5,8 +5,8 @@
     bash scripts/demo.sh --random-weights [--prompt "..."]     # machinery check on random weights
     bash scripts/demo.sh --models DIR [--prompt "..."]         # the Wan 2.1 workflow on real weights
 
-By default it searches with the small Wan model trained in the ball-and-spot world (bench/shapes.py,
-bench/models/tiny_wan_shapes.safetensors) on the CPU: a real ComfyUI server (loopback) with this extension and
+By default it searches with the small Wan model trained in the ball-and-spot world (scripts/ball_spot_world.py,
+scripts/models/tiny_wan_ball_spot.safetensors) on the CPU: a real ComfyUI server (loopback) with this extension and
 a demo-only node pack (scripts/demo_nodes: the world's prompt conditioning, analytic verifier and renderer)
 runs Apply Cache -> CachedSearch Sampler -> verifier -> Ranking From Scores -> Recommit. It writes a contact
 sheet (every draft's frames with seed, score and skipped calls, the winner marked, and the delivered video)
@@ -37,14 +37,14 @@ import os  # noqa: E402
 import numpy as np  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from bench import shapes  # noqa: E402
+from scripts import ball_spot_world  # noqa: E402
 from scripts import comfy_runtime, graphs, tiny_image_reward, tiny_models  # noqa: E402
 from scripts.contact_sheet import SheetRow, contact_sheet  # noqa: E402
 
 WAN21_WORKFLOW = REPO_ROOT / "workflows" / "api" / "cachedsearch_wan21_t2v.json"
-TRAINED_MODEL = REPO_ROOT / "bench" / "models" / "tiny_wan_shapes.safetensors"
+TRAINED_MODEL = ball_spot_world.TRAINED_MODEL
 DEMO_NODES_DIR = REPO_ROOT / "scripts" / "demo_nodes"
-TRAINING_SHIFT, WORLD_CFG = 3.0, 4.0  # as bench/train_tiny_wan.py trained it and bench/audit.py samples it
+TRAINING_SHIFT, WORLD_CFG = ball_spot_world.TRAINING_SHIFT, 4.0  # WORLD_CFG: as bench/audit.py samples it
 FOLDER_OF_INPUT = {"unet_name": "diffusion_models", "clip_name": "text_encoders", "vae_name": "vae",
                    "ckpt_name": "image_reward"}
 
@@ -74,9 +74,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--tau", type=float, default=0.10)
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--ball", default="red", choices=shapes.COLOUR_NAMES, help="trained model: ball colour")
-    parser.add_argument("--spot", default="blue", choices=shapes.COLOUR_NAMES, help="trained model: spot colour")
-    parser.add_argument("--motion", default="right", choices=shapes.MOTION_NAMES, help="trained model: motion")
+    parser.add_argument("--ball", default="red", choices=ball_spot_world.COLOUR_NAMES,
+                        help="trained model: ball colour")
+    parser.add_argument("--spot", default="blue", choices=ball_spot_world.COLOUR_NAMES,
+                        help="trained model: spot colour")
+    parser.add_argument("--motion", default="right", choices=ball_spot_world.MOTION_NAMES, help="trained model: motion")
     parser.add_argument("--sheet", type=pathlib.Path, help="trained model: also copy the contact sheet here")
     parser.add_argument("--random-weights", action="store_true",
                         help="machinery check: tiny random weights (noise videos, arbitrary scores)")
@@ -111,7 +113,8 @@ def world_graph(args) -> dict:
         "prompt": {"class_type": "CachedSearchDemoBallAndSpotPrompt",
                    "inputs": {"ball": args.ball, "spot": args.spot, "motion": args.motion}},
         "latent": {"class_type": "EmptyHunyuanLatentVideo", "inputs": {
-            "width": 8 * shapes.SIZE, "height": 8 * shapes.SIZE, "length": 4 * shapes.FRAMES - 3, "batch_size": 1}},
+            "width": 8 * ball_spot_world.SIZE, "height": 8 * ball_spot_world.SIZE,
+            "length": 4 * ball_spot_world.FRAMES - 3, "batch_size": 1}},
         "search": {"class_type": "CachedSearchSampler", "inputs": {
             "model": ["cache", 0], "positive": ["prompt", 0], "negative": ["prompt", 1],
             "latent_image": ["latent", 0], "seed": args.seed, "num_candidates": args.candidates, "steps": args.steps,
@@ -142,8 +145,9 @@ def run_trained_world(base: pathlib.Path, args) -> None:
     (base / "models" / "diffusion_models" / TRAINED_MODEL.name).symlink_to(TRAINED_MODEL)
     (base / "custom_nodes" / "cachedsearch_demo_nodes").symlink_to(DEMO_NODES_DIR, target_is_directory=True)
     graph = world_graph(args)
-    prompt = shapes.prompt_text((shapes.COLOUR_NAMES.index(args.ball), shapes.COLOUR_NAMES.index(args.spot),
-                                 shapes.MOTION_NAMES.index(args.motion)))
+    colours = ball_spot_world.COLOUR_NAMES
+    prompt = ball_spot_world.prompt_text((colours.index(args.ball), colours.index(args.spot),
+                                          ball_spot_world.MOTION_NAMES.index(args.motion)))
     print(f"[demo] small Wan model trained in the ball-and-spot world ({TRAINED_MODEL.name}); prompt: {prompt!r}")
     with comfy_runtime.ComfyServer(base) as server:
         print(f"[demo] ComfyUI {comfy_runtime.comfyui_root()} on {server.url}")
@@ -184,7 +188,7 @@ def sheet_rows(output: pathlib.Path, outputs: dict, scores: list[float], deliver
     for index, draft in enumerate(per_draft):
         winner = index == delivery["candidate"] - 1
         rows.append(SheetRow(
-            frames=draft_frames[index * shapes.FRAMES:(index + 1) * shapes.FRAMES],
+            frames=draft_frames[index * ball_spot_world.FRAMES:(index + 1) * ball_spot_world.FRAMES],
             lines=[f"seed {draft['seed']}" + ("   WINNER" if winner else ""), f"adherence {scores[index]:.3f}",
                    f"skipped {draft['skipped']}/{draft['calls']} transformer calls"],
             kind="winner" if winner else "draft"))

@@ -6,6 +6,7 @@ set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$repo_root/scripts/setup_env.sh" >&2
 bash "$repo_root/scripts/setup_browser.sh" >&2
+bash "$repo_root/scripts/setup_comfy_cli.sh" >&2
 source "$repo_root/scripts/runtimes.sh"
 cd "$repo_root"
 if [ -n "$RUNTIME_SKIPPED" ]; then

@@ -92,9 +92,9 @@ def test_the_model_trained_here_follows_its_prompts(engine):
 
     import folder_paths
 
-    from bench import shapes
+    from scripts import ball_spot_world
 
-    checkpoint = pathlib.Path(__file__).resolve().parents[1] / "bench" / "models" / "tiny_wan_shapes.safetensors"
+    checkpoint = ball_spot_world.TRAINED_MODEL
     link = pathlib.Path(folder_paths.get_folder_paths("diffusion_models")[0]) / checkpoint.name
     if not link.exists():
         os.symlink(checkpoint, link)
@@ -102,13 +102,13 @@ def test_the_model_trained_here_follows_its_prompts(engine):
                                                              weight_dtype="default"), shift=3.0)
     latent = engine.one("EmptyHunyuanLatentVideo", width=64, height=64, length=9, batch_size=1)
     own_ball, other_ball = [], []
-    for seed, prompt in enumerate(shapes.PROMPTS[::3]):
+    for seed, prompt in enumerate(ball_spot_world.PROMPTS[::3]):
         out = engine.one("KSampler", model=model, seed=seed, steps=20, cfg=4.0, sampler_name="euler",
-                         scheduler="simple", positive=[[shapes.conditioning(prompt), {}]],
-                         negative=[[shapes.conditioning(None), {}]], latent_image=latent, denoise=1.0)
+                         scheduler="simple", positive=[[ball_spot_world.conditioning(prompt), {}]],
+                         negative=[[ball_spot_world.conditioning(None), {}]], latent_image=latent, denoise=1.0)
         clip = model.model.latent_format.process_in(out["samples"])[0]
         ball, spot, motion = prompt
-        own_ball.append(shapes.adherence_parts(clip, prompt)[0])
-        other = (ball + 1) % shapes.COLOURS
-        other_ball.append(shapes.adherence_parts(clip, (other, spot if spot != other else ball, motion))[0])
+        own_ball.append(ball_spot_world.adherence_parts(clip, prompt)[0])
+        other = (ball + 1) % ball_spot_world.COLOURS
+        other_ball.append(ball_spot_world.adherence_parts(clip, (other, spot if spot != other else ball, motion))[0])
     assert sum(own_ball) / len(own_ball) > sum(other_ball) / len(other_ball) + 0.5, (own_ball, other_ball)

@@ -8,7 +8,7 @@ import sys
 import torch
 from PIL import Image
 
-from bench import shapes
+from scripts import ball_spot_world
 from scripts.contact_sheet import sheet_size
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -21,49 +21,51 @@ def test_the_verifier_scores_a_correct_clip_above_wrong_ones():
     def noisy(clip):
         return clip + 0.05 * torch.randn(clip.shape, generator=generator)
 
-    correct = shapes.adherence(noisy(shapes.clip(prompt)), prompt)
-    missing_spot = shapes.adherence(noisy(shapes.clip(prompt, spot_colour=0)), prompt)
-    wrong_spot = shapes.adherence(noisy(shapes.clip(prompt, spot_colour=3)), prompt)
-    wrong_ball = shapes.adherence(noisy(shapes.clip((1, 2, 1))), prompt)
-    wrong_motion = shapes.adherence(noisy(shapes.clip((0, 2, 0))), prompt)
-    noise = shapes.adherence(torch.randn(shapes.LATENT_SHAPE, generator=generator), prompt)
+    correct = ball_spot_world.adherence(noisy(ball_spot_world.clip(prompt)), prompt)
+    missing_spot = ball_spot_world.adherence(noisy(ball_spot_world.clip(prompt, spot_colour=0)), prompt)
+    wrong_spot = ball_spot_world.adherence(noisy(ball_spot_world.clip(prompt, spot_colour=3)), prompt)
+    wrong_ball = ball_spot_world.adherence(noisy(ball_spot_world.clip((1, 2, 1))), prompt)
+    wrong_motion = ball_spot_world.adherence(noisy(ball_spot_world.clip((0, 2, 0))), prompt)
+    noise = ball_spot_world.adherence(torch.randn(ball_spot_world.LATENT_SHAPE, generator=generator), prompt)
     assert 0.85 < correct < 1.0, correct
     wrong = (missing_spot, wrong_spot, wrong_ball, wrong_motion)
     assert max(wrong) < correct - 0.3, (correct, wrong)
     assert abs(noise) < 0.2
-    ball, spot = shapes.adherence_parts(shapes.clip(prompt, spot_colour=1), prompt)
+    ball, spot = ball_spot_world.adherence_parts(ball_spot_world.clip(prompt, spot_colour=1), prompt)
     assert ball > 0.99 and abs(spot) < 1e-6  # the ball is judged outside the spot, the spot on its own
 
 
 def test_the_verifier_finds_the_ball_wherever_it_starts_and_ignores_the_ground():
     prompt = (3, 1, 2)  # a yellow ball with a green spot moving diagonal
-    assert shapes.starts(2) == [(0, 0), (0, 1), (1, 0), (1, 1)]
-    for start in shapes.starts(2):
-        assert shapes.adherence(shapes.clip(prompt, start), prompt) > 0.99, start
-    ground = shapes.GROUND_VECTOR.view(-1, 1, 1, 1).expand(shapes.LATENT_SHAPE)
-    assert abs(shapes.adherence(ground, prompt)) < 1e-6  # an empty ground is no ball
-    assert shapes.adherence(shapes.clip(prompt) + ground, prompt) > 0.99  # nor does more ground spoil one
+    assert ball_spot_world.starts(2) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    for start in ball_spot_world.starts(2):
+        assert ball_spot_world.adherence(ball_spot_world.clip(prompt, start), prompt) > 0.99, start
+    ground = ball_spot_world.GROUND_VECTOR.view(-1, 1, 1, 1).expand(ball_spot_world.LATENT_SHAPE)
+    assert abs(ball_spot_world.adherence(ground, prompt)) < 1e-6  # an empty ground is no ball
+    # nor does more ground spoil one
+    assert ball_spot_world.adherence(ball_spot_world.clip(prompt) + ground, prompt) > 0.99
 
 
 def test_training_clips_put_the_ball_at_every_start():
-    clips, prompts = shapes.random_clips(256, torch.Generator().manual_seed(0))
+    clips, prompts = ball_spot_world.random_clips(256, torch.Generator().manual_seed(0))
     first_centres = set()
     for clip, (_, _, motion) in zip(clips, prompts):
         # Any colour counts: the centre token holds the spot's colour when the clip has its spot.
-        tokens = clip[:, 0, ::shapes.PATCH, ::shapes.PATCH]
-        presence = torch.einsum("chw,kc->hw", tokens, shapes.COLOUR_VECTORS)
-        first_centres.add((motion, divmod(int(presence.argmax()), shapes.GRID)))
-    for motion in range(shapes.MOTIONS):
-        assert {centre for m, centre in first_centres if m == motion} <= set(shapes.starts(motion))
-    assert len(first_centres) == sum(len(shapes.starts(motion)) for motion in range(shapes.MOTIONS))
+        tokens = clip[:, 0, ::ball_spot_world.PATCH, ::ball_spot_world.PATCH]
+        presence = torch.einsum("chw,kc->hw", tokens, ball_spot_world.COLOUR_VECTORS)
+        first_centres.add((motion, divmod(int(presence.argmax()), ball_spot_world.GRID)))
+    for motion in range(ball_spot_world.MOTIONS):
+        assert {centre for m, centre in first_centres if m == motion} <= set(ball_spot_world.starts(motion))
+    assert len(first_centres) == sum(len(ball_spot_world.starts(motion)) for motion in range(ball_spot_world.MOTIONS))
 
 
 def test_render_shows_the_ball_and_its_spot():
-    frames = shapes.render(shapes.clip((0, 2, 0)), scale=1)  # red ball, blue spot, moving right one token a frame
-    assert frames.shape == (shapes.FRAMES, shapes.SIZE, shapes.SIZE, 3)
-    assert torch.allclose(frames[0, 2, 3], shapes.RGB[2], atol=0.05)  # the spot covers token (1, 1)
-    assert torch.allclose(frames[2, 3, 6], shapes.RGB[2], atol=0.05)  # ... and token (1, 3) two frames later
-    assert torch.allclose(frames[0, 7, 7], shapes.BACKGROUND, atol=0.02)
+    # red ball, blue spot, moving right one token a frame
+    frames = ball_spot_world.render(ball_spot_world.clip((0, 2, 0)), scale=1)
+    assert frames.shape == (ball_spot_world.FRAMES, ball_spot_world.SIZE, ball_spot_world.SIZE, 3)
+    assert torch.allclose(frames[0, 2, 3], ball_spot_world.RGB[2], atol=0.05)  # the spot covers token (1, 1)
+    assert torch.allclose(frames[2, 3, 6], ball_spot_world.RGB[2], atol=0.05)  # ... and token (1, 3) two frames later
+    assert torch.allclose(frames[0, 7, 7], ball_spot_world.BACKGROUND, atol=0.02)
     red, green, blue = frames[2, 3, 4]  # the red ball around the spot
     assert red > 0.4 and red > 2 * max(green, blue)
 
@@ -88,10 +90,11 @@ def test_the_main_demo_searches_the_trained_model_and_draws_a_contact_sheet(tmp_
     assert picked and picked.group(1) == best[1], out
     assert f"[demo] contact sheet copied to {sheet}" in out
     image = Image.open(sheet)
-    frame = 12 * shapes.SIZE
-    assert image.size == sheet_size(candidates + 1, shapes.FRAMES, frame, frame)  # N drafts + the delivered video
+    frame = 12 * ball_spot_world.SIZE
+    # N drafts + the delivered video
+    assert image.size == sheet_size(candidates + 1, ball_spot_world.FRAMES, frame, frame)
     webp = re.search(r"delivered video \(animated WEBP\): (\S+)", out).group(1)
-    assert Image.open(webp).n_frames == shapes.FRAMES
+    assert Image.open(webp).n_frames == ball_spot_world.FRAMES
 
 
 def test_the_demo_node_pack_is_not_part_of_the_extension(comfy_server):
@@ -119,12 +122,12 @@ def test_comfyui_samples_the_model_as_it_was_trained(engine):
         os.symlink(checkpoint, link)
     model = engine.one("ModelSamplingSD3", model=engine.one("UNETLoader", unet_name=checkpoint.name,
                                                              weight_dtype="default"), shift=TRAINING_SHIFT)
-    latent = engine.one("EmptyHunyuanLatentVideo", width=8 * shapes.SIZE, height=8 * shapes.SIZE,
-                        length=4 * shapes.FRAMES - 3, batch_size=1)
+    latent = engine.one("EmptyHunyuanLatentVideo", width=8 * ball_spot_world.SIZE, height=8 * ball_spot_world.SIZE,
+                        length=4 * ball_spot_world.FRAMES - 3, batch_size=1)
     prompt, seed, steps = (1, 3, 2), 11, 6
-    context = shapes.conditioning(prompt)
+    context = ball_spot_world.conditioning(prompt)
     out = engine.one("KSampler", model=model, seed=seed, steps=steps, cfg=1.0, sampler_name="euler",
-                     scheduler="simple", positive=[[context, {}]], negative=[[shapes.conditioning(None), {}]],
+                     scheduler="simple", positive=[[context, {}]], negative=[[ball_spot_world.conditioning(None), {}]],
                      latent_image=latent, denoise=1.0)
     sampled = model.model.latent_format.process_in(out["samples"])
 

@@ -2,7 +2,7 @@
 
 For each family on each runtime that has it: the checkpoint is detected as that family, the cache skips,
 mode off is bit-exact to no cache, and search + recommit deliver what the stock KSampler gives for the
-winning seed. ``scripts/works_with.py`` turns a run of this module into the README's "works with" table.
+winning seed. ``scripts/works_with.py`` turns a run of this module into the "works with" table of docs/works-with.md.
 
 Families are listed per file format: the fp8-scaled rows load files in the layout of ComfyUI's official
 ``*_fp8_scaled`` checkpoints (scripts/tiny_models.py), and detection also checks that the blocks' linear layers

@@ -11,9 +11,10 @@ import torch
 
 from cachedsearch_core.audit import FULL_ARM, ScoreStore
 from cachedsearch_core.pruning import PruningPlan, survivors
+from scripts import ball_spot_world
 
 STEPS, PRUNE_STEP, KEEP = 8, 3, 2
-CHECKPOINT = pathlib.Path(__file__).resolve().parents[1] / "bench" / "models" / "tiny_wan_shapes.safetensors"
+CHECKPOINT = ball_spot_world.TRAINED_MODEL
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +78,6 @@ def test_the_bench_counts_every_arms_transformer_calls(engine, tiny_wan, full_sc
 def test_the_audit_arms_store_and_report_a_pruned_and_a_budget_search(engine, tmp_path):
     import folder_paths
 
-    from bench import shapes
     from bench.audit import collect_pruned, pruned_arm_names, search_arms_report
 
     link = pathlib.Path(folder_paths.get_folder_paths("diffusion_models")[0]) / CHECKPOINT.name
@@ -87,10 +87,11 @@ def test_the_audit_arms_store_and_report_a_pruned_and_a_budget_search(engine, tm
                                                              weight_dtype="default"), shift=3.0)
     cached = engine.one("CachedSearchApplyCache", model=model, mode="adaptive", tau=0.1, warmup_steps=1,
                         cooldown_steps=1, static_interval=2)
-    latent = engine.one("EmptyHunyuanLatentVideo", width=8 * shapes.SIZE, height=8 * shapes.SIZE,
-                        length=4 * shapes.FRAMES - 3, batch_size=1)
+    latent = engine.one("EmptyHunyuanLatentVideo", width=8 * ball_spot_world.SIZE, height=8 * ball_spot_world.SIZE,
+                        length=4 * ball_spot_world.FRAMES - 3, batch_size=1)
     backend = types.SimpleNamespace(extension=engine.extension, model=model, cfg=4.0, latents={1.0: latent},
-                                    negative=[[shapes.conditioning(None), {}]], prompts=shapes.PROMPTS[:2],
+                                    negative=[[ball_spot_world.conditioning(None), {}]],
+                                    prompts=ball_spot_world.PROMPTS[:2],
                                     _model_for=lambda arm, spec: cached)
     prompts, seeds, steps = [0, 1], [0, 1, 2, 3], 10
     plan = PruningPlan(prune_step=4, keep=2)

@@ -1,4 +1,4 @@
-"""The README's "works with" table is rendered from JUnit reports of the family tests."""
+"""The "works with" table of docs/works-with.md is rendered from JUnit reports of the family tests."""
 
 import pytest
 
@@ -49,7 +49,7 @@ def test_file_formats_give_one_row_per_family_and_format(tmp_path):
     ]
 
 
-def test_readme_block_is_replaced_between_its_markers():
+def test_table_block_is_replaced_between_its_markers():
     text = f"intro\n{works_with.START_MARKER}\nold table\n{works_with.END_MARKER}\nrest\n"
     assert works_with.replace_block(text, "new") == f"intro\n{works_with.START_MARKER}\nnew\n{works_with.END_MARKER}\nrest\n"
     with pytest.raises(ValueError, match="works-with:start"):
@@ -69,3 +69,10 @@ def test_labels_come_from_the_family_tests():
     formats = works_with.family_file_formats()
     assert formats["wan21_t2v"] == "fp16 / bf16" and formats["wan21_t2v_fp8"] == "fp8-scaled"
     assert formats["wan22_a14b_t2v_high_fp8"] == formats["hunyuan15_t2v_fp8"] == "fp8-scaled"
+
+
+def test_the_docs_page_holds_the_generated_table():
+    page = works_with.PAGE.read_text()
+    table = page.split(works_with.START_MARKER, 1)[1].split(works_with.END_MARKER, 1)[0]
+    assert table.strip().startswith("| Family | File | ComfyUI 0.3.75 | ComfyUI 0.33.0 |")
+    assert works_with.replace_block(page, table.strip()) == page  # rewriting the same table leaves the page as it is

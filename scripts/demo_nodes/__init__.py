@@ -1,6 +1,6 @@
-"""Demo-only ComfyUI nodes for the ball-and-spot world (bench/shapes.py): its prompts, verifier and renderer, and
-stand-ins for a VAE and a verifier model so that CachedSearch Calibrate (which decodes and scores like the Verifier
-node) runs in the world.
+"""Demo-only ComfyUI nodes for the ball-and-spot world (scripts/ball_spot_world.py): its prompts, verifier and renderer,
+and stand-ins for a VAE and a verifier model so that CachedSearch Calibrate (which decodes and scores like the
+Verifier node) runs in the world.
 
 ``scripts/demo.py`` installs this pack next to CachedSearch in the demo's own ComfyUI base directory, so the real
 search nodes run on the model trained in that world. It is not part of the extension: a user's ComfyUI, which
@@ -12,15 +12,16 @@ import pathlib
 
 import torch
 
-_SHAPES_PATH = pathlib.Path(__file__).resolve().parents[2] / "bench" / "shapes.py"
-_spec = importlib.util.spec_from_file_location("cachedsearch_demo_shapes", _SHAPES_PATH)
-shapes = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(shapes)
+# Loaded by path: ComfyUI imports this pack on its own, without the repository's packages on sys.path.
+_WORLD_PATH = pathlib.Path(__file__).resolve().parents[1] / "ball_spot_world.py"
+_spec = importlib.util.spec_from_file_location("cachedsearch_demo_ball_spot_world", _WORLD_PATH)
+ball_spot_world = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ball_spot_world)
 
 
 def _prompt_of(text: str) -> tuple[int, int, int]:
-    for prompt in shapes.PROMPTS:
-        if shapes.prompt_text(prompt) == text.strip():
+    for prompt in ball_spot_world.PROMPTS:
+        if ball_spot_world.prompt_text(prompt) == text.strip():
             return prompt
     raise ValueError(f"prompt: got {text!r}; connect the prompt output of the Ball-and-Spot Prompt node "
                      "(texts like 'a red ball with a blue spot moving right')")
@@ -35,10 +36,11 @@ def _model_scale(samples: torch.Tensor) -> torch.Tensor:
 
 def _clips(latent: dict) -> torch.Tensor:
     samples = latent["samples"]
-    if tuple(samples.shape[1:]) != shapes.LATENT_SHAPE:
+    if tuple(samples.shape[1:]) != ball_spot_world.LATENT_SHAPE:
         raise ValueError(f"latent: got shape {tuple(samples.shape)}; the ball-and-spot world needs "
-                         f"[N, {', '.join(map(str, shapes.LATENT_SHAPE))}] (EmptyHunyuanLatentVideo "
-                         f"{8 * shapes.SIZE}x{8 * shapes.SIZE}, length {4 * shapes.FRAMES - 3})")
+                         f"[N, {', '.join(map(str, ball_spot_world.LATENT_SHAPE))}] (EmptyHunyuanLatentVideo "
+                         f"{8 * ball_spot_world.SIZE}x{8 * ball_spot_world.SIZE}, "
+                         f"length {4 * ball_spot_world.FRAMES - 3})")
     return _model_scale(samples)
 
 
@@ -51,19 +53,21 @@ class BallAndSpotPrompt:
 
     @classmethod
     def INPUT_TYPES(cls):
-        colours = list(shapes.COLOUR_NAMES)
+        colours = list(ball_spot_world.COLOUR_NAMES)
         return {"required": {
             "ball": (colours, {"default": "red", "tooltip": "Colour of the ball."}),
             "spot": (colours, {"default": "blue", "tooltip": "Colour of the one-pixel spot at the ball's centre; "
                                "must differ from the ball's."}),
-            "motion": (list(shapes.MOTION_NAMES), {"default": "right", "tooltip": "Direction the ball moves."}),
+            "motion": (list(ball_spot_world.MOTION_NAMES),
+                       {"default": "right", "tooltip": "Direction the ball moves."}),
         }}
 
     def encode(self, ball, spot, motion):
         if ball == spot:
             raise ValueError(f"spot: got {spot!r}, the same colour as the ball; pick another colour for the spot")
-        prompt = (shapes.COLOUR_NAMES.index(ball), shapes.COLOUR_NAMES.index(spot), shapes.MOTION_NAMES.index(motion))
-        return ([[shapes.conditioning(prompt), {}]], [[shapes.conditioning(None), {}]], shapes.prompt_text(prompt))
+        world = ball_spot_world
+        prompt = (world.COLOUR_NAMES.index(ball), world.COLOUR_NAMES.index(spot), world.MOTION_NAMES.index(motion))
+        return ([[world.conditioning(prompt), {}]], [[world.conditioning(None), {}]], world.prompt_text(prompt))
 
 
 class BallAndSpotVerifier:
@@ -84,7 +88,7 @@ class BallAndSpotVerifier:
 
     def score(self, latent, prompt):
         target = _prompt_of(prompt)
-        scores = "\n".join(f"{shapes.adherence(clip, target):.4f}" for clip in _clips(latent))
+        scores = "\n".join(f"{ball_spot_world.adherence(clip, target):.4f}" for clip in _clips(latent))
         return {"ui": {"text": (scores,)}, "result": (scores,)}
 
 
@@ -102,7 +106,7 @@ class BallAndSpotRender:
         }}
 
     def render(self, latent, scale):
-        return (torch.cat([shapes.render(clip, scale) for clip in _clips(latent)]),)
+        return (torch.cat([ball_spot_world.render(clip, scale) for clip in _clips(latent)]),)
 
 
 class WorldFrames:
@@ -121,13 +125,13 @@ class WorldVerifier:
     name = "ball-and-spot adherence"
 
     def score(self, prompt: str, frames: torch.Tensor) -> torch.Tensor:
-        expected = (shapes.FRAMES, shapes.SIZE, shapes.SIZE, shapes.CHANNELS)
+        expected = (ball_spot_world.FRAMES, ball_spot_world.SIZE, ball_spot_world.SIZE, ball_spot_world.CHANNELS)
         if tuple(frames.shape) != expected:
             raise ValueError(f"the ball-and-spot verifier reads whole world clips of frames {list(expected)} (from "
-                             f"Ball-and-Spot Latent Frames, at least {shapes.FRAMES} frames per candidate), got "
+                             f"Ball-and-Spot Latent Frames, at least {ball_spot_world.FRAMES} frames per candidate), got "
                              f"{list(frames.shape)}")
         clip = frames.permute(3, 0, 1, 2)
-        return torch.tensor([shapes.adherence(clip, _prompt_of(prompt))], dtype=torch.float64)
+        return torch.tensor([ball_spot_world.adherence(clip, _prompt_of(prompt))], dtype=torch.float64)
 
 
 class BallAndSpotFrames:

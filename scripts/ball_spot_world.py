@@ -21,8 +21,14 @@ are orthogonal 16-channel vectors, so ``render`` can turn a latent clip into RGB
 from __future__ import annotations
 
 import itertools
+import pathlib
 
 import torch
+
+# The small Wan model trained in this world (bench/train_tiny_wan.py), and the sigma shift it was trained with
+# (sample it with ModelSamplingSD3(shift=TRAINING_SHIFT)).
+TRAINED_MODEL = pathlib.Path(__file__).resolve().parent / "models" / "tiny_wan_ball_spot.safetensors"
+TRAINING_SHIFT = 3.0
 
 COLOUR_NAMES = ("red", "green", "blue", "yellow")
 MOTION_NAMES = ("right", "down", "diagonal")

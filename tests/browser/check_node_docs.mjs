@@ -1,0 +1,59 @@
+// Opens ComfyUI's node docs panel for one node the way an artist does, in headless Debian Chromium against a real
+// server: put the node on the canvas, select it and press the selection toolbox's info button (frontend 1.32 shows
+// the page in the node library's side panel, 1.4x and later in the right side panel's Info tab). Prints one JSON
+// object with what the panel shows; panel null when this frontend has no info button.
+// Usage: node check_node_docs.mjs URL NODE_ID [SCREENSHOT.png]
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+const [url, nodeId, screenshot] = process.argv.slice(2);
+const result = { frontend: null, panel: null, headings: [], text: "" };
+
+const context = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), "cachedsearch-chromium-")), {
+  executablePath: "/usr/bin/chromium",
+  headless: true,
+  viewport: { width: 1600, height: 1000 },
+  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run"],
+});
+const page = context.pages()[0] ?? (await context.newPage());
+
+async function openNodeInfo() {
+  await page.evaluate(async (id) => {
+    window.app.graph.clear();
+    const node = window.LiteGraph.createNode(id);
+    node.pos = [500, 250];
+    window.app.graph.add(node);
+    window.app.canvas.selectNode(node);
+    window.app.canvas.setDirty(true, true);
+  }, nodeId);
+  const info = page.locator("[data-testid='info-button']").first();
+  try {
+    await info.waitFor({ state: "visible", timeout: 15000 });
+  } catch {
+    return false;
+  }
+  await info.click();
+  return true;
+}
+
+try {
+  await page.goto(url);
+  await page.waitForFunction(() => window.app?.graph && window.LiteGraph, null, { timeout: 120000 });
+  result.frontend = await page.evaluate(() => window.__COMFYUI_FRONTEND_VERSION__ ?? null);
+  if (await openNodeInfo()) {
+    const panel = page.locator(".node-help-content").first();
+    await panel.waitFor({ timeout: 30000 });
+    await page.waitForFunction(() => document.querySelector(".node-help-content h1, .node-help-content h2"), null,
+      { timeout: 30000 });
+    result.panel = "node-help-content";
+    result.headings = await panel.locator("h1, h2").allTextContents();
+    result.text = await panel.textContent();
+    if (screenshot) await page.screenshot({ path: screenshot });
+  }
+} finally {
+  await context.close();
+}
+console.log(JSON.stringify(result));
