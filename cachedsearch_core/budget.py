@@ -168,7 +168,9 @@ class BudgetLedger:
     def outcome(self) -> BudgetOutcome:
         if not self.draft_costs:
             raise ValueError("budget: no draft finished, so there is no width to report")
-        return BudgetOutcome(self.plan, tuple(self.draft_costs), self.full_cost(), self.stopped_draft_cost)
+        stopped_calls = self._current_calls if self.stopped_draft_cost is not None else 0
+        return BudgetOutcome(self.plan, tuple(self.draft_costs), self.full_cost(), self.stopped_draft_cost,
+                             stopped_calls)
 
 
 def format_cost(value: float, unit: BudgetUnit) -> str:
@@ -183,6 +185,7 @@ class BudgetOutcome:
     draft_costs: tuple[float, ...]
     full_cost: float  # predicted before any commit ran
     stopped_draft_cost: float | None  # spent on the draft the budget stopped; None when max_candidates ended it
+    stopped_draft_calls: int = 0  # transformer calls the stopped draft computed, in either unit
 
     @property
     def width(self) -> int:
