@@ -413,9 +413,9 @@ def main() -> None:
         prompt_count = args.prompts
 
     if args.calibration is not None:
-        if not isinstance(backend, ShapesBackend) or not 0 <= args.calibration < len(shapes.PROMPTS):
-            sys.exit(f"--calibration: give a prompt of the world, 0 to {len(shapes.PROMPTS) - 1}, in shapes mode")
-        backend.prompts, prompt_count = [shapes.PROMPTS[args.calibration]], 1
+        if not isinstance(backend, ShapesBackend) or not 0 <= args.calibration < len(ball_spot_world.PROMPTS):
+            sys.exit(f"--calibration: give a prompt of the world, 0 to {len(ball_spot_world.PROMPTS) - 1}, in shapes mode")
+        backend.prompts, prompt_count = [ball_spot_world.PROMPTS[args.calibration]], 1
     store = ScoreStore(args.out / "scores.jsonl")
     prompt_ids, seeds = list(range(prompt_count)), list(range(args.seeds))
     arms = arm_specs(args.taus, args.steps)
@@ -443,7 +443,7 @@ def main() -> None:
         for arm in (FULL_ARM, *map(tau_arm, args.taus)):
             collect(arm, arms[arm])
         calibration = Calibration.from_store(store, CalibrationPlan(tuple(args.taus), args.seeds, 0, args.target))
-        report = f"# Calibration\n\n{backend.describe()}; {shapes.prompt_text(backend.prompts[0])!r}, seeds 0-" \
+        report = f"# Calibration\n\n{backend.describe()}; {ball_spot_world.prompt_text(backend.prompts[0])!r}, seeds 0-" \
                  f"{args.seeds - 1}, {args.steps} steps, warmup = cooldown = {cache_window(args.steps)}.\n\n" \
                  f"{calibration.report()}\n"
         (args.out / "calibration.md").write_text(report)

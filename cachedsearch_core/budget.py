@@ -198,8 +198,10 @@ class BudgetLedger:
     def outcome(self) -> BudgetOutcome:
         if not self.draft_costs:
             raise ValueError("budget: no draft finished, so there is no width to report")
+        stopped_calls = self._current_calls if self.stopped_draft_cost is not None else 0
         return BudgetOutcome(self.plan, tuple(self.draft_costs), self.full_cost(), self.stopped_draft_cost,
-                             self.commit_free(), self.stopped_draft_skipped)
+                             commit_free=self.commit_free(), stopped_draft_skipped=self.stopped_draft_skipped,
+                             stopped_draft_calls=stopped_calls)
 
 
 def format_cost(value: float, unit: BudgetUnit) -> str:
@@ -217,6 +219,7 @@ class BudgetOutcome:
     commit_free: bool = False  # every draft skipped nothing: the recommit delivers the winner's draft at no cost
     # The stopped draft ran to its end but skipped calls, so the recommit would have cost a full rollout again.
     stopped_draft_skipped: bool = False
+    stopped_draft_calls: int = 0  # transformer calls the stopped draft computed, in either unit
 
     @property
     def width(self) -> int:

@@ -145,18 +145,19 @@ class PruningOutcome:
         return sum(candidate.draft.seconds for candidate in self.pruned)
 
     def report_lines(self) -> list[str]:
-        """The pruning part of the search report: one line per candidate in seed order, then the costs."""
+        """The pruning part of the search report: one line per candidate in seed order (its candidate number, seed
+        and preview score), then the costs."""
         lines = [f"pruned at step {self.prune_step} of {self.steps}: kept {len(self.survivor_indices)} of "
                  f"{len(self.seeds)} by preview score ({self.preview_frames} frames of the x0 estimate each)"]
         pruned_by_seed = {candidate.draft.seed: candidate for candidate in self.pruned}
-        for seed, score in zip(self.seeds, self.preview_scores):
+        for number, (seed, score) in enumerate(zip(self.seeds, self.preview_scores), start=1):
             dropped = pruned_by_seed.get(seed)
             if dropped is None:
-                lines.append(f"  seed {seed:>20}  preview {score:9.4f}  kept")
+                lines.append(f"  {number:>3}  seed {seed:>20}  preview {score:9.4f}  kept")
                 continue
             draft = dropped.draft
             calls = draft.calls_computed + draft.calls_skipped
-            lines.append(f"  seed {seed:>20}  preview {score:9.4f}  pruned after {calls} calls "
+            lines.append(f"  {number:>3}  seed {seed:>20}  preview {score:9.4f}  pruned after {calls} calls "
                          f"({draft.calls_computed} computed), {draft.seconds:.2f} s")
         pruned_calls = sum(c.draft.calls_computed for c in self.pruned)
         lines.append(f"pruned candidates cost {self.pruned_seconds:.2f} s ({pruned_calls} computed calls); "

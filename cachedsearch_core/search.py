@@ -166,12 +166,15 @@ def search_report(
     commit_seconds: float | None = None,
     stage_names: Sequence[str] = (),
     survivors_of: int | None = None,
+    numbers: Sequence[int] | None = None,
 ) -> str:
     """The text the sampler and recommit nodes show: per candidate and for the whole search, and with
     ``stage_names`` the skipped calls of each stage over all drafts. ``survivors_of``: the drafts are the survivors
     of a pruned search of that width, so the cost line leaves the comparison with full best-of-N to the pruning
-    lines (only they count the dropped candidates). ``commit_seconds`` 0 with mode "commit": the commit was free,
-    the winning draft skipped nothing and was delivered without sampling again."""
+    lines (only they count the dropped candidates). ``numbers``: each draft's candidate number (its place in the
+    search's seed order, which a pruned search's survivors keep); 1, 2, ... by default. ``commit_seconds`` 0 with
+    mode "commit": the commit was free, the winning draft skipped nothing and was delivered without sampling again."""
+    numbers = list(numbers) if numbers is not None else list(range(1, len(drafts) + 1))
     lines = [f"CachedSearch: {len(drafts)} candidate(s), {cache_description}"]
     inactive_reasons = dict.fromkeys(d.cache_inactive_reason for d in drafts if d.cache_inactive_reason)
     lines.extend(f"{INACTIVE_PREFIX}{reason}" for reason in inactive_reasons)
@@ -182,7 +185,7 @@ def search_report(
         score = f"{ranking.scores[index]:9.4f}" if ranking is not None else f"{'-':>9}"
         skipped = f"{draft.calls_skipped}/{calls} ({100 * draft.skipped_fraction:.0f}%)"
         marker = "*" if index == winner else " "
-        lines.append(f"{marker:2}{index + 1:>3}  {draft.seed:>20}  {score}  {skipped:>15}  {draft.seconds:8.2f}")
+        lines.append(f"{marker:2}{numbers[index]:>3}  {draft.seed:>20}  {score}  {skipped:>15}  {draft.seconds:8.2f}")
     for stage_index, name in enumerate(stage_names):
         computed = sum(draft.stage_calls[stage_index].computed for draft in drafts)
         skipped = sum(draft.stage_calls[stage_index].skipped for draft in drafts)
@@ -194,7 +197,7 @@ def search_report(
         delivered = "the cached draft as-is (keep)" if mode == "keep" else "recommit at full compute"
         if commit_free:
             delivered = "its draft, which computed every call (commit free)"
-        lines.append(f"winner: candidate {winner + 1}, seed {drafts[winner].seed}, delivered by {delivered}")
+        lines.append(f"winner: candidate {numbers[winner]}, seed {drafts[winner].seed}, delivered by {delivered}")
     full_seconds = full_rollout_seconds(drafts)
     if commit_free and full_seconds:
         lines.append("commit free: the winning draft skipped nothing, so it already is the full-compute result "

@@ -358,7 +358,7 @@ class DistributedSearchSampler(io.ComfyNode):
 
     @classmethod
     def execute(cls, model, positive, negative, latent_image, seed, num_candidates, steps, cfg, sampler_name,
-                scheduler, denoise, worker_timeout) -> io.NodeOutput:
+                scheduler, denoise, worker_timeout, preview_vae=None) -> io.NodeOutput:
         message = cls.validate_inputs(seed, num_candidates, denoise)
         if message is not True:
             raise ValueError(message)
@@ -384,7 +384,7 @@ class DistributedSearchSampler(io.ComfyNode):
                                               announce)
             else:
                 candidates = search_as_master(recipe, setup, slices, worker_timeout, announce)
-        output = _search_output(candidates)
+        output = _search_output(candidates, preview_vae, announce)
         return io.NodeOutput(*output.result, torch.zeros(1, 1, 1, 3), ui=output.ui)
 
 

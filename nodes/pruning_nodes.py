@@ -13,6 +13,7 @@ from comfy_api.latest import io
 from ..cachedsearch_core.image_reward import mean_frame_score, require_prompt
 from ..cachedsearch_core.pruning import CacheWindow, PruningPlan, preview_frame_indices
 from .cache_patch import step_cache_config
+from .panel_frames import save_panel_frames
 from .search import SearchCandidates, StagedRecipe, run_pruned_search
 from .search_nodes import PruningPlanType
 from .verifier_nodes import Verifier
@@ -84,6 +85,8 @@ class PreviewPruning:
         # The x0 estimates are in the model's sampling space; the VAE decodes what the sampler outputs.
         model = _stage_at(recipe, plan.prune_step).patcher.model
 
+        previews = []
+
         def score_previews(estimates):
             scores = []
             for index, estimate in enumerate(estimates):
@@ -92,9 +95,11 @@ class PreviewPruning:
                     announce(f"scoring preview {index + 1} / {len(estimates)} at step {plan.prune_step}")
                 frames = decode_preview(self.vae, model.process_latent_out(estimate), plan.preview_frames)
                 scores.append(mean_frame_score(self.verifier.score, self.prompt, frames, plan.preview_frames))
+                previews.append(tuple(save_panel_frames(frames)))
             return scores
 
-        return run_pruned_search(recipe, seeds, plan, score_previews, announce).candidates
+        candidates = run_pruned_search(recipe, seeds, plan, score_previews, announce).candidates
+        return dataclasses.replace(candidates, pruning_previews=tuple(previews))
 
 
 class PruningPlanNode(io.ComfyNode):

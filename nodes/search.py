@@ -25,6 +25,7 @@ from comfy_extras.nodes_custom_sampler import Noise_EmptyNoise, Noise_RandomNois
 from ..cachedsearch_core import Draft, Ranking, SearchCost, StageCalls, search_report
 from ..cachedsearch_core.search import full_rollout_seconds
 from ..cachedsearch_core.budget import BudgetOutcome, BudgetUnit
+from ..cachedsearch_core.panels import CallsCost, candidate_number, candidate_rows
 from ..cachedsearch_core.pruning import PrunedCandidate, PruningOutcome, PruningPlan, survivors
 from .cache_patch import STATISTICS_CALLBACK_OPTION, TRAJECTORY_POSITION_OPTION, detach_step_cache, step_cache_config
 
@@ -252,6 +253,9 @@ class SearchCandidates:
     pruning: PruningOutcome | None = None
     # Set by a fixed-budget search: the width it chose and the costs it predicted.
     budget: BudgetOutcome | None = None
+    # Set by a pruned search: the temp images (/view references) of the frames its Pruning Plan decoded to score
+    # each candidate's preview, for the panels (seed order, every candidate).
+    pruning_previews: tuple[tuple[dict, ...], ...] = ()
 
     @property
     def seeds(self) -> list[int]:
@@ -260,12 +264,45 @@ class SearchCandidates:
     def __len__(self) -> int:
         return len(self.drafts)
 
+    @property
+    def width(self) -> int:
+        """How many candidates the search started, pruned ones included (N of full best-of-N)."""
+        return len(self.pruning.seeds) if self.pruning is not None else len(self.drafts)
+
+    @property
+    def first_seed(self) -> int:
+        return self.pruning.seeds[0] if self.pruning is not None else self.drafts[0].seed
+
+    @property
+    def candidate_numbers(self) -> list[int]:
+        """Each draft's candidate number: its place in the search's seed order, which a pruned search's survivors
+        keep (candidate k has seed first_seed + k - 1)."""
+        return [candidate_number(draft.seed, self.first_seed) for draft in self.drafts]
+
+    @property
+    def stage_names(self) -> tuple[str, ...]:
+        """The stages' names where a trajectory has several (the experts), else none."""
+        return self.recipe.names if len(self.recipe.stages) > 1 else ()
+
+    def cost(self, commit_seconds: float | None = None, commit_calls: int | None = None) -> CallsCost:
+        """The search's transformer calls and seconds against full best-of-N, with a commit's once one ran."""
+        dropped = self.pruning.pruned if self.pruning is not None else ()
+        search_calls = sum(draft.calls_computed for draft in self.drafts) + sum(
+            candidate.draft.calls_computed for candidate in dropped)
+        search_seconds = sum(draft.seconds for draft in self.drafts)
+        if self.pruning is not None:
+            search_seconds += self.pruning.pruned_seconds + self.pruning.preview_seconds
+        if self.budget is not None:
+            search_calls += self.budget.stopped_draft_calls
+        rollout_calls = max(draft.calls_computed + draft.calls_skipped for draft in self.drafts)
+        return CallsCost(self.width, search_calls, rollout_calls, search_seconds, commit_seconds or None,
+                         commit_calls)
+
     def report(self, ranking: Ranking | None = None, mode: str | None = None, commit_seconds=None,
                commit_calls: int | None = None) -> str:
-        stage_names = self.recipe.names if len(self.recipe.stages) > 1 else ()
         width = len(self.pruning.seeds) if self.pruning is not None else None
-        report = search_report(self.drafts, self.cache_description, ranking, mode, commit_seconds, stage_names,
-                               survivors_of=width)
+        report = search_report(self.drafts, self.cache_description, ranking, mode, commit_seconds, self.stage_names,
+                               survivors_of=width, numbers=self.candidate_numbers)
         lines = report.splitlines()
         if self.pruning is not None:
             pruning_lines = self.pruning.report_lines()
@@ -276,6 +313,7 @@ class SearchCandidates:
             lines = [*lines[:1], *pruning_lines, *lines[1:]]
         if self.budget is not None:
             lines += self.budget.lines(self.budget_commit_cost(commit_seconds, commit_calls))
+        lines.append(self.cost(commit_seconds, commit_calls).line(with_seconds=False))
         return "\n".join(lines)
 
     def draft_is_full_compute(self, index: int, model=None) -> bool:
@@ -347,21 +385,9 @@ class PrunedSearch:
 
 
 def draft_rows(candidates: SearchCandidates, ranking: Ranking | None = None) -> list[dict]:
-    """Per-candidate data for the frontend panels (JSON-ready)."""
-    rows = []
-    for index, draft in enumerate(candidates.drafts):
-        calls = draft.calls_computed + draft.calls_skipped
-        row = {"candidate": index + 1, "seed": draft.seed, "seconds": round(draft.seconds, 3),
-               "skipped": draft.calls_skipped, "calls": calls}
-        if len(draft.stage_calls) > 1:
-            row["stages"] = [{"stage": name, "skipped": stage.skipped, "calls": stage.computed + stage.skipped}
-                             for name, stage in zip(candidates.recipe.names, draft.stage_calls)]
-        if ranking is not None:
-            row.update(score=ranking.scores[index], winner=index == ranking.winner)
-            if ranking.columns:
-                row["columns"] = {name: values[index] for name, values in ranking.columns}
-        rows.append(row)
-    return rows
+    """Per-candidate data for the frontend panels (JSON-ready): every candidate in seed order, pruned ones
+    included (``candidate_rows``)."""
+    return candidate_rows(candidates.drafts, candidates.stage_names, candidates.pruning, ranking)
 
 
 def pruned_rows(candidates: SearchCandidates) -> list[dict]:

@@ -7,6 +7,7 @@ from ..cachedsearch_core import MAX_CANDIDATES, Ranking, candidate_seeds, parse_
 from ..cachedsearch_core.pick import VERIFIERS_CHOICE, resolve_pick, with_pick_line
 from .budget_nodes import budget_input
 from .budget_search import run_budget_search
+from .panel_frames import decode_draft_frames, panel_rows
 from .pick import ADVANCED_INPUT, commit_pick, pick_choices, wait_for_click
 from .search import (
     CallCounter,
@@ -14,7 +15,6 @@ from .search import (
     KSamplerStage,
     SearchCandidates,
     StagedRecipe,
-    draft_rows,
     progress_text_sender,
     pruned_rows,
     run_search,
@@ -66,6 +66,12 @@ def _explore(recipe: StagedRecipe, seed: int, num_candidates: int, announce, pru
     return pruning.search(recipe, seeds, announce)
 
 
+def _preview_vae_input():
+    return io.Vae.Input("preview_vae", optional=True, tooltip="Optional: decode small previews of every draft to "
+                        "watch them on the panel (8 frames each, after the search; costs one VAE decode per "
+                        "draft). Unconnected: nothing extra is decoded.")
+
+
 def _search_outputs() -> list:
     return [
         io.Latent.Output(display_name="drafts", tooltip="The N drafts on the batch axis, in seed order."),
@@ -95,9 +101,13 @@ def _check_latent(latent: dict) -> None:
         )
 
 
-def _search_output(candidates: SearchCandidates) -> io.NodeOutput:
+def _search_output(candidates: SearchCandidates, preview_vae=None, announce=None) -> io.NodeOutput:
+    """The sampler's outputs and its panel: every candidate's row (decoded frames with ``preview_vae``) and the
+    search's cost against full best-of-N."""
     report = candidates.report()
-    shown = {"text": (report,), "cachedsearch_drafts": draft_rows(candidates)}
+    frames = decode_draft_frames(preview_vae, candidates, announce) if preview_vae is not None else None
+    shown = {"text": (report,), "cachedsearch_drafts": panel_rows(candidates, frames=frames),
+             "cachedsearch_cost": [candidates.cost().as_dict()]}
     if candidates.pruning is not None:
         shown["cachedsearch_pruned"] = pruned_rows(candidates)
     if candidates.budget is not None:
@@ -133,6 +143,7 @@ class SearchSampler(io.ComfyNode):
                                tooltip="1.0 samples from pure noise; lower keeps part of the input latent."),
                 _pruning_input(),
                 budget_input(),
+                _preview_vae_input(),
             ],
             outputs=_search_outputs(),
             hidden=[io.Hidden.unique_id],
@@ -147,7 +158,7 @@ class SearchSampler(io.ComfyNode):
 
     @classmethod
     def execute(cls, model, positive, negative, latent_image, seed, num_candidates, steps, cfg, sampler_name,
-                scheduler, denoise, pruning=None, budget=None) -> io.NodeOutput:
+                scheduler, denoise, pruning=None, budget=None, preview_vae=None) -> io.NodeOutput:
         message = cls.validate_inputs(seed, num_candidates, denoise)
         if message is not True:
             raise ValueError(message)
@@ -155,7 +166,7 @@ class SearchSampler(io.ComfyNode):
         stage = KSamplerStage(model, positive, negative, steps, cfg, sampler_name, scheduler, denoise)
         announce = progress_text_sender(cls.hidden.unique_id)
         return _search_output(_explore(StagedRecipe.single(stage, latent_image), seed, num_candidates, announce,
-                                       pruning, budget))
+                                       pruning, budget), preview_vae, announce)
 
 
 class SearchSamplerAdvanced(io.ComfyNode):
@@ -175,6 +186,7 @@ class SearchSamplerAdvanced(io.ComfyNode):
                 *_search_inputs(),
                 _pruning_input(),
                 budget_input(),
+                _preview_vae_input(),
             ],
             outputs=_search_outputs(),
             hidden=[io.Hidden.unique_id],
@@ -187,7 +199,7 @@ class SearchSamplerAdvanced(io.ComfyNode):
 
     @classmethod
     def execute(cls, guider, sampler, sigmas, latent_image, seed, num_candidates, pruning=None,
-                budget=None) -> io.NodeOutput:
+                budget=None, preview_vae=None) -> io.NodeOutput:
         message = _seed_range_message(seed, num_candidates)
         if message is not True:
             raise ValueError(message)
@@ -196,7 +208,8 @@ class SearchSamplerAdvanced(io.ComfyNode):
             raise ValueError("sigmas: needs at least two values (one step); check the scheduler node's steps")
         recipe = StagedRecipe.single(CustomSamplerStage(guider, sampler, sigmas), latent_image)
         announce = progress_text_sender(cls.hidden.unique_id)
-        return _search_output(_explore(recipe, seed, num_candidates, announce, pruning, budget))
+        return _search_output(_explore(recipe, seed, num_candidates, announce, pruning, budget), preview_vae,
+                              announce)
 
 
 def _split_step_message(steps, split_step) -> str | bool:
@@ -252,6 +265,7 @@ class SearchSamplerExperts(io.ComfyNode):
                                tooltip="Sigma schedule, as in KSamplerAdvanced."),
                 _pruning_input(),
                 budget_input(),
+                _preview_vae_input(),
             ],
             outputs=_search_outputs(),
             hidden=[io.Hidden.unique_id],
@@ -264,7 +278,8 @@ class SearchSamplerExperts(io.ComfyNode):
 
     @classmethod
     def execute(cls, model_high, model_low, positive, negative, latent_image, seed, num_candidates, steps,
-                split_step, cfg, sampler_name, scheduler, pruning=None, budget=None) -> io.NodeOutput:
+                split_step, cfg, sampler_name, scheduler, pruning=None, budget=None,
+                preview_vae=None) -> io.NodeOutput:
         message = cls.validate_inputs(seed, num_candidates, steps, split_step)
         if message is not True:
             raise ValueError(message)
@@ -278,7 +293,8 @@ class SearchSamplerExperts(io.ComfyNode):
                             force_full_denoise=True)
         recipe = StagedRecipe((high, low), latent_image, ("high noise", "low noise"))
         announce = progress_text_sender(cls.hidden.unique_id)
-        return _search_output(_explore(recipe, seed, num_candidates, announce, pruning, budget))
+        return _search_output(_explore(recipe, seed, num_candidates, announce, pruning, budget), preview_vae,
+                              announce)
 
 
 class RankingFromScores(io.ComfyNode):

@@ -12,7 +12,8 @@ from comfy_api.latest import io, ui
 from ..cachedsearch_core import Ranking
 from ..cachedsearch_core.clip_score import ClipScore
 from ..cachedsearch_core.combine import NORMALISATIONS, RANK_AVERAGE, combine_rankings
-from ..cachedsearch_core.image_reward import TOKENIZER_FOLDER, ImageReward, mean_frame_score
+from ..cachedsearch_core.image_reward import TOKENIZER_FOLDER, ImageReward, frame_indices, mean_frame_score
+from ..cachedsearch_core.panels import describe_verifier
 from ..cachedsearch_core.video_score import (
     ASPECTS,
     AVERAGE,
@@ -23,7 +24,8 @@ from ..cachedsearch_core.video_score import (
     expected_files_message,
     sample_frame_indices,
 )
-from .search import draft_rows, pruned_rows
+from .panel_frames import panel_rows, save_panel_frames
+from .search import pruned_rows
 from .search_nodes import Candidates, RankingType
 from .ui_results import SHOW_RESULTS_WHEN_CACHED
 
@@ -210,7 +212,8 @@ class ScoreCandidates(io.ComfyNode):
             frames = images[index * per_candidate : (index + 1) * per_candidate]
             return mean_frame_score(verifier.score, prompt, frames, frames_per_candidate), {}
 
-        return _ranking_output(cls, images, candidates, per_candidate, verifier.name, score)
+        scored = frame_indices(per_candidate, frames_per_candidate)
+        return _ranking_output(cls, images, candidates, per_candidate, verifier.name, score, scored)
 
 
 def _frames_per_candidate(images, candidates) -> int:
@@ -224,9 +227,11 @@ def _frames_per_candidate(images, candidates) -> int:
     return total // count
 
 
-def _ranking_output(cls, images, candidates, per_candidate, verifier_name, score_candidate) -> io.NodeOutput:
+def _ranking_output(cls, images, candidates, per_candidate, verifier_name, score_candidate,
+                    scored_frames: list[int]) -> io.NodeOutput:
     """Scores every candidate (``score_candidate(index) -> (score, {column: value})``) with a progress bar and
-    Cancel between candidates, and builds the ranking, its text and the GUI table."""
+    Cancel between candidates, and builds the ranking, its text and the GUI table, whose rows show the frames the
+    verifier read (``scored_frames``: indices within a candidate's frames)."""
     count = len(candidates)
     progress = comfy.utils.ProgressBar(count)
     scores, columns = [], {}
@@ -239,17 +244,23 @@ def _ranking_output(cls, images, candidates, per_candidate, verifier_name, score
         progress.update(1)
     ranking = Ranking(tuple(scores), verifier=verifier_name, columns=tuple(columns.items()))
     middle_frames = images[[index * per_candidate + per_candidate // 2 for index in range(count)]]
-    return _show_ranking(cls, ranking, candidates, middle_frames)
+    frames = {number: save_panel_frames(images[[index * per_candidate + pick for pick in scored_frames]])
+              for index, number in enumerate(candidates.candidate_numbers)}
+    return _show_ranking(cls, ranking, candidates, middle_frames, frames)
 
 
-def _show_ranking(cls, ranking, candidates, middle_frames=None) -> io.NodeOutput:
+def _show_ranking(cls, ranking, candidates, middle_frames=None, frames=None) -> io.NodeOutput:
+    """The ranking, its text and the GUI table: every candidate in seed order with score, rank and margin (pruned
+    ones with their preview), what the verifier's score means, and ``frames`` (keyed by candidate number)."""
     lines = []
-    for index, (seed, score) in enumerate(zip(candidates.seeds, ranking.scores)):
+    for index, (number, seed, score) in enumerate(zip(candidates.candidate_numbers, candidates.seeds,
+                                                      ranking.scores)):
         details = "".join(f", {name} {values[index]:.4f}" for name, values in ranking.columns)
-        lines.append(f"{'*' if index == ranking.winner else ' '} candidate {index + 1}, seed {seed}: {score:.4f}"
+        lines.append(f"{'*' if index == ranking.winner else ' '} candidate {number}, seed {seed}: {score:.4f}"
                      f"{details}")
     text = "\n".join(lines)
-    shown = {"text": (text,), "cachedsearch_ranking": draft_rows(candidates, ranking)}
+    shown = {"text": (text,), "cachedsearch_ranking": panel_rows(candidates, ranking, frames),
+             "cachedsearch_verifier": [describe_verifier(ranking.verifier)]}
     if candidates.pruning is not None:
         shown["cachedsearch_pruned"] = pruned_rows(candidates)
     if middle_frames is not None:
@@ -354,7 +365,7 @@ class ScoreVideos(io.ComfyNode):
             return weights.combine(aspects).item(), dict(zip(ASPECTS, aspects.tolist()))
 
         label = "VideoScore" if rank_by == AVERAGE else f"VideoScore ({rank_by})"
-        return _ranking_output(cls, images, candidates, per_candidate, label, score)
+        return _ranking_output(cls, images, candidates, per_candidate, label, score, picks)
 
 
 class CombineScores(io.ComfyNode):

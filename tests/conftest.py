@@ -113,6 +113,46 @@ class InProcessComfy:
         (result,) = self.run(node_id, **inputs)
         return result
 
+    def output(self, node_id, **inputs):
+        """The node's whole output (results and UI payload), run as ComfyUI's executor runs a V3 node."""
+        import torch
+
+        with torch.inference_mode():
+            return self.nodes[node_id].PREPARE_CLASS_CLONE({}).execute(**inputs)
+
+    @staticmethod
+    def counting_transformer_calls(model):
+        """A clone of ``model`` that counts the transformer calls it computes (added after a step cache's wrapper,
+        so it runs inside it: calls the cache skips are not counted). Returns the clone and the live list."""
+        import comfy.patcher_extension
+
+        calls = []
+
+        def count(executor, *args, **kwargs):
+            calls.append(1)
+            return executor(*args, **kwargs)
+
+        counting = model.clone()
+        counting.add_wrapper_with_key(comfy.patcher_extension.WrappersMP.DIFFUSION_MODEL, "test_count_calls", count)
+        return counting, calls
+
+    @staticmethod
+    def read_panel_frames(references):
+        """The temp images a panel row refers to ({"filename", "subfolder", "type": "temp"}), as uint8 arrays."""
+        import folder_paths
+        import numpy as np
+        from PIL import Image
+
+        assert all(reference["type"] == "temp" for reference in references)
+        folder = pathlib.Path(folder_paths.get_temp_directory())
+        return [np.asarray(Image.open(folder / reference["subfolder"] / reference["filename"]))
+                for reference in references]
+
+    @staticmethod
+    def as_saved(frames):
+        """Frames [F, H, W, 3] in [0, 1] as ComfyUI saves them to PNG (uint8, truncated)."""
+        return [frame for frame in (255.0 * frames.float().cpu().numpy()).clip(0, 255).astype("uint8")]
+
     @staticmethod
     def press_cancel_at(model, run: int, call: int):
         """A clone of ``model`` that presses Cancel as ComfyUI's POST /interrupt does (it only sets the flag) at
@@ -161,6 +201,22 @@ class InProcessComfy:
         negative = self.one("CachedSearchTestConditioning", text_seed=2, tokens=8, pooled=False)
         latent = self.one("EmptyHunyuanLatentVideo", width=32, height=32, length=length, batch_size=1)
         return model, positive, negative, latent
+
+
+@pytest.fixture
+def vae_decodes(engine, monkeypatch):
+    """Every VAE decode during the test (ComfyUI's own VAE.decode, wrapped to record the decoded latent's shape)."""
+    import comfy.sd
+
+    decoded = []
+    original = comfy.sd.VAE.decode
+
+    def recording(self, samples, *args, **kwargs):
+        decoded.append(tuple(samples.shape))
+        return original(self, samples, *args, **kwargs)
+
+    monkeypatch.setattr(comfy.sd.VAE, "decode", recording)
+    return decoded
 
 
 @pytest.fixture(scope="session")

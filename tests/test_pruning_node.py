@@ -1,6 +1,9 @@
 """The search nodes' optional pruning plan on ComfyUI's real runtime (in process, CPU, tiny random-weight models):
 the CachedSearch Pruning Plan node wired into CachedSearch Sampler, Sampler (Advanced) and the two-expert sampler."""
 
+import urllib.parse
+import urllib.request
+
 import pytest
 import torch
 
@@ -54,40 +57,19 @@ def pruned_search(engine, model, wan, pruning, n=4, **settings):
                       seed=SEED, num_candidates=n, pruning=pruning, **(SETTINGS | settings))
 
 
-def node_output(engine, node_id, **inputs):
-    """The node's whole output (results and UI payload), run as ComfyUI's executor runs a V3 node."""
-    with torch.inference_mode():
-        return engine.nodes[node_id].PREPARE_CLASS_CLONE({}).execute(**inputs)
-
-
-def counting_transformer_calls(model):
-    """A clone of ``model`` that counts the transformer's forward calls (every one runs with the cache off)."""
-    import comfy.patcher_extension
-
-    calls = []
-
-    def count(executor, *args, **kwargs):
-        calls.append(1)
-        return executor(*args, **kwargs)
-
-    counting = model.clone()
-    counting.add_wrapper_with_key(comfy.patcher_extension.WrappersMP.DIFFUSION_MODEL, "test_count_calls", count)
-    return counting, calls
-
-
 def ksampler(engine, wan, seed):
     model, positive, negative, latent, _ = wan
     return engine.one("KSampler", model=model, positive=positive, negative=negative, latent_image=latent, seed=seed,
                       **SETTINGS)["samples"]
 
 
-def test_sampler_keeps_the_scripted_survivors_and_continues_them_from_the_prune_step(engine, wan):
+def test_sampler_keeps_the_scripted_survivors_and_continues_them_from_the_prune_step(engine, wan, vae_decodes):
     model, _, _, _, vae = wan
-    counted, calls = counting_transformer_calls(engine.one("CachedSearchApplyCache", model=model, **OFF))
+    counted, calls = engine.counting_transformer_calls(engine.one("CachedSearchApplyCache", model=model, **OFF))
     verifier = ScriptedVerifier(SCRIPTED_PREVIEW_SCORES)
-    output = node_output(engine, "CachedSearchSampler", model=counted, positive=wan[1], negative=wan[2],
-                         latent_image=wan[3], seed=SEED, num_candidates=4, pruning=pruning_plan(engine, vae, verifier),
-                         **SETTINGS)
+    output = engine.output("CachedSearchSampler", model=counted, positive=wan[1], negative=wan[2],
+                           latent_image=wan[3], seed=SEED, num_candidates=4,
+                           pruning=pruning_plan(engine, vae, verifier), **SETTINGS)
     drafts, candidates, report = output.result
     prune_step = 3  # prune_fraction 0.4 of 8 steps
 
@@ -105,18 +87,43 @@ def test_sampler_keeps_the_scripted_survivors_and_continues_them_from_the_prune_
 
     assert "pruned at step 3 of 8: kept 2 of 4" in report
     lines = report.splitlines()
-    assert any(f"seed {SEED:>20}  preview    0.3000  pruned after 3 calls" in line for line in lines)
-    assert any(f"seed {SEED + 1:>20}  preview    0.9000  kept" in line for line in lines)
+    assert any(f"  1  seed {SEED:>20}  preview    0.3000  pruned after 3 calls" in line for line in lines)
+    assert any(f"  2  seed {SEED + 1:>20}  preview    0.9000  kept" in line for line in lines)
+    # The survivors keep their candidate numbers (seed order) in the report's table.
+    assert [line.split()[:2] for line in lines if line.split()[1:2] in ([str(SEED + 1)], [str(SEED + 3)])] == [
+        ["2", str(SEED + 1)], ["4", str(SEED + 3)]]
     shown = output.ui["cachedsearch_pruned"]
     assert [(row["seed"], row["preview_score"], row["calls"]) for row in shown] == [
         (SEED, pytest.approx(0.3), 3), (SEED + 2, pytest.approx(0.1), 3)]
-    assert [row["seed"] for row in output.ui["cachedsearch_drafts"]] == [SEED + 1, SEED + 3]
+
+    # The panel: every candidate in seed order with its number and preview score, the pruned ones marked.
+    rows = output.ui["cachedsearch_drafts"]
+    assert [(row["candidate"], row["seed"], row.get("pruned", False)) for row in rows] == [
+        (1, SEED, True), (2, SEED + 1, False), (3, SEED + 2, True), (4, SEED + 3, False)]
+    assert [row["preview_score"] for row in rows] == pytest.approx(SCRIPTED_PREVIEW_SCORES)
+    assert [row["calls"] for row in rows] == [prune_step, 8, prune_step, 8]
+    # Every candidate's row shows the preview frames the Pruning Plan scored; a pruned one shows them as its
+    # frames. Nothing else was decoded: one decode per preview and no preview_vae.
+    assert vae_decodes == [(4, 16, 1, 4, 4)] * 4
+    for row, seen in zip(rows, verifier.frames_seen):
+        previews = engine.read_panel_frames(row["preview_frames"])
+        assert len(previews) == 4 and all(frame.shape == (32, 32, 3) for frame in previews)
+        assert all((a == b).all() for a, b in zip(previews, engine.as_saved(seen)))
+        assert ("frames" in row) == row.get("pruned", False)
+        if row.get("pruned"):
+            assert row["frames"] == row["preview_frames"]
+    # Cost: the counted transformer calls against full best-of-4 (4 x 8 calls, each draft computes every call).
+    (cost,) = output.ui["cachedsearch_cost"]
+    assert (cost["search_calls"], cost["full_calls"]) == (len(calls), 4 * 8)
+    assert cost["calls_ratio"] == len(calls) / 32 and cost["calls_ratio_with_commit"] == (len(calls) + 8) / 32
+    assert cost["seconds_ratio"] is None and "full best-of-4" in cost["note"]
 
     # The winner (seed SEED + 3) is recommitted exactly as a stock KSampler with its seed.
     ranking = engine.one("CachedSearchRankingFromScores", candidates=candidates, scores="0.1, 0.5")
     delivered, seed, commit_report = engine.run("CachedSearchRecommit", candidates=candidates, ranking=ranking,
                                                 mode="commit")
     assert seed == SEED + 3
+    assert "winner: candidate 4, seed 123" in commit_report
     assert torch.equal(delivered["samples"], ksampler(engine, wan, SEED + 3))
     assert "pruned search with commit (all drafts, previews, commit) cost" in commit_report
     assert "over the 2 surviving drafts of 4" in commit_report and "cost vs full best-of-2" not in commit_report
@@ -148,13 +155,28 @@ def test_real_verifier_ranks_survivors_and_shows_pruned_rows(engine, wan):
     assert candidates.seeds == [SEED + index for index in sorted(best_two)]
 
     images = engine.one("VAEDecode", samples=drafts, vae=vae)
-    scored = node_output(engine, "CachedSearchVerifier", images=images, candidates=candidates, prompt=PROMPT,
+    scored = engine.output("CachedSearchVerifier", images=images, candidates=candidates, prompt=PROMPT,
                          verifier=verifier, frames_per_candidate=4)
     ranking = scored.result[0]
-    assert [row["seed"] for row in scored.ui["cachedsearch_ranking"]] == candidates.seeds
     pruned = scored.ui["cachedsearch_pruned"]
     assert {row["seed"] for row in pruned} == {SEED, SEED + 1, SEED + 2, SEED + 3} - set(candidates.seeds)
     assert all(row["preview_score"] == outcome.preview_scores[row["seed"] - SEED] for row in pruned)
+    # The ranking panel: all four candidates in seed order, the survivors scored and ranked under their own
+    # numbers, every one with its preview score; frames: the 4 the verifier scored, or a pruned one's preview.
+    rows = scored.ui["cachedsearch_ranking"]
+    assert [(row["candidate"], row["seed"]) for row in rows] == [(index + 1, SEED + index) for index in range(4)]
+    assert [row["seed"] for row in rows if not row.get("pruned")] == candidates.seeds
+    assert [row["preview_score"] for row in rows] == list(outcome.preview_scores)
+    ranked = [row for row in rows if not row.get("pruned")]
+    assert [row["score"] for row in ranked] == list(ranking.scores)
+    assert sorted(row["rank"] for row in ranked) == [1, 2] and all("rank" not in row for row in pruned)
+    winner = next(row for row in ranked if row["winner"])
+    assert winner["rank"] == 1 and winner["seed"] == candidates.seeds[ranking.winner]
+    assert winner["margin"] == pytest.approx(abs(ranking.scores[0] - ranking.scores[1]))
+    assert f"* candidate {winner['candidate']}, seed {winner['seed']}" in scored.result[1]
+    for row in rows:
+        assert len(engine.read_panel_frames(row["frames"])) == 4
+    assert scored.ui["cachedsearch_verifier"][0]["name"] == "ImageReward"
 
     delivered, seed, _ = engine.run("CachedSearchRecommit", candidates=candidates, ranking=ranking, mode="commit")
     assert seed == candidates.seeds[ranking.winner]
@@ -251,8 +273,9 @@ def test_two_expert_search_prunes_at_the_switch_or_inside_an_expert(engine, wan,
     high, low = experts(engine)
     graph = dict(positive=positive, negative=negative, latent_image=latent, seed=SEED, num_candidates=4, steps=8,
                  split_step=4, cfg=3.5, sampler_name="euler", scheduler="simple")
-    counted_high, high_calls = counting_transformer_calls(engine.one("CachedSearchApplyCache", model=high, **OFF))
-    counted_low, low_calls = counting_transformer_calls(engine.one("CachedSearchApplyCache", model=low, **OFF))
+    counted_high, high_calls = engine.counting_transformer_calls(
+        engine.one("CachedSearchApplyCache", model=high, **OFF))
+    counted_low, low_calls = engine.counting_transformer_calls(engine.one("CachedSearchApplyCache", model=low, **OFF))
     plan = pruning_plan(engine, vae, ScriptedVerifier(SCRIPTED_PREVIEW_SCORES), prune_step=prune_step)
     _, candidates, report = engine.run("CachedSearchSamplerExperts", model_high=counted_high, model_low=counted_low,
                                        pruning=plan, **graph)
@@ -294,6 +317,7 @@ def test_pruned_search_through_the_server_shows_pruned_candidates(comfy_server):
     for sampler in ("CachedSearchSampler", "CachedSearchSamplerAdvanced", "CachedSearchSamplerExperts"):
         optional = comfy_server.get(f"/object_info/{sampler}")[sampler]["input"]["optional"]
         assert optional["pruning"][0] == "CACHEDSEARCH_PRUNING_PLAN" and optional["pruning"][1]["tooltip"]
+        assert optional["preview_vae"][0] == "VAE" and "previews" in optional["preview_vae"][1]["tooltip"]
 
     graph = wan_search(seed=300, num_candidates=3, steps=12, verifier_prompt=PROMPT, filename_prefix="pruned")
     # 9 frames: 3 latent frames to preview; 0.4 of 12 steps prunes at step 5 (warmup and cooldown 2).
@@ -305,10 +329,17 @@ def test_pruned_search_through_the_server_shows_pruned_candidates(comfy_server):
     outputs = entry["outputs"]
     (pruned,) = outputs["search"]["cachedsearch_pruned"]
     assert pruned["prune_step"] == 5 and pruned["calls"] == 5
-    kept = [row["seed"] for row in outputs["search"]["cachedsearch_drafts"]]
+    rows = outputs["search"]["cachedsearch_drafts"]
+    assert [(row["candidate"], row["seed"]) for row in rows] == [(1, 300), (2, 301), (3, 302)]
+    kept = [row["seed"] for row in rows if not row.get("pruned")]
     assert len(kept) == 2 and pruned["seed"] not in kept and {pruned["seed"], *kept} == {300, 301, 302}
     assert outputs["ranking"]["cachedsearch_pruned"] == outputs["search"]["cachedsearch_pruned"]
-    assert [row["seed"] for row in outputs["ranking"]["cachedsearch_ranking"]] == kept
+    assert [row["seed"] for row in outputs["ranking"]["cachedsearch_ranking"] if not row.get("pruned")] == kept
+    # The pruned candidate's preview frames are served by the server for the panel.
+    for frame in next(row for row in rows if row.get("pruned"))["frames"]:
+        query = urllib.parse.urlencode(frame)
+        with urllib.request.urlopen(f"{comfy_server.url}/view?{query}", timeout=30) as response:
+            assert response.read().startswith(b"\x89PNG")
     (report,) = outputs["recommit"]["text"]
     assert "pruned at step 5 of 12: kept 2 of 3" in report
     (delivery,) = outputs["recommit"]["cachedsearch_delivery"]

@@ -142,6 +142,41 @@ def test_keep_returns_exactly_the_winners_draft(engine, families):
 
 
 
+def test_panel_rows_cost_and_preview_vae_frames_over_a_real_search(engine, families, vae_decodes):
+    """Without preview_vae nothing is decoded; with it every draft is decoded once and its row shows at most 8 small
+    frames equal to VAEDecode of that draft. The cost's calls are the transformer calls the search computed."""
+    model, positive, negative, _ = families["wan"]
+    latent = empty_latent(engine)
+    counted, calls = engine.counting_transformer_calls(engine.one("CachedSearchApplyCache", model=model, **SKIPPING))
+    inputs = dict(model=counted, positive=positive, negative=negative, latent_image=latent, seed=SEED,
+                  num_candidates=3, **SETTINGS)
+    plain = engine.output("CachedSearchSampler", **inputs)
+    assert vae_decodes == []
+    rows = plain.ui["cachedsearch_drafts"]
+    assert [(row["candidate"], row["seed"]) for row in rows] == [(1, SEED), (2, SEED + 1), (3, SEED + 2)]
+    assert all("frames" not in row and "preview_score" not in row for row in rows)
+    stock, stock_calls = engine.counting_transformer_calls(model)
+    ksampler(engine, stock, positive, negative, latent, SEED)
+    (cost,) = plain.ui["cachedsearch_cost"]
+    assert 0 < cost["search_calls"] == len(calls) == sum(d.calls_computed for d in plain.result[1].drafts)
+    assert cost["full_calls"] == 3 * len(stock_calls) and cost["calls_ratio"] == len(calls) / (3 * len(stock_calls))
+    assert cost["calls_ratio"] < 1 and cost["seconds_ratio"] is None
+    assert f"the drafts computed {len(calls)} of the {3 * len(stock_calls)}" in plain.result[2]
+
+    vae = engine.one("VAELoader", vae_name=WAN21_VAE_FILE)
+    watched = engine.output("CachedSearchSampler", **inputs, preview_vae=vae)
+    drafts = watched.result[0]
+    assert vae_decodes == [(1, 16, 3, 8, 8)] * 3  # one decode per draft, nothing else
+    for index, row in enumerate(watched.ui["cachedsearch_drafts"]):
+        frames = engine.read_panel_frames(row["frames"])
+        decoded = engine.one("VAEDecode", vae=vae, samples={"samples": drafts["samples"][index : index + 1]})
+        assert decoded.shape[0] == 9 and len(frames) == 8  # 8 of 9, evenly spaced, first and last included
+        assert all(max(frame.shape[:2]) <= 256 for frame in frames)
+        expected = engine.as_saved(decoded[[0, 1, 2, 3, 5, 6, 7, 8]])
+        assert all((frame == reference).all() for frame, reference in zip(frames, expected))
+    assert watched.ui["cachedsearch_drafts"][0]["frames"] != watched.ui["cachedsearch_drafts"][1]["frames"]
+
+
 def test_cancel_during_a_draft_then_the_same_search_is_clean(engine, families):
     import comfy.model_management
     import comfy.utils

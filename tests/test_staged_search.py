@@ -103,6 +103,27 @@ def test_each_expert_runs_a_fresh_cache_with_its_own_warmup_and_cooldown(engine)
     assert "low noise: no cache" in report
 
 
+def test_the_panel_shows_each_experts_skipped_calls_and_the_counted_cost(engine):
+    high, low, positive, negative, latent = graph_inputs(engine, "t2v", lora=False)
+    high, high_calls = engine.counting_transformer_calls(cached(engine, high, **SKIPPING))
+    low, low_calls = engine.counting_transformer_calls(cached(engine, low, **dict(SKIPPING, mode="off")))
+    output = engine.output("CachedSearchSamplerExperts", model_high=high, model_low=low, positive=positive,
+                           negative=negative, latent_image=latent, seed=SEED, num_candidates=2, sampler_name="euler",
+                           scheduler="simple", **FULL)
+    candidates = output.result[1]
+    rows = output.ui["cachedsearch_drafts"]
+    assert [row["candidate"] for row in rows] == [1, 2]
+    for row, draft in zip(rows, candidates.drafts):
+        assert [(stage["stage"], stage["skipped"], stage["calls"]) for stage in row["stages"]] == [
+            (name, calls.skipped, calls.computed + calls.skipped)
+            for name, calls in zip(("high noise", "low noise"), draft.stage_calls)]
+        assert row["stages"][0]["skipped"] > 0 and row["stages"][1]["skipped"] == 0  # only the high expert caches
+        assert row["stages"][0]["calls"] == row["stages"][1]["calls"] == 4  # 4 steps each, one call per step
+    (cost,) = output.ui["cachedsearch_cost"]
+    assert cost["search_calls"] == len(high_calls) + len(low_calls) and cost["full_calls"] == 2 * 8
+    assert cost["calls_ratio"] == (len(high_calls) + len(low_calls)) / 16
+
+
 def test_cancel_inside_the_low_noise_stage_then_the_same_search_is_clean(engine):
     import comfy.model_management
     import comfy.utils

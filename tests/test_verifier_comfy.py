@@ -38,6 +38,22 @@ def test_verifier_output_ui_shows_middle_frames_and_scores(engine, drafted):
                               frames_per_candidate=8)
     assert len(output.ui["images"]) == 3
     assert output.ui["text"][0] == output.result[1]
+    ranking = output.result[0]
+    rows = output.ui["cachedsearch_ranking"]
+    assert [(row["candidate"], row["seed"], row["score"]) for row in rows] == [
+        (index + 1, 5 + index, ranking.scores[index]) for index in range(3)]
+    order = sorted(range(3), key=lambda index: -ranking.scores[index])
+    assert [rows[index]["rank"] for index in order] == [1, 2, 3] and rows[order[0]]["winner"]
+    assert rows[order[0]]["margin"] == pytest.approx(ranking.scores[order[0]] - ranking.scores[order[1]])
+    assert rows[order[2]]["margin"] == pytest.approx(ranking.scores[order[2]] - ranking.scores[order[0]])
+    assert rows[order[2]]["margin"] < rows[order[1]]["margin"] < 0
+    (described,) = output.ui["cachedsearch_verifier"]
+    assert described["name"] == "ImageReward" and described["higher_is_better"] and described["scale"]
+    # Each row shows the 8 frames the verifier scored (of 9: frame_indices), saved small as temp images.
+    for index, row in enumerate(rows):
+        frames = engine.read_panel_frames(row["frames"])
+        expected = engine.as_saved(images[[9 * index + pick for pick in (0, 1, 2, 3, 5, 6, 7, 8)]])
+        assert len(frames) == 8 and all((a == b).all() for a, b in zip(frames, expected))
 
 
 @pytest.mark.parametrize("cut, prompt, message", [

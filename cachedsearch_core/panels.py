@@ -1,0 +1,182 @@
+"""What the result panels show, as plain data: one row per candidate in seed order (pruned ones included), each
+score's rank and margin, what the verifier's score means, the search's cost in transformer calls next to seconds,
+and which decoded frames a row gets ("CachedSearch: Training-Free Cached Exploration for Test-Time Search in Video
+Diffusion", Sec. 3.2-3.3)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import torch
+
+from .pruning import PruningOutcome
+from .search import Draft, Ranking
+
+PANEL_FRAMES = 8  # frames a row shows at most, as many as the Verifier scores
+PANEL_LONGEST_SIDE = 256  # pixels
+
+
+def candidate_number(seed: int, first_seed: int) -> int:
+    """Candidate k is the k-th seed of the search (seed, seed + 1, ...), whatever was pruned."""
+    return seed - first_seed + 1
+
+
+def spread_evenly(items: Sequence, limit: int = PANEL_FRAMES) -> list:
+    """At most ``limit`` of ``items``, evenly spaced, first and last included."""
+    count = len(items)
+    if count <= limit:
+        return list(items)
+    if limit == 1:
+        return [items[count // 2]]
+    return [items[round(index * (count - 1) / (limit - 1))] for index in range(limit)]
+
+
+def thumbnail_size(height: int, width: int, longest: int = PANEL_LONGEST_SIDE) -> tuple[int, int]:
+    """The frame's size scaled down (never up) so that its longest side is at most ``longest``."""
+    scale = min(1.0, longest / max(height, width))
+    return max(1, round(height * scale)), max(1, round(width * scale))
+
+
+def thumbnails(frames: torch.Tensor, longest: int = PANEL_LONGEST_SIDE) -> torch.Tensor:
+    """Images [F, H, W, 3] in [0, 1] shrunk to ``thumbnail_size`` (area-averaged), on the CPU as float32."""
+    frames = frames.detach().to("cpu", torch.float32)
+    size = thumbnail_size(frames.shape[1], frames.shape[2], longest)
+    if size == tuple(frames.shape[1:3]):
+        return frames
+    shrunk = torch.nn.functional.interpolate(frames.movedim(-1, 1), size=size, mode="area")
+    return shrunk.movedim(1, -1).clamp(0.0, 1.0)
+
+
+def ranks_and_margins(scores: Sequence[float]) -> list[tuple[int, float | None]]:
+    """Per score (candidate order): its rank (1 = the winner; ties go to the earlier candidate, as the winner's do)
+    and its margin: the winner's lead over the runner-up (None when it is alone), for the others how far they are
+    below the winner (negative, 0 on a tie)."""
+    order = sorted(range(len(scores)), key=lambda index: (-scores[index], index))
+    winner = order[0]
+    ranks = {index: position + 1 for position, index in enumerate(order)}
+    lead = scores[winner] - scores[order[1]] if len(order) > 1 else None
+    return [(ranks[index], lead if index == winner else scores[index] - scores[winner])
+            for index in range(len(scores))]
+
+
+_VERIFIER_SCALES = (
+    ("ImageReward", "ImageReward-v1.0 reward, mean over the scored frames; standardised on human preference "
+                    "data: 0 is an average image, +1 one standard deviation better"),
+    ("ClipScore", "CLIP score, 100 x cosine of frame and prompt, mean over the scored frames; higher matches the "
+                  "prompt better"),
+    ("VideoScore (weighted)", "weighted mean of VideoScore-v1.1's five aspects, each from 1 (bad) to 4 (good)"),
+    ("VideoScore (", "one VideoScore-v1.1 aspect, from 1 (bad) to 4 (good)"),
+    ("VideoScore", "VideoScore-v1.1, mean of five aspects, each from 1 (bad) to 4 (good)"),
+    ("combined (rank average)", "weighted mean of each verifier's rank among these candidates, scaled to -0.5 "
+                                "(last) .. +0.5 (first): only the order counts"),
+    ("combined (z-score)", "weighted mean of each verifier's z-score among these candidates: 0 is this search's "
+                           "average, +1 one standard deviation better"),
+    ("given scores", "scores typed in or made by another node; the highest wins"),
+)
+
+
+def describe_verifier(name: str) -> dict:
+    """The verifier's name, that a higher score is better, and one short line on what its score means."""
+    scale = next((line for prefix, line in _VERIFIER_SCALES if name.startswith(prefix)),
+                 "the verifier's own score; the highest wins")
+    return {"name": name, "higher_is_better": True, "scale": scale}
+
+
+def _draft_fields(draft: Draft, stage_names: Sequence[str]) -> dict:
+    fields = {"seed": draft.seed, "seconds": round(draft.seconds, 3), "skipped": draft.calls_skipped,
+              "calls": draft.calls_computed + draft.calls_skipped}
+    if len(stage_names) > 1:
+        # A pruned draft has the stages it reached: the one it stopped in counts the calls up to the prune step.
+        fields["stages"] = [{"stage": name, "skipped": calls.skipped, "calls": calls.computed + calls.skipped}
+                            for name, calls in zip(stage_names, draft.stage_calls)]
+    return fields
+
+
+def candidate_rows(drafts: Sequence[Draft], stage_names: Sequence[str] = (), pruning: PruningOutcome | None = None,
+                   ranking: Ranking | None = None) -> list[dict]:
+    """One JSON-ready row per candidate in seed order: the finished ``drafts`` and, for a pruned search, the
+    candidates dropped at the prune step ("pruned": true), every one with its preview score. With a ranking of the
+    finished drafts (same order) those rows also carry score, winner, rank and margin."""
+    first_seed = pruning.seeds[0] if pruning is not None else drafts[0].seed
+    ranked = ranks_and_margins(ranking.scores) if ranking is not None else None
+    rows = []
+    for index, draft in enumerate(drafts):
+        row = {"candidate": candidate_number(draft.seed, first_seed), **_draft_fields(draft, stage_names)}
+        if ranking is not None:
+            rank, margin = ranked[index]
+            row.update(score=ranking.scores[index], winner=index == ranking.winner, rank=rank, margin=margin)
+            if ranking.columns:
+                row["columns"] = {name: values[index] for name, values in ranking.columns}
+        rows.append(row)
+    if pruning is not None:
+        for dropped in pruning.pruned:
+            row = {"candidate": candidate_number(dropped.draft.seed, first_seed),
+                   **_draft_fields(dropped.draft, stage_names), "pruned": True, "prune_step": pruning.prune_step}
+            if ranking is not None:
+                row["winner"] = False
+            rows.append(row)
+        preview_scores = dict(zip(pruning.seeds, pruning.preview_scores))
+        for row in rows:
+            row["preview_score"] = preview_scores[row["seed"]]
+    return sorted(rows, key=lambda row: row["candidate"])
+
+
+@dataclasses.dataclass(frozen=True)
+class CallsCost:
+    """A search's cost in transformer calls (exact, and what the time on a GPU follows) next to its seconds, against
+    full best-of-N of the same N candidates. A full rollout computes every call a finished draft computed or
+    skipped; a commit is one full rollout."""
+
+    num_candidates: int
+    search_calls: int  # computed by every draft, pruned and budget-stopped ones included
+    rollout_calls: int
+    search_seconds: float  # drafts, pruned drafts and preview scoring
+    commit_seconds: float | None = None  # a measured full rollout, once a commit ran
+    commit_calls: int | None = None  # counted during a commit; else a full rollout's calls
+
+    @property
+    def full_calls(self) -> int:
+        return self.num_candidates * self.rollout_calls
+
+    @property
+    def calls_ratio(self) -> float:
+        return self.search_calls / self.full_calls
+
+    @property
+    def calls_ratio_with_commit(self) -> float:
+        commit = self.rollout_calls if self.commit_calls is None else self.commit_calls
+        return (self.search_calls + commit) / self.full_calls
+
+    @property
+    def seconds_ratio(self) -> float | None:
+        if not self.commit_seconds:
+            return None
+        return self.search_seconds / (self.num_candidates * self.commit_seconds)
+
+    @property
+    def seconds_ratio_with_commit(self) -> float | None:
+        if not self.commit_seconds:
+            return None
+        return (self.search_seconds + self.commit_seconds) / (self.num_candidates * self.commit_seconds)
+
+    def line(self, with_seconds: bool = True) -> str:
+        """The cost in one line, with the context that makes calls and seconds comparable; the seconds' ratios
+        (once a commit measured a full rollout) unless ``with_seconds`` is False."""
+        commit = self.rollout_calls if self.commit_calls is None else self.commit_calls
+        text = (f"transformer calls: the drafts computed {self.search_calls} of the {self.full_calls} that full "
+                f"best-of-{self.num_candidates} computes ({100 * self.calls_ratio:.1f} %); with the commit "
+                f"({commit}) {self.search_calls + commit} ({100 * self.calls_ratio_with_commit:.1f} %)")
+        if with_seconds and self.seconds_ratio is not None:
+            text += (f"; in seconds {100 * self.seconds_ratio:.1f} %, with the commit "
+                     f"{100 * self.seconds_ratio_with_commit:.1f} %")
+        return (text + ". Calls are exact and set the time on a GPU; seconds on this machine also count model "
+                "loading and overhead")
+
+    def as_dict(self) -> dict:
+        return {"calls_ratio": self.calls_ratio, "calls_ratio_with_commit": self.calls_ratio_with_commit,
+                "seconds_ratio": self.seconds_ratio, "seconds_ratio_with_commit": self.seconds_ratio_with_commit,
+                "search_calls": self.search_calls, "full_calls": self.full_calls,
+                "rollout_calls": self.rollout_calls, "commit_calls": self.commit_calls,
+                "search_seconds": round(self.search_seconds, 3), "commit_seconds": self.commit_seconds,
+                "num_candidates": self.num_candidates, "note": self.line()}

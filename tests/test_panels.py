@@ -1,0 +1,110 @@
+"""What the result panels show, computed without ComfyUI: rows in seed order, rank and margin, the cost in
+transformer calls, the verifier's scale, which frames and how small."""
+
+import pytest
+import torch
+
+from cachedsearch_core import Draft, Ranking, StageCalls
+from cachedsearch_core.panels import (
+    CallsCost,
+    candidate_rows,
+    describe_verifier,
+    ranks_and_margins,
+    spread_evenly,
+    thumbnail_size,
+    thumbnails,
+)
+from cachedsearch_core.pruning import PrunedCandidate, PruningOutcome
+
+
+def draft(seed, computed, skipped, stages=()):
+    return Draft(seed=seed, seconds=0.5, calls_computed=computed, calls_skipped=skipped, stage_calls=stages)
+
+
+def test_spread_evenly_keeps_first_and_last_and_at_most_the_limit():
+    assert spread_evenly(range(81)) == [0, 11, 23, 34, 46, 57, 69, 80]
+    assert spread_evenly(range(5)) == [0, 1, 2, 3, 4]
+    assert spread_evenly([3, 7, 9], limit=1) == [7]
+
+
+@pytest.mark.parametrize("height, width, size", [(480, 832, (148, 256)), (720, 1280, (144, 256)),
+                                                 (64, 64, (64, 64)), (1024, 256, (256, 64))])
+def test_thumbnail_size_shrinks_the_longest_side_to_256_and_never_enlarges(height, width, size):
+    assert thumbnail_size(height, width) == size
+
+
+def test_thumbnails_average_areas_and_keep_small_frames_unchanged():
+    frames = torch.rand(2, 512, 512, 3)
+    shrunk = thumbnails(frames)
+    assert shrunk.shape == (2, 256, 256, 3)
+    assert torch.allclose(shrunk[0, 0, 0], frames[0, :2, :2].mean(dim=(0, 1)))
+    small = torch.rand(1, 32, 48, 3)
+    assert torch.equal(thumbnails(small), small)
+
+
+def test_ranks_and_margins_measure_against_the_winner_and_the_runner_up():
+    assert ranks_and_margins([0.2, 0.9, 0.5]) == [(3, pytest.approx(-0.7)), (1, pytest.approx(0.4)),
+                                                  (2, pytest.approx(-0.4))]
+    # a tie: the earlier candidate wins (as Ranking.winner), by a margin of 0
+    assert ranks_and_margins([1.0, 3.0, 3.0]) == [(3, -2.0), (1, 0.0), (2, 0.0)]
+    assert ranks_and_margins([4.0]) == [(1, None)]
+
+
+def pruned_outcome():
+    """8 seeds from 100, pruned at step 3 of 8: candidates 2, 5, 6 and 8 survive."""
+    seeds = tuple(range(100, 108))
+    previews = (0.1, 0.8, 0.3, 0.2, 0.9, 0.7, 0.0, 0.6)
+    survivor_indices = (1, 4, 5, 7)
+    pruned = tuple(PrunedCandidate(draft(100 + index, 2, 1), previews[index])
+                   for index in range(8) if index not in survivor_indices)
+    return PruningOutcome(3, 8, seeds, previews, survivor_indices, pruned)
+
+
+def test_pruned_search_rows_number_candidates_in_seed_order_with_every_preview_score():
+    outcome = pruned_outcome()
+    survivors = [draft(100 + index, 5, 3) for index in outcome.survivor_indices]
+    rows = candidate_rows(survivors, pruning=outcome, ranking=Ranking((0.4, 0.1, 0.9, 0.3)))
+    assert [row["candidate"] for row in rows] == list(range(1, 9))
+    assert [row["seed"] for row in rows] == list(range(100, 108))
+    assert [row["preview_score"] for row in rows] == list(outcome.preview_scores)
+    assert [row["candidate"] for row in rows if row.get("pruned")] == [1, 3, 4, 7]
+    assert all(row["prune_step"] == 3 and "score" not in row for row in rows if row.get("pruned"))
+    ranked = {row["candidate"]: row for row in rows if not row.get("pruned")}
+    assert [ranked[number]["score"] for number in (2, 5, 6, 8)] == [0.4, 0.1, 0.9, 0.3]
+    assert [number for number, row in ranked.items() if row["winner"]] == [6]
+    assert ranked[6]["rank"] == 1 and ranked[6]["margin"] == pytest.approx(0.5)
+    assert ranked[5]["rank"] == 4 and ranked[5]["margin"] == pytest.approx(-0.8)
+
+
+def test_unpruned_rows_carry_each_experts_skipped_calls():
+    stages = (StageCalls(6, 4), StageCalls(9, 1))
+    rows = candidate_rows([draft(7, 15, 5, stages), draft(8, 15, 5, stages)], stage_names=("high noise", "low noise"))
+    assert [row["candidate"] for row in rows] == [1, 2]
+    assert rows[0]["stages"] == [{"stage": "high noise", "skipped": 4, "calls": 10},
+                                 {"stage": "low noise", "skipped": 1, "calls": 10}]
+    assert "preview_score" not in rows[0] and "pruned" not in rows[0]
+
+
+def test_calls_cost_counts_against_full_best_of_n_and_adds_seconds_once_a_commit_ran():
+    cost = CallsCost(num_candidates=8, search_calls=412, rollout_calls=100, search_seconds=40.0)
+    assert (cost.full_calls, cost.calls_ratio, cost.calls_ratio_with_commit) == (800, 412 / 800, 512 / 800)
+    assert cost.seconds_ratio is None
+    assert "the drafts computed 412 of the 800 that full best-of-8 computes (51.5 %)" in cost.line()
+    assert "with the commit (100) 512 (64.0 %)" in cost.line() and "seconds" in cost.line()
+    measured = CallsCost(8, 412, 100, 40.0, commit_seconds=10.0, commit_calls=100)
+    assert measured.seconds_ratio == pytest.approx(0.5) and measured.seconds_ratio_with_commit == pytest.approx(0.625)
+    assert "in seconds 50.0 %, with the commit 62.5 %" in measured.line()
+    assert "in seconds" not in measured.line(with_seconds=False)
+    assert measured.as_dict()["calls_ratio"] == 412 / 800
+
+
+@pytest.mark.parametrize("name, words", [("ImageReward", "standardised"), ("ClipScore", "cosine"),
+                                         ("VideoScore", "mean of five aspects"),
+                                         ("VideoScore (dynamic degree)", "one VideoScore-v1.1 aspect"),
+                                         ("VideoScore (weighted)", "weighted mean"),
+                                         ("combined (rank average)", "rank"), ("combined (z-score)", "z-score"),
+                                         ("given scores", "typed in"), ("MyJudge", "own score")])
+def test_every_verifier_gets_a_line_on_what_its_score_means(name, words):
+    described = describe_verifier(name)
+    assert described["name"] == name and described["higher_is_better"] is True
+    assert words in described["scale"]
