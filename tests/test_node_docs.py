@@ -138,6 +138,7 @@ def test_node_docs_panel_shows_the_page(request, frontend):
     """Selecting the node and pressing the selection toolbox's info button shows its web/docs page."""
     server = request.getfixturevalue("comfy_server" if frontend == "pinned" else "newest_frontend_docs_server")
     server.request("POST", "/settings/Comfy.TutorialCompleted", True)
+    server.request("POST", "/settings/Comfy.Canvas.SelectionToolbox", True)  # its default; the info button is on it
     ARTIFACTS.mkdir(exist_ok=True)
     screenshot = ARTIFACTS / f"node_docs_{frontend}.png"
     completed = subprocess.run(["node", str(BROWSER_TESTS / "check_node_docs.mjs"), server.url, PANEL_NODE,
@@ -145,7 +146,7 @@ def test_node_docs_panel_shows_the_page(request, frontend):
     assert completed.returncode == 0, completed.stderr[-4000:]
     seen = json.loads(completed.stdout.strip().splitlines()[-1])
     if seen["panel"] is None:
-        pytest.skip(f"frontend {seen['frontend']} has no node docs panel")
+        pytest.skip(f"frontend {seen['frontend']} has no selection toolbox, so no info button for the node docs panel")
     heading = (NODE_DOCS / f"{PANEL_NODE}.md").read_text().splitlines()[0].removeprefix("# ")
     assert seen["headings"][:1] == [heading], seen
     # the page's own text, not the frontend's fallback built from the node's description

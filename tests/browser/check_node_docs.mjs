@@ -1,7 +1,7 @@
 // Opens ComfyUI's node docs panel for one node the way an artist does, in headless Debian Chromium against a real
 // server: put the node on the canvas, select it and press the selection toolbox's info button (frontend 1.32 shows
 // the page in the node library's side panel, 1.4x and later in the right side panel's Info tab). Prints one JSON
-// object with what the panel shows; panel null when this frontend has no info button.
+// object with what the panel shows; panel null when this frontend has no selection toolbox.
 // Usage: node check_node_docs.mjs URL NODE_ID [SCREENSHOT.png]
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { chromium } from "playwright-core";
 
 const [url, nodeId, screenshot] = process.argv.slice(2);
-const result = { frontend: null, panel: null, headings: [], text: "" };
+const result = { frontend: null, toolbox: null, panel: null, headings: [], text: "" };
 
 const context = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), "cachedsearch-chromium-")), {
   executablePath: "/usr/bin/chromium",
@@ -21,33 +21,44 @@ const context = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir()
 const page = context.pages()[0] ?? (await context.newPage());
 
 async function openNodeInfo() {
-  await page.evaluate(async (id) => {
+  // the node on an empty canvas, selected by a click on its title as an artist selects it
+  const title = await page.evaluate((id) => {
+    const canvas = window.app.canvas;
     window.app.graph.clear();
     const node = window.LiteGraph.createNode(id);
     node.pos = [500, 250];
     window.app.graph.add(node);
-    window.app.canvas.selectNode(node);
-    window.app.canvas.setDirty(true, true);
+    canvas.setDirty(true, true);
+    const element = canvas.canvas.getBoundingClientRect();
+    const [x, y] = [node.pos[0] + node.size[0] / 2, node.pos[1] - 15];
+    return [element.left + (x + canvas.ds.offset[0]) * canvas.ds.scale,
+      element.top + (y + canvas.ds.offset[1]) * canvas.ds.scale];
   }, nodeId);
+  await page.waitForTimeout(500);
+  await page.mouse.click(title[0], title[1]);
   const info = page.locator("[data-testid='info-button']").first();
   try {
-    await info.waitFor({ state: "visible", timeout: 15000 });
-  } catch {
-    return false;
+    await info.waitFor({ state: "visible", timeout: 120000 });
+  } catch (error) {
+    if (screenshot) await page.screenshot({ path: screenshot });  // what the page showed instead
+    throw error;
   }
   await info.click();
-  return true;
 }
 
 try {
   await page.goto(url);
   await page.waitForFunction(() => window.app?.graph && window.LiteGraph, null, { timeout: 120000 });
   result.frontend = await page.evaluate(() => window.__COMFYUI_FRONTEND_VERSION__ ?? null);
-  if (await openNodeInfo()) {
+  // A frontend without the selection toolbox has no such button; one that has it must show the page.
+  result.toolbox = await page.evaluate(
+    () => window.app.extensionManager?.setting?.get?.("Comfy.Canvas.SelectionToolbox") ?? null);
+  if (result.toolbox) {
+    await openNodeInfo();
     const panel = page.locator(".node-help-content").first();
-    await panel.waitFor({ timeout: 30000 });
+    await panel.waitFor({ timeout: 120000 });
     await page.waitForFunction(() => document.querySelector(".node-help-content h1, .node-help-content h2"), null,
-      { timeout: 30000 });
+      { timeout: 120000 });
     result.panel = "node-help-content";
     result.headings = await panel.locator("h1, h2").allTextContents();
     result.text = await panel.textContent();
