@@ -53,7 +53,7 @@ def world_inputs(engine):
                         length=4 * shapes.FRAMES - 3, batch_size=1)
     window = cache_window(WORLD_RUN["steps"])
     return dict(model=model, positive=positive, negative=negative, latent_image=latent, vae=frames,
-                verifier=verifier, prompt=text, seed=0, seeds=WORLD_RUN["seeds"], steps=WORLD_RUN["steps"],
+                verifier=verifier, prompt=text, first_seed=0, seeds=WORLD_RUN["seeds"], steps=WORLD_RUN["steps"],
                 cfg=WORLD_RUN["cfg"], sampler_name="euler", scheduler="simple", denoise=1.0,
                 taus=" ".join(map(str, WORLD_RUN["taus"])), capture_target=WORLD_RUN["target"],
                 warmup_steps=window, cooldown_steps=window, frames_per_candidate=8)
@@ -119,7 +119,7 @@ def test_the_chart_is_drawn_at_its_size(world_calibration):
 ])
 def test_bad_inputs_are_refused_before_anything_runs(engine, change, message):
     node = engine.nodes["CachedSearchCalibrate"]
-    values = {"taus": "0.05 0.10", "seeds": 4, "seed": 0, "capture_target": 0.9, **change}
+    values = {"taus": "0.05 0.10", "seeds": 4, "first_seed": 0, "capture_target": 0.9, **change}
     assert message in node.validate_inputs(**values)
 
 
