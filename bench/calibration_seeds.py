@@ -20,7 +20,7 @@ import torch
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from bench import shapes  # noqa: E402
+from scripts import ball_spot_world  # noqa: E402
 from bench.audit import ShapesBackend, arm_specs  # noqa: E402
 from bench.train_tiny_wan import DEFAULT_OUT as TRAINED_MODEL  # noqa: E402
 from cachedsearch_core.audit import FULL_ARM, ScoreStore, tau_arm  # noqa: E402
@@ -45,7 +45,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     backend = ShapesBackend(TRAINED_MODEL, cfg=4.0, prompt_count=0)
-    backend.prompts = [shapes.PROMPTS[index] for index in args.prompts]
+    backend.prompts = [ball_spot_world.PROMPTS[index] for index in args.prompts]
     store = ScoreStore(args.out / "scores.jsonl")
     arms = arm_specs(args.taus, args.steps)
     for position in range(len(args.prompts)):
@@ -68,7 +68,7 @@ def main() -> None:
                                                 position, args.bootstrap).recommended_tau
                          for first in range(0, args.seeds - size + 1, size)]
                 cells.append(", ".join(f"{tau:g}" for tau in picks))
-            lines.append(f"| {index}: {shapes.prompt_text(shapes.PROMPTS[index])} | {target:.2f} | "
+            lines.append(f"| {index}: {ball_spot_world.prompt_text(ball_spot_world.PROMPTS[index])} | {target:.2f} | "
                          + " | ".join(cells) + " |")
     report = "\n".join(lines) + "\n"
     (args.out / "report.md").write_text(report)

@@ -122,8 +122,9 @@ class Calibrate(io.ComfyNode):
                                "judge your search will use."),
                 io.String.Input("prompt", multiline=True, default="",
                                 tooltip="The prompt text the verifier compares the videos with (the encoder's text)."),
-                io.Int.Input("seed", default=0, min=0, max=0xFFFF_FFFF_FFFF_FFFF,
-                             tooltip="First seed: the calibration uses seeds seed ... seed + seeds - 1."),
+                io.Int.Input("first_seed", default=0, min=0, max=0xFFFF_FFFF_FFFF_FFFF,
+                             tooltip="The calibration uses seeds first_seed ... first_seed + seeds - 1. It stays "
+                             "fixed, so queueing again reuses the calibration instead of recomputing it."),
                 io.Int.Input("seeds", default=DEFAULT_SEEDS, min=1, max=64,
                              tooltip="S, how many seeds are compared (at least 2). 4 is cheap but its intervals are "
                              "wide; 8 gives a steadier recommendation at twice the cost."),
@@ -161,22 +162,22 @@ class Calibrate(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, taus=None, seeds=None, seed=None, capture_target=None, denoise=None):
+    def validate_inputs(cls, taus=None, seeds=None, first_seed=None, capture_target=None, denoise=None):
         if denoise is not None and not 0.0 < denoise <= 1.0:
             return f"denoise: got {denoise}; use a value above 0 and at most 1 (1.0 samples from pure noise)"
-        if None in (taus, seeds, seed, capture_target):
+        if None in (taus, seeds, first_seed, capture_target):
             return True
         try:
-            CalibrationPlan(parse_taus(taus), seeds, seed, capture_target)
+            CalibrationPlan(parse_taus(taus), seeds, first_seed, capture_target)
         except ValueError as error:
             return str(error)
         return True
 
     @classmethod
-    def execute(cls, model, positive, negative, latent_image, vae, verifier, prompt, seed, seeds, steps, cfg,
+    def execute(cls, model, positive, negative, latent_image, vae, verifier, prompt, first_seed, seeds, steps, cfg,
                 sampler_name, scheduler, denoise, taus, capture_target, warmup_steps, cooldown_steps,
                 frames_per_candidate) -> io.NodeOutput:
-        plan = CalibrationPlan(parse_taus(taus), seeds, seed, capture_target)
+        plan = CalibrationPlan(parse_taus(taus), seeds, first_seed, capture_target)
         if not 0.0 < denoise <= 1.0:
             raise ValueError(cls.validate_inputs(denoise=denoise))
         _check_latent(latent_image)

@@ -449,12 +449,47 @@ def wan21_t2v_pruned() -> dict:
     return workflow
 
 
+CALIBRATE_NOTE = """
+### Calibrate tau on your model first (CachedSearch Calibrate)
+The first queue runs **CachedSearch Calibrate**: 4 seeds at full compute and cached at each tau of its list
+(24 rollouts with the defaults, about 14 full-rollout times, plus scoring), all scored by the same ImageReward. It
+recommends the largest tau whose drafts keep 90 % of best-of-4's gain (0: keep the cache off), shows the table on
+the node and the chart in the preview, and feeds that tau into Apply Cache. Later queues reuse the calibration
+(ComfyUI keeps the node's result while its inputs stay the same) and only search.
+
+**Recalibrate** when the trajectory the cache sees changes: another model or LoRA, other `steps`, sampler or
+scheduler (keep the calibrator's equal to the sampler's), another resolution class (480p vs 720p) or a very
+different kind of prompt. The result is remembered for the model file, steps, sampler and scheduler: Apply
+Cache says "calibrated for this setup" when that setup comes back. At 4 seeds the intervals are wide; raise
+`seeds` to 8 for a steadier choice.
+"""
+
+
+def wan21_calibrate() -> dict:
+    """The Wan 2.1 workflow with its tau measured by CachedSearch Calibrate on the same model, prompt and verifier."""
+    workflow = wan21_t2v()
+    api = workflow["api"]
+    search = api["search"]["inputs"]
+    api["calibrate"] = {"class_type": "CachedSearchCalibrate", "inputs": {
+        "model": ["shift", 0], "positive": ["positive", 0], "negative": ["negative", 0], "latent_image": ["latent", 0],
+        "vae": ["vae", 0], "verifier": ["load_verifier", 0], "prompt": ["prompt", 0], "first_seed": 0, "seeds": 4,
+        **{name: search[name] for name in ("steps", "cfg", "sampler_name", "scheduler", "denoise")},
+        "taus": "0.05 0.10 0.15 0.20 0.30", "capture_target": 0.9, "warmup_steps": 5, "cooldown_steps": 5,
+        "frames_per_candidate": 8}}
+    api["chart"] = {"class_type": "PreviewImage", "inputs": {"images": ["calibrate", 2]}}
+    api["cache"]["inputs"]["tau"] = ["calibrate", 0]
+    workflow["columns"].update(calibrate=2, chart=3)
+    workflow["note"] += CALIBRATE_NOTE
+    return workflow
+
+
 TITLES = {
     "cache": "Apply Cache (explore cheap)", "search": "N cached drafts", "verify": "Rank drafts (ImageReward)",
     "recommit": "Recommit winner (full compute)", "prompt": "Prompt (text encoder + verifier)",
     "decode_drafts": "Decode drafts", "decode": "Decode delivered video",
     "collector": "ComfyUI-Distributed: sends the search to your workers",
     "pruning": "Prune drafts at 40 % (keep the best 4 previews)",
+    "calibrate": "Calibrate tau (runs once per setup)", "chart": "Calibration chart",
 }
 GROUPS = (("1. Models", 0, "#3f789e"), ("2. Prompt and latent", 1, "#8a8a3f"), ("3. Explore: N cached drafts", 2,
           "#a1309b"), ("4. Verify", 3, "#b06634"), ("5. Commit the winner", 4, "#3f8a54"), ("6. Save", 5, "#444"))
@@ -472,7 +507,7 @@ WORKFLOWS = {"cachedsearch_wan21_t2v": wan21_t2v, "cachedsearch_hunyuan_t2v": hu
              "cachedsearch_wan22_a14b_i2v": wan22_a14b_i2v,
              "cachedsearch_wan22_a14b_t2v_4step": wan22_a14b_t2v_4step, "cachedsearch_hunyuan15_t2v": hunyuan15_t2v,
              "cachedsearch_wan21_t2v_distributed": wan21_t2v_distributed,
-             "cachedsearch_wan21_t2v_pruned": wan21_t2v_pruned}
+             "cachedsearch_wan21_t2v_pruned": wan21_t2v_pruned, "cachedsearch_calibrate_wan21": wan21_calibrate}
 
 
 def build(object_info: dict) -> dict[str, tuple[dict, dict]]:

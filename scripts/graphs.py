@@ -149,7 +149,7 @@ def calibrate_wan(*, seed: int = 0, seeds: int = 3, steps: int = 6, taus: str = 
                               "inputs": {"ckpt_name": "ImageReward.pt", "dtype": "fp32"}}
     graph["calibrate"] = {"class_type": "CachedSearchCalibrate", "inputs": {
         "model": ["shift", 0], "positive": ["positive", 0], "negative": ["negative", 0], "latent_image": ["latent", 0],
-        "vae": ["vae", 0], "verifier": ["load_verifier", 0], "prompt": prompt, "seed": seed, "seeds": seeds,
+        "vae": ["vae", 0], "verifier": ["load_verifier", 0], "prompt": prompt, "first_seed": seed, "seeds": seeds,
         "steps": steps, "cfg": 5.0, "sampler_name": "euler", "scheduler": "simple", "denoise": 1.0, "taus": taus,
         "capture_target": capture_target, "warmup_steps": 1, "cooldown_steps": 1, "frames_per_candidate": 8}}
     graph["chart"] = {"class_type": "PreviewImage", "inputs": {"images": ["calibrate", 2]}}

@@ -13,13 +13,13 @@ import pytest
 import torch
 from PIL import Image
 
-from bench import shapes
+from scripts import ball_spot_world
 from bench.audit import cache_window
 from bench.train_tiny_wan import DEFAULT_OUT as WORLD_MODEL, TRAINING_SHIFT
 from scripts.graphs import calibrate_wan, cached_wan_sampling
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-WORLD_PROMPT = 0  # shapes.PROMPTS[0], the prompt bench/audit.py --calibration 0 runs
+WORLD_PROMPT = 0  # ball_spot_world.PROMPTS[0], the prompt bench/audit.py --calibration 0 runs
 WORLD_RUN = {"seeds": 3, "steps": 8, "taus": (0.1, 0.3, 0.8), "cfg": 4.0, "target": 0.9}
 # Fields of a row that do not depend on wall time.
 MEASURED = ("tau", "skipped", "call_speedup", "calls", "computed_calls", "rho", "top1", "capture", "regret",
@@ -43,17 +43,17 @@ def world_inputs(engine):
         os.symlink(WORLD_MODEL, link)
     model = engine.one("ModelSamplingSD3", model=engine.one("UNETLoader", unet_name=WORLD_MODEL.name,
                                                              weight_dtype="default"), shift=TRAINING_SHIFT)
-    prompt = shapes.PROMPTS[WORLD_PROMPT]
-    names = {"ball": shapes.COLOUR_NAMES[prompt[0]], "spot": shapes.COLOUR_NAMES[prompt[1]],
-             "motion": shapes.MOTION_NAMES[prompt[2]]}
+    prompt = ball_spot_world.PROMPTS[WORLD_PROMPT]
+    names = {"ball": ball_spot_world.COLOUR_NAMES[prompt[0]], "spot": ball_spot_world.COLOUR_NAMES[prompt[1]],
+             "motion": ball_spot_world.MOTION_NAMES[prompt[2]]}
     positive, negative, text = run_node(demo_node("CachedSearchDemoBallAndSpotPrompt"), **names)
     (frames,) = run_node(demo_node("CachedSearchDemoBallAndSpotFrames"))
     (verifier,) = run_node(demo_node("CachedSearchDemoBallAndSpotVerifierModel"))
-    latent = engine.one("EmptyHunyuanLatentVideo", width=8 * shapes.SIZE, height=8 * shapes.SIZE,
-                        length=4 * shapes.FRAMES - 3, batch_size=1)
+    latent = engine.one("EmptyHunyuanLatentVideo", width=8 * ball_spot_world.SIZE, height=8 * ball_spot_world.SIZE,
+                        length=4 * ball_spot_world.FRAMES - 3, batch_size=1)
     window = cache_window(WORLD_RUN["steps"])
     return dict(model=model, positive=positive, negative=negative, latent_image=latent, vae=frames,
-                verifier=verifier, prompt=text, seed=0, seeds=WORLD_RUN["seeds"], steps=WORLD_RUN["steps"],
+                verifier=verifier, prompt=text, first_seed=0, seeds=WORLD_RUN["seeds"], steps=WORLD_RUN["steps"],
                 cfg=WORLD_RUN["cfg"], sampler_name="euler", scheduler="simple", denoise=1.0,
                 taus=" ".join(map(str, WORLD_RUN["taus"])), capture_target=WORLD_RUN["target"],
                 warmup_steps=window, cooldown_steps=window, frames_per_candidate=8)
@@ -119,7 +119,7 @@ def test_the_chart_is_drawn_at_its_size(world_calibration):
 ])
 def test_bad_inputs_are_refused_before_anything_runs(engine, change, message):
     node = engine.nodes["CachedSearchCalibrate"]
-    values = {"taus": "0.05 0.10", "seeds": 4, "seed": 0, "capture_target": 0.9, **change}
+    values = {"taus": "0.05 0.10", "seeds": 4, "first_seed": 0, "capture_target": 0.9, **change}
     assert message in node.validate_inputs(**values)
 
 

@@ -1,0 +1,109 @@
+// CachedSearch Calibrate in headless Debian Chromium against a real ComfyUI server: stored results show on load,
+// a live calibration fills the node's table and Apply Cache's line, Cancel stops a calibration and the next one
+// completes. Prints one JSON object with what it saw. Usage: node check_calibrate.mjs URL CONFIG.json
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+const [url, configPath] = process.argv.slice(2);
+const config = JSON.parse(readFileSync(configPath, "utf8"));
+const result = { frontend: null, vueNodes: null, extensionErrors: [], stored: [], live: [], applyCache: [], clipped: [],
+  cancelled: null, afterCancel: [] };
+
+const context = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), "cachedsearch-chromium-")), {
+  executablePath: "/usr/bin/chromium",
+  headless: true,
+  viewport: { width: 1600, height: 1000 },
+  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run"],
+});
+const page = context.pages()[0] ?? (await context.newPage());
+const fromExtension = (where) => where.includes("/extensions/cachedsearch/");
+page.on("console", (message) => {
+  if (message.type() === "error" && fromExtension(message.location()?.url ?? "")) result.extensionErrors.push(message.text());
+});
+page.on("pageerror", (error) => {
+  if (fromExtension(error.stack ?? "")) result.extensionErrors.push(error.message);
+});
+
+const tableRows = () => page.$$eval(".cachedsearch-calibration tr.tau", (rows) => rows.map((row) => ({
+  tau: Number(row.dataset.tau), capture: row.dataset.capture === "" ? null : Number(row.dataset.capture),
+  recommended: row.classList.contains("recommended"), cells: [...row.querySelectorAll("td")].map((td) => td.textContent),
+})));
+const panelTexts = () => page.$$eval(".cachedsearch-calibration", (panels) => panels.map((panel) => panel.textContent));
+const clipped = () => page.$$eval(".cachedsearch-calibration", (panels) => panels
+  .filter((panel) => panel.offsetParent !== null && panel.scrollHeight > panel.clientHeight + 1)
+  .map((panel) => `${panel.textContent.slice(0, 60)} (${panel.scrollHeight} px in ${panel.clientHeight} px)`));
+
+async function loadWorkflow(path) {
+  await page.evaluate((data) => window.app.loadGraphData(data), JSON.parse(readFileSync(path, "utf8")));
+}
+
+// Queues the loaded graph with the calibrator's first seed set to `seed`; resolves with the prompt's outcome.
+async function queueCalibration(seed, cancelAfterProgress) {
+  return page.evaluate(async ({ seed, cancelAfterProgress }) => {
+    const api = window.comfyAPI.api.api;
+    const node = window.app.graph.nodes.find((n) => n.type === "CachedSearchCalibrate");
+    node.widgets.find((w) => w.name === "first_seed").value = seed;
+    return new Promise((resolve) => {
+      let cancelled = false;
+      const onProgress = ({ detail }) => {
+        if (cancelAfterProgress && !cancelled && String(detail.node) === String(node.id) && detail.value >= cancelAfterProgress) {
+          cancelled = true;
+          api.interrupt(); // what the Cancel button does
+        }
+      };
+      const finish = (outcome) => () => {
+        api.removeEventListener("progress", onProgress);
+        resolve(outcome);
+      };
+      api.addEventListener("progress", onProgress);
+      api.addEventListener("execution_interrupted", finish("interrupted"), { once: true });
+      api.addEventListener("execution_success", finish("success"), { once: true });
+      api.addEventListener("execution_error", finish("error"), { once: true });
+      window.app.queuePrompt(0, 1);
+    });
+  }, { seed, cancelAfterProgress });
+}
+
+try {
+  await page.goto(url);
+  await page.waitForFunction(() => window.app?.graph && window.LiteGraph, null, { timeout: 120000 });
+  result.frontend = await page.evaluate(() => window.__COMFYUI_FRONTEND_VERSION__ ?? null);
+  result.vueNodes = await page.evaluate(() => window.app.extensionManager?.setting?.get?.("Comfy.VueNodes.Enabled") ?? null);
+
+  // A saved workflow carrying a calibration shows its table and Apply Cache's line on load.
+  await loadWorkflow(config.stored_workflow);
+  await page.waitForFunction(() => document.querySelectorAll(".cachedsearch-calibration tr.tau").length >= 1, null,
+    { timeout: 60000 });
+  await page.waitForTimeout(500);
+  result.stored = await tableRows();
+  result.storedPanels = await panelTexts();
+  result.clipped.push(...(await clipped()));
+  await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_stored.png") });
+
+  // A live calibration: the table fills, Apply Cache (wired from its tau) shows the remembered setup.
+  await loadWorkflow(config.live_workflow);
+  result.liveOutcome = await queueCalibration(config.seed, 0);
+  await page.waitForFunction(() => document.querySelectorAll(".cachedsearch-calibration tr.tau").length >= 1, null,
+    { timeout: 60000 });
+  await page.waitForTimeout(500);
+  result.live = await tableRows();
+  result.livePanels = await panelTexts();
+  result.clipped.push(...(await clipped()));
+  await page.screenshot({ path: config.screenshot });
+
+  if (config.cancel) {
+    // Cancel a calibration a third in, then run the same one to the end.
+    await loadWorkflow(config.live_workflow);
+    result.cancelled = await queueCalibration(config.seed + 100, config.cancel_after_progress);
+    result.afterCancelOutcome = await queueCalibration(config.seed + 100, 0);
+    await page.waitForTimeout(500);
+    result.afterCancel = await tableRows();
+    await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_after_cancel.png") });
+  }
+} finally {
+  await context.close();
+}
+console.log(JSON.stringify(result));
