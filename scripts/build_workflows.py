@@ -22,10 +22,9 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from scripts import comfy_runtime, distributed_runtime  # noqa: E402
-from scripts.workflow_format import api_to_gui, gui_to_api  # noqa: E402
+from scripts.workflow_format import GROUP_PADDING, api_to_gui, column_layout, gui_to_api  # noqa: E402
 
 WORKFLOWS_DIR = REPO_ROOT / "workflows"
-COLUMN_WIDTH, NODE_WIDTH = 400, 340
 PROMPT = ("A red fox trots through fresh snow in a birch forest at sunrise, soft golden light, breath visible "
           "in the cold air, cinematic tracking shot")
 NEGATIVE = "blurry, low quality, distorted, static, watermark, text, oversaturated, deformed limbs"
@@ -49,16 +48,6 @@ slightly damped motion.
 `randomize`, so every queue (or batch count) explores a fresh range. Set it to `fixed` to reproduce a search;
 `increment` would repeat N - 1 seeds of the previous one.
 """
-
-
-def _column_layout(columns: dict[str, int], heights: dict[str, int]) -> dict[str, tuple[int, int, int, int]]:
-    layout, next_y = {}, {}
-    for key, column in columns.items():
-        y = next_y.get(column, 120)
-        height = heights.get(key, 110)
-        layout[key] = (60 + column * COLUMN_WIDTH, y, NODE_WIDTH, height)
-        next_y[column] = y + height + 50
-    return layout
 
 
 def _verify_commit_save(decode: str, fps: float, prefix: str) -> dict:
@@ -519,19 +508,12 @@ def build(object_info: dict) -> dict[str, tuple[dict, dict]]:
         if unknown:
             print(f"skipped {name}: this ComfyUI lacks {unknown}")
             continue
-        heights = {key: 80 + 28 * sum(1 for v in node["inputs"].values() if not isinstance(v, list))
-                   for key, node in api.items()}
-        heights["prompt"] = 220
-        layout = _column_layout(workflow["columns"], heights)
-        bottoms = {}
-        for key, (x, y, width, height) in layout.items():
-            column = workflow["columns"][key]
-            bottoms[column] = max(bottoms.get(column, 0), y + height)
-        groups = [(title, (40 + column * COLUMN_WIDTH, 60, NODE_WIDTH + 40, bottoms.get(column, 200)), color)
-                  for title, column, color in workflow.get("groups", GROUPS) if column in bottoms]
-        note_box = (60, max(bottoms.values()) + 80, 2 * COLUMN_WIDTH + NODE_WIDTH, 420)
-        titles = {k: v for k, v in (TITLES | workflow.get("titles", {})).items() if k in api}
-        gui = api_to_gui(api, object_info, layout, titles,
+        layout, boxes = column_layout(api, workflow["columns"], object_info)
+        groups = [(title, boxes[column], color) for title, column, color in workflow.get("groups", GROUPS)
+                  if column in boxes]
+        bottom = max(y + height for _, y, _, height in boxes.values())
+        note_box = (boxes[0][0] + GROUP_PADDING, bottom + 80, sum(boxes[c][2] for c in sorted(boxes)[:3]), 420)
+        gui = api_to_gui(api, object_info, layout, {k: v for k, v in (TITLES | workflow.get("titles", {})).items() if k in api},
                          notes=[(workflow["note"], note_box)], groups=groups,
                          bypassed=workflow["bypassed"])
         # The API twin is what the frontend queues for the GUI file (every widget, defaults included).

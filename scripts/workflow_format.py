@@ -211,3 +211,60 @@ def declared_inputs(api: dict, object_info: dict) -> dict:
         declared[key] = {"class_type": node["class_type"],
                          "inputs": {name: value for name, value in given.items() if name in names}}
     return declared
+
+
+# Layout of a generated workflow. The room a node takes on the canvas differs between the classic renderer and
+# Nodes 2.0 (taller widget rows and sockets there), so every estimate takes the larger of the two; nodes that
+# show results after a run (the CachedSearch panels with N = 8 rows, video and image previews) get that room up
+# front, so nothing grows into its neighbour or out of its group after a run.
+TITLE_HEIGHT = 40  # above a node's position (classic title bar 30 px; Nodes 2.0 header)
+NODE_GAP = 40
+COLUMN_GAP = 70
+GROUP_PADDING, GROUP_TITLE = 20, 50
+DEFAULT_NODE_WIDTH = 340
+CLASSIC_ROW, CLASSIC_WIDGET, VUE_ROW, VUE_WIDGET = 20, 24, 26, 40
+MULTILINE_ROOM = 140
+# class_type -> (width, height of the results shown below the widgets after a run)
+RESULTS_ROOM = {
+    "CachedSearchVerifier": (520, 720), "CachedSearchVideoVerifier": (640, 720),
+    "CachedSearchCombineScores": (560, 460),
+    "CachedSearchSampler": (400, 300), "CachedSearchSamplerAdvanced": (400, 300),
+    "CachedSearchSamplerExperts": (400, 320), "CachedSearchDistributedSampler": (400, 300),
+    "CachedSearchRecommit": (400, 140), "CachedSearchCalibrate": (560, 420),
+    "SaveVideo": (DEFAULT_NODE_WIDTH, 360), "SaveImage": (DEFAULT_NODE_WIDTH, 360),
+    "PreviewImage": (DEFAULT_NODE_WIDTH, 360), "LoadImage": (DEFAULT_NODE_WIDTH, 300),
+}
+
+
+def node_room(node: dict, info: dict) -> tuple[int, int]:
+    """(width, height) a node of the API graph needs in either renderer, its results after a run included."""
+    given = node["inputs"]
+    sockets, widgets, multiline = 0, 0, 0
+    for name, spec in _ordered_inputs(info):
+        if isinstance(given.get(name), list) or not is_widget(spec):
+            sockets += 1
+            continue
+        widgets += 2 if _options(spec).get("control_after_generate") else 1
+        multiline += bool(_options(spec).get("multiline"))
+    rows = max(sockets, len(info.get("output", [])))
+    body = max(CLASSIC_ROW * rows + CLASSIC_WIDGET * widgets, VUE_ROW * rows + VUE_WIDGET * widgets) + 20
+    width, results = RESULTS_ROOM.get(node["class_type"], (DEFAULT_NODE_WIDTH, 0))
+    return width, body + MULTILINE_ROOM * multiline + results
+
+
+def column_layout(api: dict, columns: dict[str, int], object_info: dict, top: int = 120, left: int = 60):
+    """Nodes stacked in their columns (a column as wide as its widest node), each with its room (node_room).
+    Returns (layout: key -> (x, y, width, height), boxes: column -> (x, y, width, height) of a group around it)."""
+    rooms = {key: node_room(node, object_info[node["class_type"]]) for key, node in api.items()}
+    layout, boxes, x = {}, {}, left
+    for column in sorted(set(columns.values())):
+        keys = [key for key in api if columns[key] == column]
+        width = max(rooms[key][0] for key in keys)
+        y = top
+        for key in keys:
+            layout[key] = (x, y, width, rooms[key][1])
+            y += rooms[key][1] + TITLE_HEIGHT + NODE_GAP
+        boxes[column] = (x - GROUP_PADDING, top - TITLE_HEIGHT - GROUP_TITLE, width + 2 * GROUP_PADDING,
+                         y - NODE_GAP - (top - TITLE_HEIGHT - GROUP_TITLE) + GROUP_PADDING)
+        x += width + COLUMN_GAP
+    return layout, boxes

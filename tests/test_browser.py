@@ -1,9 +1,13 @@
 """The frontend extension in headless Debian Chromium against the real server, on a frontend matrix: the
-frontend package this runtime pins and the newest published one (--front-end-root), each with Nodes 2.0
-(Comfy.VueNodes.Enabled) off and on. The full flow (a search, reload, re-queue, seed ranges) runs once, on the
-pinned frontend in classic mode; the other combinations load the workflows and show stored results."""
+frontend package this runtime pins (1.32.9 on ComfyUI 0.3.75, 1.49.6 on 0.33.0) and the newest published one
+(--front-end-root), each with Nodes 2.0 (Comfy.VueNodes.Enabled) off and on. The full flow (a search, a pick,
+the wait view, reload, re-queue, seed ranges, an earlier run) and a live run of every shipped workflow (tiny
+weights, N = 8, 16-digit seeds) run once, on the pinned frontend in classic mode; every combination then loads
+the shipped workflows as saved after those runs (their results in the payload the panels read) and checks that
+nothing overlaps or clips, and plays and enlarges a stored draft."""
 
 import copy
+import importlib.metadata
 import json
 import os
 import pathlib
@@ -13,7 +17,9 @@ import subprocess
 import pytest
 
 from scripts.graphs import combined_verifier_search, tiny_workflow_variant
-from scripts.workflow_format import api_to_gui
+from PIL import Image, ImageDraw
+
+from scripts.workflow_format import api_to_gui, column_layout, gui_to_api
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 BROWSER_TESTS = REPO_ROOT / "tests" / "browser"
@@ -23,6 +29,15 @@ NEWEST_FRONTEND = REPO_ROOT / ".runtimes" / "frontend-1.58.1"  # fetched by scri
 CANDIDATES = 3
 FIRST_SEED = 1000
 UNKNOWN_NODE_TYPE = "CachedSearchNodeNoExtensionProvides"
+SHIPPED_CANDIDATES = 8
+# The distributed workflow needs ComfyUI-Distributed's nodes: tests/test_distributed.py loads it on its servers.
+SHIPPED = sorted(path.stem for path in (REPO_ROOT / "workflows").glob("*.json")
+                 if not path.stem.endswith("_distributed"))
+LONG_SEED = 1125899906842000  # 16 digits, as `randomize` draws them
+FRAMES = 8
+# Test stand-ins for the text encoders and the VAE decode of the tiny runs (not in the shipped workflows): drawn
+# collapsed so they take no more room than the node they replace.
+STAND_INS = {"CachedSearchTestConditioning", "CachedSearchTestLatentFrames"}
 
 
 def browser_available() -> bool:
@@ -43,18 +58,34 @@ def newest_frontend_server(start_comfy_server):
     return start_comfy_server("comfy_newest_frontend", ["--front-end-root", str(NEWEST_FRONTEND)])
 
 
-def stored_results_workflow(tiny: dict, object_info: dict) -> dict:
-    """The tiny workflow at the frontend's default node width, carrying results as a saved workflow does."""
-    layout = {key: (60 + 340 * (index % 5), 80 + 330 * (index // 5), 300, 200) for index, key in enumerate(tiny)}
+def write_frames(server) -> list[dict]:
+    """Eight small numbered frames in the server's temp folder, as a draft's decoded previews are."""
+    frames = []
+    for index in range(FRAMES):
+        image = Image.new("RGB", (64, 48), (30 * index, 120, 255 - 30 * index))
+        ImageDraw.Draw(image).text((24, 16), str(index + 1), fill=(255, 255, 255))
+        name = f"cachedsearch_browser_frame_{index}.png"
+        image.save(server.base_dir / "temp" / name)
+        frames.append({"filename": name, "subfolder": "", "type": "temp"})
+    return frames
+
+
+def stored_results_workflow(tiny: dict, object_info: dict, frames: list[dict]) -> dict:
+    """The tiny workflow carrying results as a saved workflow does: an older CachedSearch's payload on the
+    samplers (no frames, no cost in calls), the agreed newer one on the Verifier (frames, margins, the verifier's
+    scale, a pruned candidate numbered in seed order)."""
+    layout, _ = column_layout(tiny, {key: index % 5 for index, key in enumerate(tiny)}, object_info)
     gui = api_to_gui(tiny, object_info, layout)
     drafts = [{"candidate": i + 1, "seed": 7 + i, "seconds": 41.25, "skipped": 29, "calls": 50} for i in range(3)]
+    ranking = [dict(row, score=0.5 - 0.1 * index, winner=index == 0, rank=index + 1, frames=frames,
+                    margin=0.1 if index == 0 else -0.1 * index) for index, row in enumerate(drafts)]
+    ranking.append({"candidate": 4, "seed": 10, "preview_score": 0.125, "seconds": 16.5, "skipped": 8, "calls": 20,
+                    "prune_step": 20, "pruned": True, "frames": frames[:4]})
     stored = {
         "CachedSearchSampler": {"text": ["report"], "cachedsearch_drafts": drafts},
         "CachedSearchSamplerAdvanced": {"text": ["report"], "cachedsearch_drafts": drafts},
-        "CachedSearchVerifier": {"text": ["scores"], "cachedsearch_ranking": [
-            dict(row, score=0.5 - 0.1 * index, winner=index == 0) for index, row in enumerate(drafts)],
-            "cachedsearch_pruned": [{"seed": 20, "preview_score": 0.125, "seconds": 16.5, "skipped": 8,
-                                     "calls": 20, "prune_step": 20}]},
+        "CachedSearchVerifier": {"text": ["scores"], "cachedsearch_ranking": ranking, "cachedsearch_verifier": [
+            {"name": "ImageReward", "higher_is_better": True, "scale": "about -2 to 2, 0 an average image"}]},
         "CachedSearchRecommit": {"text": ["report"], "cachedsearch_delivery": [{
             "seed": 7, "candidate": 1, "mode": "commit", "num_candidates": 3, "commit_seconds": 95.5,
             "relative_cost": 0.6123}]},
@@ -65,50 +96,151 @@ def stored_results_workflow(tiny: dict, object_info: dict) -> dict:
     return gui
 
 
+def tiny_shipped(name: str, object_info: dict) -> dict:
+    """A shipped workflow as laid out, on tiny weights with N = 8 and a 16-digit seed (GUI format)."""
+    gui = json.loads((REPO_ROOT / "workflows" / f"{name}.json").read_text())
+    api = gui_to_api(gui, object_info)
+    if name == "cachedsearch_hunyuan15_t2v":
+        from tests.test_workflow_hunyuan15 import tiny_variant  # its text encoders and VAE need their own stand-ins
+
+        tiny = tiny_variant(api)
+    else:
+        tiny = tiny_workflow_variant(api, pooled="hunyuan" in name)
+    del tiny["frames"]  # the frame dump other tests read; not part of the workflow
+    for node in tiny.values():
+        if node["class_type"].startswith("CachedSearchSampler"):
+            node["inputs"].update(num_candidates=SHIPPED_CANDIDATES, seed=LONG_SEED)
+        if node["class_type"] == "CachedSearchPruningPlan":
+            node["inputs"]["keep"] = SHIPPED_CANDIDATES // 2
+    by_id = {str(node["id"]): node for node in gui["nodes"]}
+    layout = {key: (*by_id[key]["pos"], *by_id[key]["size"]) for key in tiny}
+    notes = [(node["widgets_values"][0], (*node["pos"], *node["size"])) for node in gui["nodes"]
+             if node["type"] == "MarkdownNote"]
+    groups = [(group["title"], group["bounding"], group["color"]) for group in gui["groups"]]
+    titles = {key: by_id[key]["title"] for key in tiny if "title" in by_id[key]}
+    tiny_gui = api_to_gui(tiny, object_info, layout, titles, notes=notes, groups=groups)
+    for node in tiny_gui["nodes"]:
+        if node["type"] in STAND_INS:
+            node["flags"]["collapsed"] = True
+    return tiny_gui
+
+
+def shipped_results(name: str, frames: list[dict]) -> dict:
+    """What the CachedSearch nodes of a shipped workflow show after a run of N = 8 with 16-digit seeds, in the
+    agreed payload with every optional field (frames for every candidate, margins, the verifier's scale, preview
+    scores, the cost in calls, who picked): the largest panels a run can show."""
+    seeds = [LONG_SEED + index for index in range(SHIPPED_CANDIDATES)]
+    pruned = name.endswith("_pruned")
+    experts = "a14b" in name
+    drafts = []
+    for index, seed in enumerate(seeds):
+        row = {"candidate": index + 1, "seed": seed, "seconds": 123.456, "skipped": 21, "calls": 50, "frames": frames,
+               "preview_score": 1.2345 - 0.1 * index}
+        if experts:
+            row["stages"] = [{"stage": "high noise", "skipped": 9, "calls": 25},
+                             {"stage": "low noise", "skipped": 12, "calls": 25}]
+        if pruned and index >= SHIPPED_CANDIDATES // 2:
+            row.update(pruned=True, prune_step=20, frames=frames[:4])
+        drafts.append(row)
+    ranking = [dict(row, score=1.2345 - 0.25 * index, rank=index + 1, winner=index == 0,
+                    margin=0.25 if index == 0 else -0.25 * index)
+               for index, row in enumerate(drafts) if not row.get("pruned")]
+    ranking += [row for row in drafts if row.get("pruned")]
+    cost = {"calls_ratio": 0.5467, "seconds_ratio": 1.0712, "search_calls": 13120, "full_calls": 24000,
+            "note": "on a GPU time follows the calls; tiny CPU runs are dominated by overhead"}
+    return {
+        "sampler": {"text": ["report"], "cachedsearch_drafts": drafts, "cachedsearch_cost": [cost]},
+        "verifier": {"text": ["scores"], "cachedsearch_ranking": ranking, "cachedsearch_verifier": [
+            {"name": "ImageReward", "higher_is_better": True,
+             "scale": "about -2 to 2 on a prompt, 0 an average image"}]},
+        "recommit": {"text": ["report"], "cachedsearch_delivery": [{
+            "seed": seeds[2], "candidate": 3, "mode": "commit", "num_candidates": SHIPPED_CANDIDATES,
+            "commit_seconds": 95.5, "relative_cost": 0.6123, "picked_by": "you", "pick_among": SHIPPED_CANDIDATES,
+            "verifier_choice": {"candidate": 4, "seed": seeds[3]}, "frames": frames}]},
+    }
+
+
+def shipped_as_saved_after_run(name: str, frames: list[dict]) -> dict:
+    """A shipped workflow as saved after a run (its results in its nodes' properties)."""
+    gui = json.loads((REPO_ROOT / "workflows" / f"{name}.json").read_text())
+    results = shipped_results(name, frames)
+    for node in gui["nodes"]:
+        kind = ("sampler" if node["type"].startswith("CachedSearchSampler") else
+                "verifier" if node["type"] == "CachedSearchVerifier" else
+                "recommit" if node["type"] == "CachedSearchRecommit" else None)
+        if kind:
+            node["properties"]["cachedsearch_last_output"] = results[kind]
+    return gui
+
+
+def frontend_version(frontend: str) -> str:
+    """The frontend package's version: screenshots of the whole matrix lie side by side in test-artifacts/."""
+    if frontend == "newest":
+        return NEWEST_FRONTEND.name.split("-")[1]
+    return importlib.metadata.version("comfyui-frontend-package")  # the one this runtime's venv pins
+
+
+def run_browser(server, config: dict, config_path: pathlib.Path, vue_nodes: bool) -> dict:
+    """Runs check_ui.mjs with `config` in the renderer asked for; returns what it saw."""
+    config_path.write_text(json.dumps(config))
+    server.request("POST", "/settings/Comfy.TutorialCompleted", True)
+    server.request("POST", "/settings/Comfy.VueNodes.Enabled", vue_nodes)
+    try:
+        completed = subprocess.run(["node", str(BROWSER_TESTS / "check_ui.mjs"), server.url, str(config_path)],
+                                   capture_output=True, text=True, timeout=1800)
+    finally:
+        server.request("POST", "/settings/Comfy.VueNodes.Enabled", False)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def assert_fits(layout: dict):
+    kinds = ("overlaps", "panelsOutside", "outOfGroup", "groupOverlaps", "clipped")
+    found = {name: {kind: problems[kind] for kind in kinds if problems[kind]} for name, problems in layout.items()}
+    assert {name: problems for name, problems in found.items() if problems} == {}
+    assert all(problems["panels"] >= 3 for problems in layout.values()), layout  # the check saw the panels
+
+
 def check_ui(server, tmp_path, frontend: str, full: bool, vue_nodes: bool) -> dict:
     object_info = server.get("/object_info")
+    frames = write_frames(server)
     api = json.loads((REPO_ROOT / "workflows" / "api" / "cachedsearch_wan21_t2v.json").read_text())
     tiny = tiny_workflow_variant(api, pooled=False)
-    layout = {key: (60 + 380 * (index % 5), 80 + 330 * (index // 5), 340, 260) for index, key in enumerate(tiny)}
+    layout, _ = column_layout(tiny, {key: index % 5 for index, key in enumerate(tiny)}, object_info)
     files = {"tiny": api_to_gui(tiny, object_info, layout),
              "tiny_fixed": api_to_gui(tiny, object_info, layout, seed_control="fixed"),
-             "stored": stored_results_workflow(copy.deepcopy(tiny), object_info),
+             "stored": stored_results_workflow(copy.deepcopy(tiny), object_info, frames),
              "unknown_node": api_to_gui(tiny, object_info, layout)}
     files["unknown_node"]["nodes"][0]["type"] = UNKNOWN_NODE_TYPE
+    combination = f"{frontend_version(frontend)}_{'nodes2' if vue_nodes else 'classic'}"
+    checks = []
+    for name in SHIPPED:
+        files[f"saved_{name}"] = shipped_as_saved_after_run(name, frames)
+        checks.append({"name": name, "workflow": str(tmp_path / f"saved_{name}.json"), "live": False,
+                       "screenshot": str(ARTIFACTS / f"layout_{name}_{combination}.png")})
     for name, workflow in files.items():
         (tmp_path / f"{name}.json").write_text(json.dumps(workflow))
     ARTIFACTS.mkdir(exist_ok=True)
-    # The distributed workflow needs ComfyUI-Distributed's nodes: tests/test_distributed.py loads it on its servers.
-    shipped = sorted(str(path) for path in (REPO_ROOT / "workflows").glob("*.json")
-                     if not path.stem.endswith("_distributed"))
+    shipped = [str(REPO_ROOT / "workflows" / f"{name}.json") for name in SHIPPED]
     # The missing-node check must see what this server lacks: an unknown type, and ComfyUI-Distributed's collector
     # (not installed on these servers).
     missing_node_probes = {str(tmp_path / "unknown_node.json"): [UNKNOWN_NODE_TYPE],
                            str(REPO_ROOT / "workflows" / "cachedsearch_wan21_t2v_distributed.json"):
                                ["DistributedCollector"]}
-    config = {"workflows": shipped,
+    config = {"workflows": shipped, "after_run": checks,
               "tiny_workflow": str(tmp_path / "tiny.json"), "tiny_workflow_fixed": str(tmp_path / "tiny_fixed.json"),
               "stored_workflow": str(tmp_path / "stored.json"), "missing_node_probes": list(missing_node_probes),
               "candidates": CANDIDATES, "first_seed": FIRST_SEED,
               "full": full,
-              "screenshot": str(ARTIFACTS / f"verifier_ranking_{frontend}_{'nodes2' if vue_nodes else 'classic'}.png")}
+              "screenshot": str(ARTIFACTS / f"verifier_ranking_{combination}.png")}
     if full:
         # ImageReward + VideoScore + Combine Scores: a table per verifier node with each verifier's column
         combined = combined_verifier_search(seed=50)
-        combined_layout = {key: (60 + 380 * (index % 5), 80 + 330 * (index // 5), 340, 260)
-                           for index, key in enumerate(combined)}
+        combined_layout, _ = column_layout(combined, {key: index % 5 for index, key in enumerate(combined)},
+                                           object_info)
         (tmp_path / "combined.json").write_text(json.dumps(api_to_gui(combined, object_info, combined_layout)))
         config["combined_workflow"] = str(tmp_path / "combined.json")
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    server.request("POST", "/settings/Comfy.TutorialCompleted", True)
-    server.request("POST", "/settings/Comfy.VueNodes.Enabled", vue_nodes)
-    try:
-        completed = subprocess.run(["node", str(BROWSER_TESTS / "check_ui.mjs"), server.url,
-                                    str(tmp_path / "config.json")], capture_output=True, text=True, timeout=900)
-    finally:
-        server.request("POST", "/settings/Comfy.VueNodes.Enabled", False)
-    assert completed.returncode == 0, completed.stderr[-4000:]
-    seen = json.loads(completed.stdout.strip().splitlines()[-1])
+    seen = run_browser(server, config, tmp_path / "config.json", vue_nodes)
     # every combination: shipped workflows load cleanly, stored results show, unclipped at the default width
     assert seen["vueNodes"] in (vue_nodes, None)
     assert seen["missingInProbes"] == missing_node_probes  # the check below is not blind on this frontend
@@ -118,11 +250,61 @@ def check_ui(server, tmp_path, frontend: str, full: bool, vue_nodes: bool) -> di
     assert seen["clipped"] == []
     stored = " ".join(seen["storedPanels"])
     assert "3 drafts, 58% of transformer calls skipped (~2.38x fewer), mean 41.25 s per draft" in stored
-    assert "delivered seed 7 (candidate 1, commit); search cost 61.2% of full best-of-3" in stored
-    assert "pruned20preview 0.125040%16.50" in stored  # a pruned search's dropped candidate, below the ranking
+    assert "delivered seed 7 (candidate 1, commit); search cost 61.2% of full best-of-3 in time" in stored
+    assert "ImageReward score, higher is better: about -2 to 2, 0 an average image" in stored
+    # the winner with its margin; a pruned candidate keeps its number (seed order) and shows its preview score
+    assert "★ 170.500+0.100-" in stored and "410pruned-0.12540%16.5commit" in stored
+    # the shipped workflows as saved after a run: nothing overlaps, leaves its group or clips, in this renderer
+    assert set(seen["layout"]) == set(SHIPPED)
+    assert_fits(seen["layout"])
+    # a stored draft plays as a loop, enlarges, pauses, steps and plays again
+    player = seen["player"]
+    assert player["frames"] == FRAMES and player["loops"] and player["overlay"] and player["closed"]
+    assert player["picks"] == ["Commit this", "Keep this"]
+    paused = int(player["paused"].split()[1])
+    assert player["stillPaused"] == player["paused"]
+    assert player["stepped"] == f"frame {paused % FRAMES + 1} / {FRAMES}"
+    assert player["playing"] != player["stepped"]
     return seen
 
 
+def key_of(prompt: dict, class_type: str) -> str:
+    (key,) = [key for key, node in prompt.items() if node["class_type"] == class_type]
+    return key
+
+
+def assert_picked(queued: dict, source: dict, candidate: int, among: int, mode: str):
+    """The queued prompt is the source run's, with only the Recommit's pick, pick_among and mode changed."""
+    prompt = queued["prompt"]
+    recommit = key_of(source, "CachedSearchRecommit")
+    assert set(prompt) == set(source)
+    assert {key: node for key, node in prompt.items() if key != recommit} == \
+        {key: node for key, node in source.items() if key != recommit}
+    assert prompt[recommit]["inputs"] == {**source[recommit]["inputs"], "pick": candidate, "pick_among": among,
+                                          "mode": mode}
+    assert queued["client_id"] and queued["extra_data"]["extra_pnginfo"]["workflow"]["nodes"]
+
+
+@pytest.mark.timeout(1800)  # seven searches of 8 drafts
+def test_shipped_workflows_fit_after_a_live_run(comfy_server, tmp_path):
+    """Every shipped workflow on tiny weights (N = 8, 16-digit seeds) run through the Run button on the pinned
+    frontend in classic mode: right after the run (the frontend's own progress text, image and video previews
+    included) nothing overlaps, leaves its group or clips."""
+    object_info = comfy_server.get("/object_info")
+    ARTIFACTS.mkdir(exist_ok=True)
+    checks = []
+    for name in SHIPPED:
+        (tmp_path / f"{name}.json").write_text(json.dumps(tiny_shipped(name, object_info)))
+        checks.append({"name": name, "workflow": str(tmp_path / f"{name}.json"), "live": True,
+                       "screenshot": str(ARTIFACTS / f"layout_{name}_{frontend_version('pinned')}_classic_live.png")})
+    seen = run_browser(comfy_server, {"workflows": [], "after_run": checks, "missing_node_probes": []},
+                       tmp_path / "config.json", vue_nodes=False)
+    assert set(seen["layout"]) == set(SHIPPED)
+    assert_fits(seen["layout"])
+    assert seen["extensionErrors"] == []
+
+
+@pytest.mark.timeout(1800)  # five searches, a pick and a combined-verifier search
 def test_results_appear_in_the_browser_survive_a_reload_and_a_cached_requeue(comfy_server, tmp_path):
     seen = check_ui(comfy_server, tmp_path, "pinned", full=True, vue_nodes=False)
     assert seen["toleranceErrors"] == []
@@ -147,13 +329,48 @@ def test_results_appear_in_the_browser_survive_a_reload_and_a_cached_requeue(com
     first, second = seen["seedRuns"]
     assert first == list(range(FIRST_SEED, FIRST_SEED + CANDIDATES))
     assert len(second) == CANDIDATES and not set(first) & set(second)
-    assert (ARTIFACTS / "verifier_ranking_pinned_classic.png").stat().st_size > 0
+    assert (ARTIFACTS / f"verifier_ranking_{frontend_version('pinned')}_classic.png").stat().st_size > 0
+    # "Commit this" on a row the verifier did not choose re-queues that run's exact prompt (not the graph, whose
+    # seed `randomize` has changed since) with the pick; the search and the verifier come from ComfyUI's cache
+    pick = seen["pick"]
+    source = pick["sourcePrompt"]
+    assert pick["candidate"] != winner["candidate"] and 1 <= pick["candidate"] <= CANDIDATES
+    assert_picked(pick["queued"], source, pick["candidate"], CANDIDATES, "commit")
+    assert pick["end"] == "execution_success"
+    assert {key_of(source, "CachedSearchSampler"), key_of(source, "CachedSearchVerifier")} <= set(pick["cached"])
+    assert key_of(source, "CachedSearchRecommit") not in pick["cached"]
+    recommit_inputs = comfy_server.get("/object_info")["CachedSearchRecommit"]["input"]
+    if "pick" in {**recommit_inputs["required"], **recommit_inputs.get("optional", {})}:
+        delivery = pick["executed"][key_of(source, "CachedSearchRecommit")]["cachedsearch_delivery"][0]
+        assert (delivery["candidate"], delivery["seed"], delivery["picked_by"]) == \
+            (pick["candidate"], pick["seed"], "you")
+        assert f"picked by you: candidate {pick['candidate']} (seed {pick['seed']})" in " ".join(pick["panels"])
+    else:  # the Recommit of this branch has no pick input yet: ComfyUI ignores the extra inputs
+        assert pick["status"] == f"queued: commit candidate {pick['candidate']} (seed {pick['seed']})"
+    # the wait mode's view: the Recommit says it waits, a draft's Keep answers the wait, Cancel ends the view
+    wait = seen["wait"]
+    assert "Waiting for your pick among 3 drafts (the verifier's choice is candidate 1)" in wait["banner"]
+    assert wait["answers"] == [{"prompt_id": wait["promptId"], "node": wait["recommit"],
+                                "candidate": pick["candidate"], "mode": "keep"}]
+    assert not wait["afterCancel"]
+    # the panels show the newest of the two queued searches; the earlier one opens from the history, says a pick
+    # there drafts it again, and its pick queues that search's own prompt (its seed)
+    earlier = seen["earlier"]
+    assert earlier["newest"] == sorted(second) and earlier["shown"] == first
+    assert "earlier run 1 of" in earlier["label"]
+    assert "drafts this search again (same seeds, same drafts)" in earlier["note"]
+    queued = earlier["queued"]["prompt"]
+    assert queued[key_of(queued, "CachedSearchSampler")]["inputs"]["seed"] == FIRST_SEED
+    assert queued[key_of(queued, "CachedSearchRecommit")]["inputs"]["pick_among"] == CANDIDATES
+    assert earlier["end"] == "execution_success"
     # the combined search: a table per verifier node, each verifier's column beside the combined score
     by_headers = {tuple(table["headers"]): table["rows"] for table in seen["tables"]}
     aspects = ("visual quality", "temporal consistency", "dynamic degree", "text-to-video alignment",
                "factual consistency")
-    combined_rows = by_headers[("", "#", "seed", "ImageReward", "VideoScore", "score", "skipped", "s")]
-    video_rows = by_headers[("", "#", "seed", *aspects, "score", "skipped", "s")]
+    by_headers = {tuple(h for h in headers if h not in ("margin", "preview")): rows
+                  for headers, rows in by_headers.items()}
+    combined_rows = by_headers[("", "#", "seed", "ImageReward", "VideoScore", "score", "skipped", "s", "pick")]
+    video_rows = by_headers[("", "#", "seed", *aspects, "score", "skipped", "s", "pick")]
     assert len(combined_rows) == len(video_rows) == 3
     assert combined_rows[0]["winner"] and combined_rows[0]["score"] == max(row["score"] for row in combined_rows)
     video_by_seed = {row["seed"]: row["score"] for row in video_rows}

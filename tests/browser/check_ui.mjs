@@ -9,7 +9,8 @@ const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
 const result = { frontend: null, vueNodes: null, missing: {}, loadWarnings: {}, extensionErrors: [], rows: [], served: [],
   panels: [], overlay: false, toleranceErrors: [], rowsAfterReload: 0, clipped: [], clippedAfterRun: [], storedPanels: [],
-  reusedRows: 0, reusedPanels: [], seedRuns: [], missingInProbes: {} };
+  reusedRows: 0, reusedPanels: [], seedRuns: [], missingInProbes: {}, layout: {}, player: null, pick: null,
+  wait: null, earlier: null };
 const consoleMessages = [];
 
 const context = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), "cachedsearch-chromium-")), {
@@ -47,6 +48,163 @@ const clippedPanels = () => page.$$eval(".cachedsearch-panel", (panels) => panel
   .map((panel) => `${panel.textContent.slice(0, 80)} (${panel.scrollHeight} px in ${panel.clientHeight} px)`));
 
 const panelTexts = () => page.$$eval(".cachedsearch-panel", (panels) => panels.map((panel) => panel.textContent));
+
+// Where nodes, their panels and groups lie (graph coordinates) and what does not fit: pairs of nodes that overlap,
+// panels that reach outside their node or into another, nodes reaching out of a group they touch, overlapping
+// groups, and tables or summaries clipped in width or height. Nodes 2.0 is measured on its DOM nodes (its
+// heights differ from the classic canvas's); the classic canvas on the graph's node boxes and title height.
+const layoutProblems = () => page.evaluate(() => {
+  const canvas = window.app.canvas;
+  const graph = window.app.graph;
+  const origin = canvas.canvas.getBoundingClientRect();
+  const scale = canvas.ds.scale;
+  const [offsetX, offsetY] = canvas.ds.offset;
+  const toGraph = (r) => ({ x: (r.left - origin.left) / scale - offsetX, y: (r.top - origin.top) / scale - offsetY,
+    w: r.width / scale, h: r.height / scale });
+  const titleHeight = window.LiteGraph.NODE_TITLE_HEIGHT ?? 30;
+  const vueNodes = document.querySelector("[data-node-id]") !== null;
+  const name = (node) => `${node.title ?? node.type} #${node.id}`;
+  const boxes = graph.nodes.map((node) => {
+    const element = vueNodes && document.querySelector(`[data-node-id="${node.id}"]`);
+    const box = element ? toGraph(element.getBoundingClientRect())
+      : { x: node.pos[0], y: node.pos[1] - titleHeight, w: node.size[0], h: node.size[1] + titleHeight };
+    return { node, box };
+  });
+  const intersects = (a, b, slack = 1) => a.x + slack < b.x + b.w && b.x + slack < a.x + a.w &&
+    a.y + slack < b.y + b.h && b.y + slack < a.y + a.h;
+  const contains = (outer, inner, slack = 2) => inner.x >= outer.x - slack && inner.y >= outer.y - slack &&
+    inner.x + inner.w <= outer.x + outer.w + slack && inner.y + inner.h <= outer.y + outer.h + slack;
+  const problems = { overlaps: [], panelsOutside: [], outOfGroup: [], groupOverlaps: [], clipped: [], panels: 0,
+    measuredOnDom: vueNodes };
+  for (let i = 0; i < boxes.length; i += 1) {
+    for (let j = i + 1; j < boxes.length; j += 1) {
+      if (intersects(boxes[i].box, boxes[j].box)) problems.overlaps.push(`${name(boxes[i].node)} / ${name(boxes[j].node)}`);
+    }
+  }
+  for (const { node, box } of boxes) {
+    const panel = node.widgets?.find((widget) => widget.name === "cachedsearch_results")?.element;
+    if (!panel || panel.offsetParent === null) continue;
+    problems.panels += 1;
+    const panelBox = toGraph(panel.getBoundingClientRect());
+    if (!contains(box, panelBox)) problems.panelsOutside.push(`${name(node)}: ${JSON.stringify(panelBox)} in ${JSON.stringify(box)}`);
+    for (const other of boxes) {
+      if (other.node !== node && intersects(panelBox, other.box)) problems.overlaps.push(`panel of ${name(node)} / ${name(other.node)}`);
+    }
+    if (panel.scrollHeight > panel.clientHeight + 1 || panel.scrollWidth > panel.clientWidth + 1) {
+      problems.clipped.push(`${name(node)}: ${panel.scrollWidth}x${panel.scrollHeight} px in ${panel.clientWidth}x${panel.clientHeight} px`);
+    }
+  }
+  const groups = (graph._groups ?? graph.groups ?? []).map((group) => {
+    const [x, y, w, h] = group._bounding ?? group.bounding;
+    return { title: group.title, box: { x, y, w, h } };
+  });
+  for (let i = 0; i < groups.length; i += 1) {
+    for (let j = i + 1; j < groups.length; j += 1) {
+      if (intersects(groups[i].box, groups[j].box)) problems.groupOverlaps.push(`${groups[i].title} / ${groups[j].title}`);
+    }
+    for (const { node, box } of boxes) {
+      if (intersects(groups[i].box, box) && !contains(groups[i].box, box)) problems.outOfGroup.push(`${name(node)} / ${groups[i].title}`);
+    }
+  }
+  return problems;
+});
+
+// The whole graph in view (all panels laid out), then a redraw.
+async function fitGraphInView() {
+  await page.evaluate(() => {
+    const canvas = window.app.canvas;
+    const nodes = window.app.graph.nodes;
+    const left = Math.min(...nodes.map((n) => n.pos[0])) - 40;
+    const top = Math.min(...nodes.map((n) => n.pos[1])) - 100;
+    const right = Math.max(...nodes.map((n) => n.pos[0] + n.size[0])) + 40;
+    const bottom = Math.max(...nodes.map((n) => n.pos[1] + n.size[1])) + 40;
+    // room for the frontend's side bar and top bar, which lie over the canvas on newer frontends
+    const rect = canvas.canvas.getBoundingClientRect();
+    const scale = Math.min((rect.width - 120) / (right - left), (rect.height - 180) / (bottom - top), 1);
+    canvas.ds.scale = scale;
+    canvas.ds.offset[0] = 80 / scale - left;
+    canvas.ds.offset[1] = 120 / scale - top;
+    canvas.setDirty(true, true);
+  });
+  await page.waitForTimeout(600);
+}
+
+// The canvas at 100 % with the nodes of `types` (the first found) at its top left, for a readable screenshot.
+async function zoomTo(types) {
+  await page.evaluate((types) => {
+    const canvas = window.app.canvas;
+    const node = window.app.graph.nodes.find((n) => types.includes(n.type));
+    if (!node) return;
+    canvas.ds.scale = 1;
+    canvas.ds.offset[0] = 80 - node.pos[0];
+    canvas.ds.offset[1] = 160 - node.pos[1];
+    canvas.setDirty(true, true);
+  }, types);
+  await page.waitForTimeout(600);
+}
+
+async function checkLayout(label, screenshot) {
+  await fitGraphInView();
+  result.layout[label] = await layoutProblems();
+  if (!screenshot) return;
+  await page.screenshot({ path: screenshot });
+  // the search's columns at 100 %: the sampler's, the verifier's and the Recommit's panels
+  await zoomTo(["CachedSearchSampler", "CachedSearchSamplerAdvanced", "CachedSearchSamplerExperts"]);
+  await page.screenshot({ path: screenshot.replace(/\.png$/, "_100.png") });
+}
+
+// Runs the loaded graph once and waits until it has finished (every queued prompt done).
+async function runAndWait(timeout = 600000) {
+  await page.evaluate(() => new Promise((resolve, reject) => {
+    const api = window.comfyAPI.api.api;
+    api.addEventListener("execution_success", () => resolve(), { once: true });
+    api.addEventListener("execution_error", ({ detail }) => reject(new Error(JSON.stringify(detail).slice(0, 2000))), { once: true });
+    window.app.queuePrompt(0, 1);
+  }));
+  await page.waitForTimeout(800);
+}
+
+// The body of the next POST /prompt the page sends, and that run, to its end: {body, cached, executed, end}.
+async function nextQueuedRun(start, timeout = 600000) {
+  await page.evaluate(() => {
+    const api = window.comfyAPI.api.api;
+    const runs = {};
+    window.cachedsearchRuns = runs;
+    const of = (detail) => (runs[detail?.prompt_id] ??= { cached: [], executed: {}, end: null });
+    api.addEventListener("execution_cached", ({ detail }) => of(detail).cached.push(...(detail.nodes ?? []).map(String)));
+    api.addEventListener("executed", ({ detail }) => {
+      of(detail).executed[String(detail.display_node ?? detail.node)] = detail.output;
+    });
+    for (const end of ["execution_success", "execution_error", "execution_interrupted"]) {
+      api.addEventListener(end, ({ detail }) => { of(detail).end = end; });
+    }
+  });
+  const response = page.waitForResponse((res) => res.request().method() === "POST" &&
+    new URL(res.url()).pathname.endsWith("/prompt"), { timeout });
+  await start();
+  const answer = await response;
+  const body = JSON.parse(answer.request().postData());
+  const promptId = (await answer.json()).prompt_id;
+  // what the panel said once the prompt was queued (its panels are drawn again when the run ends)
+  await page.waitForTimeout(300);
+  const status = await page.$$eval(".cachedsearch-status", (lines) => lines.map((l) => l.textContent).join(" ").trim());
+  await page.waitForFunction((id) => window.cachedsearchRuns[id]?.end, promptId, { timeout });
+  return { body, promptId, status, ...(await page.evaluate((id) => window.cachedsearchRuns[id], promptId)) };
+}
+
+// Until the server has no prompt running or pending (the runs' panels are shown by then).
+async function waitForIdleQueue(timeout = 600000) {
+  const deadline = Date.now() + timeout;
+  while (Date.now() < deadline) {
+    const idle = await page.evaluate(async () => {
+      const queue = await (await window.comfyAPI.api.api.fetchApi("/queue")).json();
+      return queue.queue_running.length === 0 && queue.queue_pending.length === 0;
+    });
+    if (idle) break;
+    await page.waitForTimeout(500);
+  }
+  await page.waitForTimeout(800);
+}
 
 async function draftSeedsOfNextRuns(count) {
   return page.evaluate(async (count) => {
@@ -110,13 +268,50 @@ try {
     result.loadWarnings[path] = [...consoleMessages];
   }
 
+  // Each shipped workflow (tiny weights, N = 8, 16-digit seeds) after a run, or as saved after one: nothing
+  // overlaps, nothing is clipped, nothing leaves its group.
+  for (const check of config.after_run ?? []) {
+    await loadWorkflow(JSON.parse(readFileSync(check.workflow, "utf8")));
+    await page.waitForTimeout(500);
+    if (check.live) await runAndWait();
+    await checkLayout(check.name, check.screenshot);
+  }
+
   // Results stored in a saved workflow are shown on load, at the default node width, unclipped.
+  if (config.stored_workflow) {
   await loadWorkflow(JSON.parse(readFileSync(config.stored_workflow, "utf8")));
   await page.waitForFunction(() => document.querySelectorAll(".cachedsearch-summary").length >= 2, null, { timeout: 60000 });
   await page.waitForTimeout(500);
   result.storedPanels = await panelTexts();
   result.clipped.push(...(await clippedPanels()));
   await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_stored.png") });
+
+  // A draft plays as a short loop; enlarged, it pauses, steps frame by frame and plays again.
+  const player = "tr.candidate img.cachedsearch-player";
+  if (await page.$(player)) {
+    const frameNow = () => page.$eval(player, (img) => Number(img.dataset.frame));
+    const first = await frameNow();
+    await page.waitForTimeout(700);
+    const counter = () => page.$eval(".cachedsearch-frame-counter", (element) => element.textContent);
+    const seen = { frames: await page.$eval(player, (img) => Number(img.dataset.frames)), loops: first !== await frameNow() };
+    await page.$eval(player, (img) => img.click()); // it may lie outside the viewport
+    seen.overlay = (await page.$(".cachedsearch-overlay img.cachedsearch-large")) !== null;
+    seen.picks = await page.$$eval(".cachedsearch-overlay .cachedsearch-picks button", (buttons) => buttons.map((b) => b.textContent));
+    await page.click(".cachedsearch-overlay .cachedsearch-play");
+    seen.paused = await counter();
+    await page.waitForTimeout(400);
+    seen.stillPaused = await counter();
+    await page.click(".cachedsearch-overlay .cachedsearch-next");
+    seen.stepped = await counter();
+    await page.click(".cachedsearch-overlay .cachedsearch-play");
+    await page.waitForTimeout(400);
+    seen.playing = await counter();
+    await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_enlarged.png") });
+    await page.keyboard.press("Escape");
+    seen.closed = (await page.$(".cachedsearch-overlay")) === null;
+    result.player = seen;
+  }
+  }
 
   if (config.full) {
     await loadWorkflow(JSON.parse(readFileSync(config.tiny_workflow, "utf8")));
@@ -136,10 +331,59 @@ try {
     result.served = await page.evaluate(() =>
       window.cachedsearchExecuted.map((detail) => detail.output?.cachedsearch_ranking).find(Array.isArray) ?? []);
     await page.screenshot({ path: config.screenshot });
-    await page.click(".cachedsearch-panel tr.winner", { force: true });
+    await page.click(".cachedsearch-panel tr.winner img.cachedsearch-player", { force: true });
     result.overlay = (await page.$(".cachedsearch-overlay")) !== null;
-    await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_enlarged.png") });
-    if (result.overlay) await page.click(".cachedsearch-overlay");
+    await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_live_enlarged.png") });
+    if (result.overlay) await page.keyboard.press("Escape");
+
+    await waitForIdleQueue(); // the run's last nodes (save) finish after the panels show
+    // "Commit this" on a row the verifier did not choose: the exact prompt of that run is queued again with the
+    // Recommit told the pick; ComfyUI's cache serves the search and the verifier.
+    const verifierNode = () => page.evaluate(() => {
+      const node = window.app.graph.nodes.find((n) => n.type === "CachedSearchVerifier");
+      return { id: String(node.id), promptId: node.properties.cachedsearch_last_prompt };
+    });
+    const source = await verifierNode();
+    const target = await page.$eval(".cachedsearch-panel tr.candidate:not(.winner)", (row) =>
+      ({ candidate: Number(row.dataset.candidate), seed: Number(row.dataset.seed) }));
+    const picked = await nextQueuedRun(() => page.click(
+      `.cachedsearch-panel tr.candidate[data-candidate="${target.candidate}"] button.cachedsearch-pick-commit`, { force: true }));
+    await page.waitForTimeout(800);
+    result.pick = { ...target, source, sourcePrompt: await page.evaluate(async (id) =>
+      (await (await window.comfyAPI.api.api.fetchApi(`/history/${id}`)).json())[id]?.prompt?.[2], source.promptId),
+    queued: picked.body, cached: picked.cached, executed: picked.executed, end: picked.end,
+    status: picked.status,
+    panels: await panelTexts() };
+    await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_picked.png") });
+
+    // The wait mode's view: a Recommit waiting for the artist says so; Commit on a draft answers the wait
+    // (POST /cachedsearch/pick), Cancel ends it.
+    const waiting = await verifierNode();
+    const recommitId = await page.evaluate(() => String(window.app.graph.nodes.find((n) => n.type === "CachedSearchRecommit").id));
+    const answers = [];
+    await page.route("**/cachedsearch/pick", async (route) => {
+      if (route.request().method() !== "POST") return route.continue();
+      answers.push(JSON.parse(route.request().postData()));
+      return route.fulfill({ status: 200, contentType: "application/json", body: '{"ok": true}' });
+    });
+    const send = (type, detail) => page.evaluate(([type, detail]) =>
+      window.comfyAPI.api.api.dispatchEvent(new CustomEvent(type, { detail })), [type, detail]);
+    await send("cachedsearch.awaiting_pick", { prompt_id: waiting.promptId, node: recommitId, candidates: config.candidates,
+      preselected: 1 });
+    await page.waitForSelector(".cachedsearch-wait", { timeout: 10000 });
+    const wait = { banner: await page.$eval(".cachedsearch-wait", (element) => element.textContent) };
+    await fitGraphInView();
+    await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_waiting.png") });
+    await page.click(`.cachedsearch-panel tr.candidate[data-candidate="${target.candidate}"] button.cachedsearch-pick-keep`, { force: true });
+    await page.waitForTimeout(500);
+    wait.answers = [...answers];
+    await send("execution_interrupted", { prompt_id: waiting.promptId });
+    await page.waitForTimeout(300);
+    wait.afterCancel = (await page.$(".cachedsearch-wait")) !== null;
+    wait.promptId = waiting.promptId;
+    wait.recommit = recommitId;
+    await page.unroute("**/cachedsearch/pick");
+    result.wait = wait;
 
     result.toleranceErrors = await page.evaluate(() => {
       const errors = [];
@@ -193,6 +437,23 @@ try {
       sampler.widgets.find((widget) => widget.name === "seed").value = seed;
     }, config.first_seed);
     result.seedRuns = await draftSeedsOfNextRuns(2);
+    await waitForIdleQueue();
+
+    // The panels show the newest search; an earlier one opens from the history, says what a pick costs there
+    // (its drafts are no longer cached) and its pick queues that search's own prompt.
+    const shownSeeds = () => page.$$eval(".cachedsearch-panel tr.candidate", (rows) => rows.map((r) => Number(r.dataset.seed)).sort((a, b) => a - b));
+    const earlier = { newest: await shownSeeds() };
+    await page.click(".cachedsearch-panel button.cachedsearch-earlier", { force: true });
+    await page.waitForFunction(() => document.querySelector(".cachedsearch-runs")?.textContent.includes("earlier run"), null, { timeout: 10000 });
+    await page.waitForFunction(() => document.querySelector(".cachedsearch-pick-note")?.dataset.cached !== undefined, null, { timeout: 10000 });
+    earlier.shown = await shownSeeds();
+    earlier.note = await page.$eval(".cachedsearch-pick-note", (element) => element.textContent);
+    earlier.label = await page.$eval(".cachedsearch-runs", (element) => element.textContent);
+    await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_earlier_run.png") });
+    const again = await nextQueuedRun(() => page.click(".cachedsearch-panel tr.candidate.winner button.cachedsearch-pick-commit", { force: true }));
+    earlier.queued = again.body;
+    earlier.end = again.end;
+    result.earlier = earlier;
 
     if (config.combined_workflow) {
       // ImageReward + VideoScore + Combine Scores: every verifier's column and the aspects appear in the tables.

@@ -1,13 +1,17 @@
-// Shows a search's results on its nodes: the ranked drafts on the Verifier, a draft summary on the
-// samplers, the delivered seed and cost on Recommit. Data comes from the nodes' UI payloads and is
-// kept in node.properties so it survives a page reload with the saved workflow.
+// Shows a search's results on its nodes: the ranked drafts on the Verifier, the drafts and their cost on the
+// samplers, the delivered seed and who chose it on Recommit. Data comes from the nodes' UI payloads and is kept
+// in node.properties so it survives a page reload with the saved workflow; fields an older CachedSearch did not
+// send are left out of the panels.
 import { app } from "../../../scripts/app.js";
 import { api } from "../../../scripts/api.js";
+import { createPlayer, ensurePlayerStyle, showLarge } from "./cachedsearch_player.js";
+import { earlierRuns, loadWaiting, onWaitingChanged, pickCost, queuePick, upstreamForm, waiting } from "./cachedsearch_pick.js";
 
 const PANEL = "cachedsearch_results";
-const SUMMARY_FONT = "12px sans-serif";
-const SUMMARY_LINE_HEIGHT = 16;
+const FONT = "11px sans-serif";
+const LINE_HEIGHT = 15;
 const STORED = "cachedsearch_last_output";
+const STORED_PROMPT = "cachedsearch_last_prompt";
 const RENDERERS = {
   CachedSearchVerifier: renderRanking,
   CachedSearchSampler: renderDrafts,
@@ -17,21 +21,28 @@ const RENDERERS = {
   CachedSearchVideoVerifier: renderRanking,
   CachedSearchCombineScores: renderRanking,
 };
+const SEED_DIGITS_SHOWN = 6; // consecutive candidates differ in their last digits
 
 const STYLE = `
-.cachedsearch-panel { font: 12px sans-serif; color: var(--fg-color, #ddd); overflow: auto; }
-.cachedsearch-summary { font: ${SUMMARY_FONT}; line-height: ${SUMMARY_LINE_HEIGHT}px; padding: 4px 0; overflow-wrap: anywhere; }
+.cachedsearch-panel { font: ${FONT}; color: var(--fg-color, #ddd); overflow: hidden; }
+.cachedsearch-panel .cachedsearch-content { display: flow-root; }
+.cachedsearch-line { line-height: ${LINE_HEIGHT}px; padding: 2px 0; overflow-wrap: anywhere; }
+.cachedsearch-summary { line-height: ${LINE_HEIGHT}px; padding: 4px 0; overflow-wrap: anywhere; }
+.cachedsearch-muted { opacity: 0.7; }
 .cachedsearch-panel table { border-collapse: collapse; width: 100%; }
-.cachedsearch-panel td, .cachedsearch-panel th { padding: 2px 4px; text-align: right; }
-.cachedsearch-panel tr.candidate { cursor: pointer; }
+.cachedsearch-panel td, .cachedsearch-panel th { padding: 1px 3px; text-align: right; white-space: nowrap; }
+.cachedsearch-panel th { font-weight: normal; opacity: 0.7; }
 .cachedsearch-panel tr.winner { background: rgba(80, 170, 90, 0.35); font-weight: bold; }
-.cachedsearch-panel tr.pruned { opacity: 0.45; font-style: italic; }
-.cachedsearch-panel img { height: 36px; display: block; }
-.cachedsearch-overlay { position: fixed; inset: 0; background: rgba(0, 0, 0, 0.8); display: flex;
-  flex-direction: column; align-items: center; justify-content: center; z-index: 10000; color: #eee; }
-.cachedsearch-overlay img { width: min(90vw, 140vh); max-height: 80vh; object-fit: contain; image-rendering: pixelated; }`;
+.cachedsearch-panel tr.pruned td:not(.pick) { opacity: 0.5; font-style: italic; }
+.cachedsearch-panel td.seed { cursor: copy; }
+.cachedsearch-panel .bar { height: 3px; background: #6a6; margin-top: 1px; }
+.cachedsearch-panel button { font: 10px sans-serif; padding: 0 3px; margin: 0 0 0 2px; cursor: pointer; }
+.cachedsearch-panel .cachedsearch-strip { display: flex; flex-wrap: wrap; gap: 3px; }
+.cachedsearch-panel .cachedsearch-strip figure { margin: 0; text-align: center; }
+.cachedsearch-panel .cachedsearch-wait { background: rgba(200, 150, 40, 0.35); padding: 3px; }`;
 
 function ensureStyle() {
+  ensurePlayerStyle();
   if (document.getElementById("cachedsearch-style")) return;
   const style = document.createElement("style");
   style.id = "cachedsearch-style";
@@ -43,29 +54,26 @@ let measuring;
 
 function textWidth(text) {
   measuring ??= document.createElement("canvas").getContext("2d");
-  measuring.font = SUMMARY_FONT;
+  measuring.font = FONT;
   return measuring.measureText(text).width;
 }
 
-// A summary wraps at the panel's width: it needs a line of height per wrapped line (a fixed height clipped the
-// second line under the node's preview image at the default width). Returns the content's height.
-function summaryHeight(text, panelWidth, element) {
-  // The laid-out panel's width when known, else the width the frontend will give it; 5 % slack for fonts.
-  const laidOut = element?.clientWidth > 0 ? element.clientWidth : Infinity;
-  const usable = 0.95 * Math.max(60, Math.min(laidOut, panelWidth));
+// Lines a text wraps into at `width` px (5 % slack for fonts).
+function wrappedLines(text, width) {
+  const usable = 0.95 * Math.max(60, width);
   const space = textWidth(" ");
   let lines = 1;
   let line = 0;
   for (const word of text.split(" ")) {
-    const width = textWidth(word);
-    if (line > 0 && line + space + width > usable) {
+    const wordWidth = textWidth(word);
+    if (line > 0 && line + space + wordWidth > usable) {
       lines += 1;
-      line = width;
+      line = wordWidth;
     } else {
-      line += (line > 0 ? space : 0) + width;
+      line += (line > 0 ? space : 0) + wordWidth;
     }
   }
-  return 8 + SUMMARY_LINE_HEIGHT * lines; // 8 px of the summary's own padding
+  return lines;
 }
 
 // The frontend's inset of a DOM widget's element on each side (BaseDOMWidgetImpl.DEFAULT_MARGIN where the
@@ -84,119 +92,345 @@ function panelOf(node) {
     widget = node.addDOMWidget(PANEL, "cachedsearch", element, {
       serialize: false,
       hideOnZoom: false,
-      getMinHeight: () => (element.minHeightAt?.(node.size[0] - 2 * margin(), element) ?? 0) + 2 * margin(),
+      getMinHeight: () => contentHeight(element, node.size[0] - 2 * margin()) + 2 * margin(),
     });
   }
   return widget.element;
 }
 
-// minHeight: the content's pixels, or a function of the panel's width.
-function show(node, content, minHeight) {
+// The content's height: as laid out when it is on the page, else as estimated for that width.
+function contentHeight(panel, width) {
+  const content = panel.firstElementChild;
+  if (!content) return 0;
+  const estimate = panel.estimateHeight?.(width) ?? 0;
+  return Math.max(estimate, content.offsetHeight ?? 0);
+}
+
+// A panel's content; `estimate(width)`: its height before it is laid out. The node grows to fit it (height, and
+// width where a table is wider than the node).
+function show(node, content, estimate) {
   const panel = panelOf(node);
-  panel.minHeightAt = typeof minHeight === "function" ? minHeight : () => minHeight;
+  panel.estimateHeight = estimate;
+  content.classList.add("cachedsearch-content");
   panel.replaceChildren(content);
+  fitNode(node);
+  requestAnimationFrame(() => fitNode(node, panel));
+}
+
+function fitNode(node, panel) {
+  if (panel && panel.clientWidth > 0 && panel.scrollWidth > panel.clientWidth) {
+    node.setSize([node.size[0] + panel.scrollWidth - panel.clientWidth + 2, node.size[1]]);
+  }
   const needed = node.computeSize?.();
   if (needed && node.size[1] < needed[1]) node.setSize([node.size[0], needed[1]]);
   node.setDirtyCanvas?.(true, true);
 }
 
-function cell(tag, text) {
-  const element = document.createElement(tag);
-  element.textContent = text;
-  return element;
-}
-
-function imageUrl(image) {
-  const query = new URLSearchParams({ filename: image.filename, subfolder: image.subfolder ?? "", type: image.type ?? "temp" });
-  return api.apiURL(`/view?${query}`);
-}
-
-function showLarge(image, caption) {
-  const overlay = document.createElement("div");
-  overlay.className = "cachedsearch-overlay";
-  const picture = document.createElement("img");
-  picture.src = imageUrl(image);
-  overlay.append(picture, cell("div", caption));
-  overlay.addEventListener("click", () => overlay.remove(), { once: true });
-  document.body.append(overlay);
+function element(tag, text, className) {
+  const made = document.createElement(tag);
+  if (text !== undefined) made.textContent = text;
+  if (className) made.className = className;
+  return made;
 }
 
 const percent = (part, whole) => (whole ? `${Math.round((100 * part) / whole)}%` : "-");
+const signed = (value) => `${value >= 0 ? "+" : "−"}${Math.abs(value).toFixed(3)}`;
 
-function renderRanking(node, output) {
-  const rows = output.cachedsearch_ranking;
-  if (!Array.isArray(rows) || rows.length === 0) return false;
-  const images = Array.isArray(output.images) ? output.images : [];
-  const table = document.createElement("table");
-  const header = document.createElement("tr");
-  // Extra per-candidate columns: VideoScore's aspects, or each verifier behind a combined score.
-  const columns = rows[0].columns && typeof rows[0].columns === "object" ? Object.keys(rows[0].columns) : [];
-  for (const title of ["", "#", "seed", ...columns, "score", "skipped", "s"]) header.append(cell("th", title));
-  table.append(header);
-  const ranked = rows.map((row, index) => ({ ...row, image: images[index] })).sort((a, b) => b.score - a.score);
-  for (const row of ranked) {
-    const line = document.createElement("tr");
-    line.className = row.winner ? "candidate winner" : "candidate";
-    line.dataset.seed = row.seed;
-    line.dataset.score = row.score;
-    const thumbnail = document.createElement("td");
-    if (row.image) {
-      const picture = document.createElement("img");
-      picture.src = imageUrl(row.image);
-      thumbnail.append(picture);
-      line.addEventListener("click", () => showLarge(row.image, `candidate ${row.candidate}, seed ${row.seed}, score ${row.score.toFixed(4)}`));
-    }
-    line.append(thumbnail, cell("td", `${row.winner ? "★ " : ""}${row.candidate}`), cell("td", row.seed));
-    for (const name of columns) {
-      const value = row.columns?.[name];
-      const column = cell("td", typeof value === "number" ? value.toFixed(3) : "-");
-      column.dataset.column = name;
-      line.append(column);
-    }
-    line.append(cell("td", row.score.toFixed(4)), cell("td", percent(row.skipped, row.calls)), cell("td", row.seconds.toFixed(2)));
-    table.append(line);
+export function shortSeed(seed) {
+  const text = String(seed);
+  return text.length > SEED_DIGITS_SHOWN + 2 ? `…${text.slice(-SEED_DIGITS_SHOWN)}` : text;
+}
+
+// A seed cell: the last digits, the whole seed on hover and copied on click.
+function seedCell(seed) {
+  const cell = element("td", shortSeed(seed), "seed");
+  cell.title = `seed ${seed} (click to copy)`;
+  cell.addEventListener("click", (event) => {
+    event.stopPropagation();
+    navigator.clipboard?.writeText(String(seed)).then(() => {
+      cell.title = `seed ${seed} (copied)`;
+    }, () => {});
+  });
+  return cell;
+}
+
+function framesOf(row) {
+  return Array.isArray(row.frames) ? row.frames.filter((frame) => frame?.filename) : [];
+}
+
+// Rows of a ranking or a draft list, candidates numbered in seed order (pruned ones included). Payloads of an
+// older CachedSearch renumbered survivors and listed pruned candidates apart, without numbers: there the
+// numbers follow from the seeds (a search's seeds are consecutive).
+function candidateRows(rows, output) {
+  const listed = rows.filter((row) => row && typeof row === "object");
+  const pruned = listed.some((row) => row.pruned) ? [] : (Array.isArray(output.cachedsearch_pruned)
+    ? output.cachedsearch_pruned.map((row) => ({ ...row, pruned: true })) : []);
+  const all = [...listed, ...pruned];
+  if (pruned.length > 0) {
+    const first = Math.min(...all.map((row) => Number(row.seed)));
+    for (const row of all) row.candidate = Number(row.seed) - first + 1;
   }
-  const pruned = prunedRows(output);
-  for (const row of pruned) table.append(prunedLine(row, columns.length));
-  show(node, table, 26 + 42 * ranked.length + 20 * pruned.length);
-  return true;
+  const images = Array.isArray(output.images) ? output.images : [];
+  if (!all.some((row) => framesOf(row).length)) {
+    // an older payload: one frame per ranked candidate, in the rows' order
+    listed.filter((row) => !row.pruned).forEach((row, index) => {
+      if (images[index]) row.frames = [images[index]];
+    });
+  }
+  return all;
 }
 
-// Candidates a pruned search dropped at its prune step, best preview first: greyed, with their preview score
-// in the score column; they never reached the final ranking.
-function prunedRows(output) {
-  const rows = Array.isArray(output.cachedsearch_pruned) ? output.cachedsearch_pruned : [];
-  return [...rows].sort((a, b) => b.preview_score - a.preview_score);
+// Where a pick on this panel goes; undefined when the node has not run in this server's history.
+function pickSource(node, rows) {
+  const promptId = node.cachedsearchView?.promptId ?? node.properties?.[STORED_PROMPT];
+  return promptId ? { promptId, nodeId: String(node.id), among: rows.length } : undefined;
 }
 
-function prunedLine(row, columnCount) {
-  const line = document.createElement("tr");
-  line.className = "pruned";
-  line.dataset.seed = row.seed;
-  line.dataset.previewScore = row.preview_score;
-  line.title = `pruned at step ${row.prune_step}: preview score ${row.preview_score.toFixed(4)}`;
-  line.append(cell("td", ""), cell("td", "pruned"), cell("td", row.seed));
-  for (let index = 0; index < columnCount; index += 1) line.append(cell("td", "-"));
-  line.append(cell("td", `preview ${row.preview_score.toFixed(4)}`), cell("td", percent(row.skipped, row.calls)),
-    cell("td", row.seconds.toFixed(2)));
+function describe(row) {
+  return `candidate ${row.candidate ?? "?"} (seed ${row.seed})`;
+}
+
+function pickActions(node, rows, row, status) {
+  const actions = [{ text: "Commit this", mode: "commit", className: "cachedsearch-pick-commit",
+    title: `Queue the graph again and deliver ${describe(row)} at full compute: the search and the verifier ` +
+      "are served from ComfyUI's cache, only the Recommit runs" }];
+  if (!row.pruned) {
+    actions.push({ text: "Keep this", mode: "keep", className: "cachedsearch-pick-keep",
+      title: `Deliver the draft of ${describe(row)} as it is (no extra compute)` });
+  }
+  return actions.map((action) => ({ ...action, run: () => pick(node, rows, row, action.mode, status) }));
+}
+
+async function pick(node, rows, row, mode, status) {
+  const source = pickSource(node, rows);
+  const say = (text) => {
+    if (status) status.textContent = text;
+  };
+  if (!source) {
+    say("These drafts come from a saved workflow: queue it to pick from them.");
+    return;
+  }
+  say(`${mode === "keep" ? "keeping" : "committing"} ${describe(row)}…`);
+  try {
+    say(`${await queuePick(source, row.candidate, mode)} (seed ${row.seed})`);
+  } catch (error) {
+    say(`Could not pick ${describe(row)}: ${error.message}`);
+  }
+}
+
+function enlarge(node, rows, row, status, what) {
+  const frames = framesOf(row);
+  if (frames.length === 0) return;
+  showLarge(frames, `${describe(row)}${what ? `, ${what}` : ""}`, pickActions(node, rows, row, status));
+}
+
+// "‹ earlier" / "newer ›" through this node's runs in the server's history, and what a pick costs there.
+function runNavigation(node, render) {
+  const line = element("div", undefined, "cachedsearch-line cachedsearch-runs");
+  const view = node.cachedsearchView;
+  const label = element("span", view ? `earlier run ${view.index} of ${view.runs.length - 1}` : "newest run");
+  const step = async (by) => {
+    try {
+      const runs = view?.runs ?? (await earlierRuns(String(node.id), node.comfyClass ?? node.type));
+      const index = (view?.index ?? 0) + by;
+      if (index < 0 || index >= runs.length) return;
+      node.cachedsearchView = index === 0 ? undefined : { runs, index, promptId: runs[index].promptId };
+      render(runs[index].output);
+    } catch (error) {
+      label.textContent = `history unavailable: ${error.message}`;
+    }
+  };
+  const earlier = element("button", "‹ earlier", "cachedsearch-earlier");
+  earlier.title = "Show an earlier run's drafts (from ComfyUI's history) to pick from them";
+  earlier.addEventListener("click", () => step(1));
+  const newer = element("button", "newer ›", "cachedsearch-newer");
+  newer.disabled = !view;
+  newer.addEventListener("click", () => step(-1));
+  line.append(earlier, newer, " ", label);
   return line;
 }
 
+// One line under a table: how to pick and what the pick costs, filled in from the server's history.
+function pickNote(node, rows) {
+  const note = element("div", "Commit re-generates a draft at full compute, Keep delivers it as drafted.",
+    "cachedsearch-line cachedsearch-pick-note cachedsearch-muted");
+  const source = pickSource(node, rows);
+  if (source) {
+    pickCost(source.promptId, source.nodeId).then(({ cached, text }) => {
+      note.dataset.cached = cached;
+      note.textContent = `Commit re-generates a draft at full compute, Keep delivers it as drafted; ${text}.`;
+    });
+  }
+  return note;
+}
+
+function verifierLine(output) {
+  const verifier = output.cachedsearch_verifier?.[0];
+  if (!verifier?.name) return undefined;
+  const direction = verifier.higher_is_better === false ? "lower is better" : "higher is better";
+  return element("div", `${verifier.name} score, ${direction}${verifier.scale ? `: ${verifier.scale}` : ""}`,
+    "cachedsearch-line cachedsearch-verifier");
+}
+
+function skippedCell(row) {
+  const cell = element("td", percent(row.skipped, row.calls));
+  if (Array.isArray(row.stages) && row.stages.length > 1) {
+    cell.textContent = row.stages.map((stage) => percent(stage.skipped, stage.calls)).join("/");
+    cell.title = row.stages.map((stage) => `${stage.stage}: ${stage.skipped} of ${stage.calls} calls skipped`).join("; ");
+  }
+  return cell;
+}
+
+function renderRanking(node, output) {
+  const given = output.cachedsearch_ranking;
+  if (!Array.isArray(given) || given.length === 0) return false;
+  const rows = candidateRows(given.map((row) => ({ ...row })), output);
+  const ranked = rows.filter((row) => !row.pruned && typeof row.score === "number").sort((a, b) => b.score - a.score);
+  const pruned = rows.filter((row) => row.pruned)
+    .sort((a, b) => (b.preview_score ?? -Infinity) - (a.preview_score ?? -Infinity));
+  // Extra per-candidate columns: VideoScore's aspects, or each verifier behind a combined score.
+  const columns = ranked[0]?.columns && typeof ranked[0].columns === "object" ? Object.keys(ranked[0].columns) : [];
+  const hasMargin = ranked.some((row) => typeof row.margin === "number");
+  const hasPreview = rows.some((row) => typeof row.preview_score === "number");
+  const hasFrames = rows.some((row) => framesOf(row).length);
+  const scores = ranked.map((row) => row.score);
+  const [low, high] = [Math.min(...scores), Math.max(...scores)];
+  const status = element("div", "", "cachedsearch-line cachedsearch-status");
+
+  const table = element("table");
+  const header = element("tr");
+  const titles = ["", "#", "seed", ...columns, "score", ...(hasMargin ? ["margin"] : []),
+    ...(hasPreview ? ["preview"] : []), "skipped", "s", "pick"];
+  for (const title of titles) header.append(element("th", title));
+  if (hasPreview) {
+    header.children[4 + columns.length + (hasMargin ? 1 : 0)].title =
+      "Preview score at the prune step: compare previews with previews, not with final scores";
+  }
+  table.append(header);
+  for (const row of [...ranked, ...pruned]) {
+    const line = element("tr", undefined, row.pruned ? "pruned" : row.winner ? "candidate winner" : "candidate");
+    line.dataset.seed = row.seed;
+    line.dataset.candidate = row.candidate;
+    if (!row.pruned) line.dataset.score = row.score;
+    const frames = framesOf(row);
+    const thumbnail = element("td");
+    if (frames.length) {
+      const player = createPlayer(frames, `${describe(row)}: click to enlarge`);
+      player.addEventListener("click", (event) => {
+        event.stopPropagation();
+        enlarge(node, rows, row, status, row.pruned ? "pruned" : `score ${row.score.toFixed(4)}`);
+      });
+      thumbnail.append(player);
+    }
+    line.append(thumbnail, element("td", `${row.winner ? "★ " : ""}${row.candidate ?? "–"}`), seedCell(row.seed));
+    for (const name of columns) {
+      const value = row.columns?.[name];
+      const cell = element("td", typeof value === "number" ? value.toFixed(3) : "-");
+      cell.dataset.column = name;
+      line.append(cell);
+    }
+    const score = element("td", row.pruned ? "pruned" : row.score.toFixed(3), "score");
+    if (!row.pruned && high > low) {
+      const bar = element("div", undefined, "bar");
+      bar.style.width = `${Math.round((100 * (row.score - low)) / (high - low))}%`;
+      score.append(bar);
+    }
+    if (row.pruned) score.title = `pruned at step ${row.prune_step ?? "?"}: no final score`;
+    line.append(score);
+    if (hasMargin) {
+      const margin = element("td", typeof row.margin === "number" ? signed(row.margin) : "-", "margin");
+      margin.title = row.winner ? "ahead of the runner-up" : "behind the winner";
+      line.append(margin);
+    }
+    if (hasPreview) {
+      line.append(element("td", typeof row.preview_score === "number" ? row.preview_score.toFixed(3) : "-", "preview"));
+    }
+    line.append(skippedCell(row), element("td", typeof row.seconds === "number" ? row.seconds.toFixed(1) : "-"));
+    const pickCell = element("td", undefined, "pick");
+    for (const action of pickActions(node, rows, row, status)) {
+      const button = element("button", action.mode === "keep" ? "keep" : "commit", action.className);
+      button.title = action.title;
+      button.addEventListener("click", (event) => {
+        event.stopPropagation();
+        action.run();
+      });
+      pickCell.append(button);
+    }
+    line.append(pickCell);
+    table.append(line);
+  }
+  const content = element("div");
+  const verifier = verifierLine(output);
+  const nav = runNavigation(node, (earlier) => renderRanking(node, earlier));
+  content.append(nav, ...(verifier ? [verifier] : []), table, pickNote(node, rows), status);
+  const rowHeight = hasFrames ? 40 : 19;
+  show(node, content, (width) => 2 * LINE_HEIGHT + 8 + 20 + rowHeight * rows.length +
+    (verifier ? (LINE_HEIGHT * wrappedLines(verifier.textContent, width) + 4) : 0) +
+    LINE_HEIGHT * wrappedLines("Commit re-generates a draft at full compute, Keep delivers it as drafted; a pick here " +
+      "drafts this search again (same seeds, same drafts), then commits.", width) + 4);
+  return true;
+}
+
+function costLine(output) {
+  const cost = output.cachedsearch_cost?.[0];
+  if (!cost || typeof cost.calls_ratio !== "number") return "";
+  const seconds = typeof cost.seconds_ratio === "number" ? `, ${Math.round(100 * cost.seconds_ratio)}% of its time` : "";
+  const calls = typeof cost.search_calls === "number" && typeof cost.full_calls === "number"
+    ? ` (${cost.search_calls} of ${cost.full_calls})` : "";
+  return `; search cost ${Math.round(100 * cost.calls_ratio)}% of full best-of-N's transformer calls${calls}${seconds}` +
+    `${cost.note ? ` (${cost.note})` : ""}`;
+}
+
+function expertShares(rows) {
+  const stages = new Map();
+  for (const row of rows) {
+    for (const stage of Array.isArray(row.stages) ? row.stages : []) {
+      const total = stages.get(stage.stage) ?? { skipped: 0, calls: 0 };
+      stages.set(stage.stage, { skipped: total.skipped + stage.skipped, calls: total.calls + stage.calls });
+    }
+  }
+  return stages.size > 1
+    ? ` (${[...stages].map(([name, total]) => `${name} ${percent(total.skipped, total.calls)}`).join(", ")})` : "";
+}
+
 function renderDrafts(node, output) {
-  const rows = output.cachedsearch_drafts;
-  if (!Array.isArray(rows) || rows.length === 0) return false;
-  const skipped = rows.reduce((sum, row) => sum + row.skipped, 0);
-  const calls = rows.reduce((sum, row) => sum + row.calls, 0);
-  const meanSeconds = rows.reduce((sum, row) => sum + row.seconds, 0) / rows.length;
+  const given = output.cachedsearch_drafts;
+  if (!Array.isArray(given) || given.length === 0) return false;
+  const rows = candidateRows(given.map((row) => ({ ...row })), output);
+  const finished = rows.filter((row) => !row.pruned);
+  const pruned = rows.filter((row) => row.pruned);
+  const skipped = finished.reduce((sum, row) => sum + row.skipped, 0);
+  const calls = finished.reduce((sum, row) => sum + row.calls, 0);
+  const meanSeconds = finished.reduce((sum, row) => sum + row.seconds, 0) / Math.max(1, finished.length);
   const saving = skipped > 0 && calls > skipped
-    ? `${percent(skipped, calls)} of transformer calls skipped (~${(calls / (calls - skipped)).toFixed(2)}x fewer)`
+    ? `${percent(skipped, calls)} of transformer calls skipped${expertShares(finished)} (~${(calls / (calls - skipped)).toFixed(2)}x fewer)`
     : "no transformer calls skipped";
-  const pruned = prunedRows(output);
   const drafts = pruned.length
-    ? `${rows.length} of ${rows.length + pruned.length} drafts kept at step ${pruned[0].prune_step} by preview score`
-    : `${rows.length} drafts`;
+    ? `${finished.length} of ${rows.length} drafts kept at step ${pruned[0].prune_step} by preview score`
+    : `${finished.length} drafts`;
   const budget = budgetLine(output.cachedsearch_budget?.[0]);
-  showSummary(node, `${drafts}, ${saving}, mean ${meanSeconds.toFixed(2)} s per draft${budget}`);
+  const text = `${drafts}, ${saving}, mean ${meanSeconds.toFixed(2)} s per draft${costLine(output)}${budget}`;
+  const content = element("div");
+  const summary = element("div", text, "cachedsearch-summary");
+  content.append(summary);
+  const watchable = rows.filter((row) => framesOf(row).length);
+  if (watchable.length) {
+    const status = element("div", "", "cachedsearch-line cachedsearch-status");
+    const strip = element("div", undefined, "cachedsearch-strip");
+    for (const row of watchable) {
+      const figure = element("figure");
+      const player = createPlayer(framesOf(row), `${describe(row)}${row.pruned ? ", pruned" : ""}: click to enlarge`);
+      player.addEventListener("click", () => enlarge(node, rows, row, status, row.pruned ? "pruned" : "draft"));
+      figure.append(player, element("figcaption", `${row.candidate}${row.pruned ? " ✂" : ""}`));
+      strip.append(figure);
+    }
+    content.append(strip, status);
+  }
+  show(node, content, (width) => {
+    const perLine = Math.max(1, Math.floor(width / 67));
+    const stripHeight = watchable.length ? Math.ceil(watchable.length / perLine) * 55 + LINE_HEIGHT + 4 : 0;
+    return 8 + LINE_HEIGHT * wrappedLines(text, width) + stripHeight;
+  });
   return true;
 }
 
@@ -218,45 +452,81 @@ function budgetLine(budget, measuredCommit) {
   return line;
 }
 
+function chooserLine(delivery) {
+  const choice = delivery.verifier_choice;
+  if (delivery.picked_by === "you") {
+    const preferred = choice ? `; the verifier preferred candidate ${choice.candidate} (seed ${choice.seed})` : "";
+    return `picked by you: candidate ${delivery.candidate} (seed ${delivery.seed})${preferred}`;
+  }
+  return delivery.picked_by === "verifier" ? "picked by the verifier" : "";
+}
+
 function renderDelivery(node, output) {
   const delivery = output.cachedsearch_delivery?.[0];
   if (!delivery) return false;
   const cost = typeof delivery.relative_cost === "number"
-    ? `search cost ${(100 * delivery.relative_cost).toFixed(1)}% of full best-of-${delivery.num_candidates}`
+    ? `search cost ${(100 * delivery.relative_cost).toFixed(1)}% of full best-of-${delivery.num_candidates} in time`
     : "no commit: drafts only";
   const budget = budgetLine(delivery.budget, delivery.budget?.measured_commit);
-  showSummary(node, `delivered seed ${delivery.seed} (candidate ${delivery.candidate}, ${delivery.mode}); ${cost}${budget}`);
+  const chooser = chooserLine(delivery);
+  const text = `delivered seed ${delivery.seed} (candidate ${delivery.candidate}, ${delivery.mode})` +
+    `${chooser ? `; ${chooser}` : ""}; ${cost}${budget}`;
+  const content = element("div");
+  content.append(element("div", text, "cachedsearch-summary"));
+  const frames = framesOf(delivery);
+  if (frames.length) {
+    const player = createPlayer(frames, "the delivered video: click to enlarge");
+    player.classList.add("cachedsearch-delivered");
+    player.addEventListener("click", () => showLarge(frames, `delivered: ${text}`));
+    content.append(player);
+  }
+  show(node, content, (width) => 8 + LINE_HEIGHT * wrappedLines(text, width) + (frames.length ? 40 : 0));
   return true;
 }
 
-function showSummary(node, text) {
-  const line = cell("div", text);
-  line.className = "cachedsearch-summary";
-  show(node, line, (width, element) => summaryHeight(text, width, element));
+// While a Recommit waits for the artist, its panel says so above its last result and offers the verifier's
+// choice; the drafts' own Commit/Keep buttons answer the wait too.
+function showWaiting(node) {
+  const wait = [...waiting.values()].find((entry) => entry.node === String(node.id));
+  const panel = node.widgets?.find((w) => w.name === PANEL)?.element;
+  panel?.querySelector(".cachedsearch-wait")?.remove();
+  if (!wait) {
+    if (panel) fitNode(node);
+    return;
+  }
+  const content = panel?.firstElementChild ?? element("div");
+  const banner = element("div", undefined, "cachedsearch-line cachedsearch-wait");
+  const preselected = wait.preselected ? `the verifier's choice is candidate ${wait.preselected}` : "no verifier choice";
+  banner.append(`Waiting for your pick among ${wait.candidates} drafts (${preselected}): press Commit or Keep on a ` +
+    "draft, or Cancel to stop. ");
+  if (wait.preselected) {
+    const deliver = element("button", `commit candidate ${wait.preselected}`, "cachedsearch-wait-commit");
+    deliver.addEventListener("click", () => queuePick({ promptId: wait.prompt_id, nodeId: String(node.id),
+      among: wait.candidates }, wait.preselected, "commit").catch((error) => banner.append(` ${error.message}`)));
+    banner.append(deliver);
+  }
+  content.prepend(banner);
+  if (!panel) show(node, content, () => 3 * LINE_HEIGHT);
+  else fitNode(node, panel);
 }
 
-function render(node, output) {
+function render(node, output, promptId) {
   const renderer = RENDERERS[node.comfyClass ?? node.type];
   if (!renderer || !output || typeof output !== "object") return;
   try {
-    if (renderer(node, output)) node.properties[STORED] = output;
+    if (promptId !== undefined) {
+      node.cachedsearchView = undefined;
+      node.properties[STORED_PROMPT] = promptId;
+    }
+    if (renderer(node, output) && !node.cachedsearchView) node.properties[STORED] = output;
+    if (renderer === renderDelivery) showWaiting(node);
   } catch (error) {
     console.warn("CachedSearch: could not show this node's results", error);
   }
 }
 
-// Canonical form of a node and everything upstream of it in an API prompt: equal forms mean ComfyUI reuses
-// one cached result for both.
-function upstreamForm(prompt, id, memo) {
-  if (memo.has(id)) return memo.get(id);
-  const node = prompt[id];
-  const inputs = Object.keys(node?.inputs ?? {}).sort().map((name) => {
-    const value = node.inputs[name];
-    return [name, Array.isArray(value) ? [upstreamForm(prompt, String(value[0]), memo), value[1]] : value];
-  });
-  const form = JSON.stringify([node?.class_type, inputs]);
-  memo.set(id, form);
-  return form;
+function graphNode(id) {
+  return app.graph?.getNodeById?.(Number(id)) ?? app.graph?.getNodeById?.(id);
 }
 
 async function historyEntry(promptId) {
@@ -272,8 +542,7 @@ async function historyEntry(promptId) {
 // (ComfyUI 0.33 resends results of has_intermediate_output nodes; 0.3.75 does not): show the newest result the
 // history holds for the same node on the same inputs, as if the node had run.
 async function showReusedResults(promptId, nodeIds) {
-  const nodes = [...nodeIds].map((id) => app.graph.getNodeById(Number(id)) ?? app.graph.getNodeById(id))
-    .filter((node) => node && RENDERERS[node.comfyClass ?? node.type]);
+  const nodes = [...nodeIds].map(graphNode).filter((node) => node && RENDERERS[node.comfyClass ?? node.type]);
   if (nodes.length === 0) return;
   const current = (await historyEntry(promptId))?.prompt?.[2];
   if (!current) return;
@@ -281,7 +550,7 @@ async function showReusedResults(promptId, nodeIds) {
   for (const node of nodes) {
     const id = String(node.id);
     if (!current[id]) continue;
-    const wanted = upstreamForm(current, id, new Map());
+    const wanted = upstreamForm(current, id);
     for (const [otherId, entry] of history) {
       const prompt = entry.prompt?.[2];
       if (otherId === promptId || !prompt) continue;
@@ -289,7 +558,7 @@ async function showReusedResults(promptId, nodeIds) {
       const match = Object.keys(entry.outputs ?? {}).find((key) => prompt[key]?.class_type === current[id].class_type &&
         upstreamForm(prompt, key, memo) === wanted);
       if (match) {
-        render(node, entry.outputs[match]);
+        render(node, entry.outputs[match], promptId);
         break;
       }
     }
@@ -301,7 +570,15 @@ api.addEventListener("execution_cached", ({ detail }) => {
   if (detail?.prompt_id) reusedByPrompt.set(detail.prompt_id, new Set((detail.nodes ?? []).map(String)));
 });
 api.addEventListener("executed", ({ detail }) => {
-  reusedByPrompt.get(detail?.prompt_id)?.delete(String(detail.display_node ?? detail.node));
+  const id = String(detail?.display_node ?? detail?.node);
+  reusedByPrompt.get(detail?.prompt_id)?.delete(id);
+  // The run a node's panel shows, for its pick buttons (the frontend's onExecuted does not pass it).
+  const node = graphNode(id);
+  if (node && RENDERERS[node.comfyClass ?? node.type] && detail?.prompt_id) {
+    node.properties[STORED_PROMPT] = detail.prompt_id;
+    node.cachedsearchView = undefined;
+    if (detail.output) render(node, detail.output, detail.prompt_id);
+  }
 });
 api.addEventListener("execution_success", ({ detail }) => {
   const reused = reusedByPrompt.get(detail?.prompt_id);
@@ -311,9 +588,24 @@ api.addEventListener("execution_success", ({ detail }) => {
 });
 api.addEventListener("execution_error", ({ detail }) => reusedByPrompt.delete(detail?.prompt_id));
 api.addEventListener("execution_interrupted", ({ detail }) => reusedByPrompt.delete(detail?.prompt_id));
+onWaitingChanged(() => {
+  for (const node of app.graph?.nodes ?? []) {
+    if ((node.comfyClass ?? node.type) === "CachedSearchRecommit") showWaiting(node);
+  }
+  // the drafts' pick notes say whether a pick answers a wait or queues a run
+  for (const node of app.graph?.nodes ?? []) {
+    const stored = node.properties?.[STORED];
+    if (stored && RENDERERS[node.comfyClass ?? node.type] !== renderDelivery && !node.cachedsearchView) {
+      RENDERERS[node.comfyClass ?? node.type](node, stored);
+    }
+  }
+});
 
 app.registerExtension({
   name: "cachedsearch.results",
+  async setup() {
+    await loadWaiting();
+  },
   async beforeRegisterNodeDef(nodeType, nodeData) {
     if (!(nodeData.name in RENDERERS)) return;
     ensureStyle();
@@ -331,7 +623,10 @@ app.registerExtension({
     const clone = nodeType.prototype.clone;
     nodeType.prototype.clone = function () {
       const copy = clone.apply(this, arguments);
-      if (copy?.properties) delete copy.properties[STORED]; // a copy has not run yet
+      if (copy?.properties) {
+        delete copy.properties[STORED]; // a copy has not run yet
+        delete copy.properties[STORED_PROMPT];
+      }
       return copy;
     };
   },
