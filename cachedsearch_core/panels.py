@@ -140,11 +140,18 @@ class CallsCost:
         return self.num_candidates * self.rollout_calls
 
     @property
-    def calls_ratio(self) -> float:
-        return self.search_calls / self.full_calls
+    def counted(self) -> bool:
+        """Calls are counted by the step cache; a model without one reports none."""
+        return self.rollout_calls > 0
 
     @property
-    def calls_ratio_with_commit(self) -> float:
+    def calls_ratio(self) -> float | None:
+        return self.search_calls / self.full_calls if self.counted else None
+
+    @property
+    def calls_ratio_with_commit(self) -> float | None:
+        if not self.counted:
+            return None
         commit = self.rollout_calls if self.commit_calls is None else self.commit_calls
         return (self.search_calls + commit) / self.full_calls
 
@@ -163,6 +170,9 @@ class CallsCost:
     def line(self, with_seconds: bool = True) -> str:
         """The cost in one line, with the context that makes calls and seconds comparable; the seconds' ratios
         (once a commit measured a full rollout) unless ``with_seconds`` is False."""
+        if not self.counted:
+            return ("transformer calls: not counted (no CachedSearch cache on this model, so the drafts cost as much "
+                    "as full rollouts)")
         commit = self.rollout_calls if self.commit_calls is None else self.commit_calls
         text = (f"transformer calls: the drafts computed {self.search_calls} of the {self.full_calls} that full "
                 f"best-of-{self.num_candidates} computes ({100 * self.calls_ratio:.1f} %); with the commit "

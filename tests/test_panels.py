@@ -96,6 +96,10 @@ def test_calls_cost_counts_against_full_best_of_n_and_adds_seconds_once_a_commit
     assert "in seconds 50.0 %, with the commit 62.5 %" in measured.line()
     assert "in seconds" not in measured.line(with_seconds=False)
     assert measured.as_dict()["calls_ratio"] == 412 / 800
+    # A model without the step cache counts no calls: no ratio, and the line says why.
+    uncounted = CallsCost(2, 0, 0, 3.0)
+    assert uncounted.calls_ratio is None and uncounted.as_dict()["calls_ratio_with_commit"] is None
+    assert "not counted (no CachedSearch cache on this model" in uncounted.line()
 
 
 @pytest.mark.parametrize("name, words", [("ImageReward", "standardised"), ("ClipScore", "cosine"),

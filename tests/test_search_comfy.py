@@ -240,6 +240,7 @@ def test_model_without_cache_is_allowed_and_the_report_says_so(engine, families)
     model, positive, negative, _ = families["wan"]
     drafts, candidates, report = search(engine, model, positive, negative, empty_latent(engine), n=2)
     assert "no cache on this model: drafts cost as much as full rollouts" in report
+    assert "transformer calls: not counted (no CachedSearch cache on this model" in report
     assert all(d.calls_skipped == 0 for d in candidates.drafts)
 
 
