@@ -31,7 +31,7 @@ from ..cachedsearch_core.calibration import (
     setup_key,
 )
 from ..cachedsearch_core.image_reward import mean_frame_score
-from .cache_patch import attach_step_cache, detach_step_cache
+from .cache_patch import attach_step_cache
 from .search import CandidateState, KSamplerStage, SearchProgress, StagedRecipe, progress_text_sender, run_stage
 from .search_nodes import _check_latent
 from .ui_results import SHOW_RESULTS_WHEN_CACHED

@@ -4,7 +4,6 @@ Apply Cache's line; on the pinned frontend in classic mode Cancel stops a calibr
 Screenshots: test-artifacts/calibrate_*.png."""
 
 import json
-import pathlib
 import subprocess
 
 import pytest
