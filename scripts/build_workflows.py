@@ -311,8 +311,8 @@ def wan22_a14b_t2v_4step() -> dict:
     return {"api": api, "columns": {key: column for key, (_, _, column) in nodes.items()},
             "note": FOUR_STEP_NOTE.format(models=models), "bypassed": (),
             "titles": {"search": "N = 16 drafts (4 steps, no cache)",
-                       "recommit": "Recommit winner (free: its draft skipped nothing)",
-                       "pruning": "Prune at the expert switch (optional: connect to the sampler's pruning)"}}
+                       "recommit": "Recommit winner (free commit)",
+                       "pruning": "Prune at the expert switch (optional)"}}
 
 
 def hunyuan15_t2v() -> dict:
