@@ -8,6 +8,9 @@ finished draft (its rollout stopped at the prune step), but its seed is known, s
 from __future__ import annotations
 
 import dataclasses
+
+from .search import COMMIT_FREE_DELIVERY
+
 VERIFIERS_CHOICE = 0  # the `pick` that leaves the choice to the verifier's ranking
 MODES = ("commit", "keep")
 DELIVERED_BY = {"commit": "recommit at full compute", "keep": "the cached draft as-is (keep)"}
@@ -85,9 +88,10 @@ class Pick:
     mode: str
     verifier_choice: tuple[int, int] | None  # (candidate, seed) the verifier preferred; None without a ranking
 
-    def report_line(self) -> str:
-        """The report's line saying what was delivered and who chose it."""
-        delivered = DELIVERED_BY[self.mode]
+    def report_line(self, commit_free: bool = False) -> str:
+        """The report's line saying what was delivered and who chose it; ``commit_free``: the delivered draft
+        computed every call and was delivered without sampling again."""
+        delivered = COMMIT_FREE_DELIVERY if commit_free and self.mode == "commit" else DELIVERED_BY[self.mode]
         if self.picked_by == "verifier":
             return f"{WINNER_LINE_PREFIX}candidate {self.candidate}, seed {self.seed}, delivered by {delivered}"
         if self.verifier_choice is None:
@@ -132,11 +136,11 @@ def resolve_pick(choices: PickChoices, pick: int, mode: str, verifier_winner: in
                 verifier_choice)
 
 
-def with_pick_line(report: str, pick: Pick) -> str:
+def with_pick_line(report: str, pick: Pick, commit_free: bool = False) -> str:
     """The search report with its winner line replaced by the pick's line (appended when it has none: no
     ranking)."""
     lines = report.splitlines()
-    line = pick.report_line()
+    line = pick.report_line(commit_free)
     for index, existing in enumerate(lines):
         if existing.startswith(WINNER_LINE_PREFIX):
             lines[index] = line

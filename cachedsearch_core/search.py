@@ -11,6 +11,8 @@ from .step_cache import INACTIVE_PREFIX
 
 MAX_CANDIDATES = 64
 MAX_SEED = 0xFFFF_FFFF_FFFF_FFFF  # ComfyUI's seed range
+# How the report says a commit was free: the delivered draft computed every call, so it is the full result.
+COMMIT_FREE_DELIVERY = "its draft, which computed every call (commit free)"
 
 
 def candidate_seeds(seed: int, num_candidates: int) -> list[int]:
@@ -196,7 +198,7 @@ def search_report(
     if winner is not None:
         delivered = "the cached draft as-is (keep)" if mode == "keep" else "recommit at full compute"
         if commit_free:
-            delivered = "its draft, which computed every call (commit free)"
+            delivered = COMMIT_FREE_DELIVERY
         lines.append(f"winner: candidate {numbers[winner]}, seed {drafts[winner].seed}, delivered by {delivered}")
     full_seconds = full_rollout_seconds(drafts)
     if commit_free and full_seconds:

@@ -395,7 +395,8 @@ class Recommit(io.ComfyNode):
         else:
             delivered, commit_seconds = commit_pick(candidates, picked, model, on_computed_call=commit_calls)
         measured_calls = commit_calls.calls if commit_seconds is not None else None
-        report = with_pick_line(candidates.report(ranking, mode, commit_seconds, measured_calls), picked)
+        report = with_pick_line(candidates.report(ranking, mode, commit_seconds, measured_calls), picked,
+                                commit_free=commit_seconds == 0.0)
         delivery = picked.delivery_fields(len(choices)) | {
             "num_candidates": len(choices), "commit_seconds": commit_seconds,
             "relative_cost": candidates.relative_cost(commit_seconds)}

@@ -67,3 +67,13 @@ def test_a_pick_among_the_same_width_passes_and_preselection_follows_the_verifie
 def test_choices_must_name_their_candidates():
     with pytest.raises(ValueError, match="finished"):
         PickChoices((1, 2), (2,))
+
+
+def test_a_free_commit_says_so_on_the_pick_line_and_keep_never_does():
+    mine = resolve_pick(FULL, 3, "commit", verifier_winner=1)
+    assert mine.report_line(commit_free=True).endswith(
+        "delivered by its draft, which computed every call (commit free)")
+    report = "CachedSearch: 3 candidate(s)\nwinner: candidate 2, seed 41, delivered by x"
+    assert with_pick_line(report, mine, commit_free=True).splitlines()[1] == mine.report_line(commit_free=True)
+    kept = resolve_pick(FULL, 3, "keep", verifier_winner=1)
+    assert kept.report_line(commit_free=True) == kept.report_line()
