@@ -101,7 +101,7 @@ def tiny_shipped(name: str, object_info: dict) -> dict:
     gui = json.loads((REPO_ROOT / "workflows" / f"{name}.json").read_text())
     api = gui_to_api(gui, object_info)
     if name == "cachedsearch_hunyuan15_t2v":
-        from tests.test_workflow_hunyuan15 import tiny_variant  # its text encoders and VAE need their own stand-ins
+        from test_workflow_hunyuan15 import tiny_variant  # its text encoders and VAE need their own stand-ins
 
         tiny = tiny_variant(api)
     else:
