@@ -3,6 +3,7 @@ Recommit delivers it without sampling again, bit-exact to the stock graph (in pr
 
 import pytest
 import torch
+from conftest import InProcessComfy
 
 from scripts.tiny_models import WAN21_VAE_FILE, WAN22_A14B_FILES, WAN22_A14B_LORA_FILES
 
@@ -18,21 +19,6 @@ CACHES_THAT_SKIP_NOTHING = {
     "no cache": None,
 }
 FOUR_STEP = dict(steps=4, split_step=2, cfg=1.0)
-
-
-def counting_transformer_calls(model):
-    """A clone of ``model`` whose transformer calls are counted (its wrapper sits outside any cache added later)."""
-    import comfy.patcher_extension
-
-    calls = []
-
-    def count(executor, *args, **kwargs):
-        calls.append(1)
-        return executor(*args, **kwargs)
-
-    counting = model.clone()
-    counting.add_wrapper_with_key(comfy.patcher_extension.WrappersMP.DIFFUSION_MODEL, "test_count_calls", count)
-    return counting, calls
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +52,7 @@ def recommit(engine, candidates, scores, **inputs):
 
 @pytest.mark.parametrize("cache", list(CACHES_THAT_SKIP_NOTHING))
 def test_a_draft_that_skipped_nothing_is_delivered_without_sampling_again(engine, wan, cache):
-    counted, calls = counting_transformer_calls(wan[0])
+    counted, calls = InProcessComfy.counting_transformer_calls(wan[0])
     drafts, candidates, _ = search(engine, with_cache(engine, counted, CACHES_THAT_SKIP_NOTHING[cache]), wan)
     assert all(draft.calls_skipped == 0 for draft in candidates.drafts)
     calls.clear()
@@ -89,7 +75,7 @@ def test_a_draft_that_skipped_nothing_is_delivered_without_sampling_again(engine
 def test_a_single_skipped_call_means_a_real_commit(engine, wan):
     # cfg 1 runs the positive branch only: one call per step; steps 0-1 warm up, 3-5 cool down, step 2 is skipped.
     one_skip = dict(mode="adaptive", tau=100.0, warmup_steps=2, cooldown_steps=3, static_interval=2)
-    counted, calls = counting_transformer_calls(wan[0])
+    counted, calls = InProcessComfy.counting_transformer_calls(wan[0])
     drafts, candidates, _ = search(engine, with_cache(engine, counted, one_skip), wan, cfg=1.0)
     assert [(draft.calls_computed, draft.calls_skipped) for draft in candidates.drafts] == [(STEPS - 1, 1)] * 3
     calls.clear()
@@ -104,7 +90,7 @@ def test_a_single_skipped_call_means_a_real_commit(engine, wan):
 def test_a_model_connected_to_recommit_is_sampled_unless_it_is_the_drafts_own(engine, wan):
     cached = with_cache(engine, wan[0], CACHES_THAT_SKIP_NOTHING["cache off"])
     _, candidates, _ = search(engine, cached, wan, n=2)
-    other, calls = counting_transformer_calls(wan[0])
+    other, calls = InProcessComfy.counting_transformer_calls(wan[0])
     delivered, _, report = recommit(engine, candidates, "1 0", model=other).result
     assert len(calls) == STEPS and FREE not in report
     assert torch.equal(delivered["samples"], stock(engine, wan, SEED))
@@ -127,7 +113,7 @@ def test_the_four_step_path_commits_free_unless_pruning_split_a_stage(engine, wa
     _, positive, negative, _ = wan
     latent = engine.one("EmptyHunyuanLatentVideo", width=32, height=32, length=9, batch_size=1)
     high, low = four_step_experts(engine)
-    counted_high, calls = counting_transformer_calls(high)
+    counted_high, calls = InProcessComfy.counting_transformer_calls(high)
     pruning = None
     if prune_step is not None:
         verifier = engine.one("CachedSearchLoadImageReward", ckpt_name="ImageReward.pt", dtype="fp32")
