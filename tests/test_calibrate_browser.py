@@ -1,6 +1,7 @@
 """CachedSearch Calibrate's panel in headless Chromium against the real server, on the frontend matrix (the pinned
 frontend and the newest, Nodes 2.0 off and on): a stored calibration shows on load, a live one fills the table and
-Apply Cache's line; on the pinned frontend in classic mode Cancel stops a calibration and the next one completes.
+Apply Cache's line, and so does the same graph queued again with every result reused; on the pinned frontend in
+classic mode Cancel stops a calibration and the next one completes.
 Screenshots: test-artifacts/calibrate_*.png."""
 
 import json
@@ -78,6 +79,10 @@ def check_calibrate(server, tmp_path, frontend: str, vue_nodes: bool, cancel: bo
     assert [row["tau"] for row in seen["live"]] == [0.1, 0.5]
     assert sum(row["recommended"] for row in seen["live"]) <= 1
     assert any(text.startswith("calibrated for this setup: tau") for text in seen["livePanels"])
+    # queued again unchanged from a fresh load: every result is reused, and both panels show it again
+    assert seen["requeuedOutcome"] == "success"
+    assert [row["tau"] for row in seen["requeued"]] == [0.1, 0.5]
+    assert any(text.startswith("calibrated for this setup: tau") for text in seen["requeuedPanels"])
     return seen
 
 

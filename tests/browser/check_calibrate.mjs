@@ -9,7 +9,7 @@ import { chromium } from "playwright-core";
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
 const result = { frontend: null, vueNodes: null, extensionErrors: [], stored: [], live: [], applyCache: [], clipped: [],
-  cancelled: null, afterCancel: [] };
+  cancelled: null, afterCancel: [], requeued: [] };
 
 const context = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), "cachedsearch-chromium-")), {
   executablePath: "/usr/bin/chromium",
@@ -93,6 +93,16 @@ try {
   result.livePanels = await panelTexts();
   result.clipped.push(...(await clipped()));
   await page.screenshot({ path: config.screenshot });
+
+  // The same graph queued again from a fresh load: ComfyUI reuses every cached result and sends our nodes no
+  // "executed", yet both panels show the calibration again.
+  await loadWorkflow(config.live_workflow);
+  result.requeuedOutcome = await queueCalibration(config.seed, 0);
+  await page.waitForFunction(() => [...document.querySelectorAll(".cachedsearch-calibration")]
+    .some((panel) => panel.textContent.startsWith("calibrated for this setup")), null, { timeout: 30000 }).catch(() => {});
+  await page.waitForTimeout(500);
+  result.requeued = await tableRows();
+  result.requeuedPanels = await panelTexts();
 
   if (config.cancel) {
     // Cancel a calibration a third in, then run the same one to the end.

@@ -2,6 +2,7 @@
 // Apply Cache, the calibration remembered for its setup. Data comes from the nodes' UI payloads and is kept in
 // node.properties so it survives a page reload with the saved workflow.
 import { app } from "../../../scripts/app.js";
+import { showWhenReused } from "./cachedsearch_reused.js";
 
 const PANEL = "cachedsearch_calibration";
 const STORED = "cachedsearch_calibration_output";
@@ -113,6 +114,8 @@ function render(node, output) {
     console.warn("CachedSearch: could not show the calibration", error);
   }
 }
+
+for (const classType of Object.keys(RENDERERS)) showWhenReused(classType, render);
 
 app.registerExtension({
   name: "cachedsearch.calibrate",

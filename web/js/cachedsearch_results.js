@@ -5,7 +5,8 @@
 import { app } from "../../../scripts/app.js";
 import { api } from "../../../scripts/api.js";
 import { createPlayer, ensurePlayerStyle, showLarge } from "./cachedsearch_player.js";
-import { earlierRuns, loadWaiting, onWaitingChanged, pickCost, queuePick, upstreamForm, waiting } from "./cachedsearch_pick.js";
+import { earlierRuns, loadWaiting, onWaitingChanged, pickCost, queuePick, waiting } from "./cachedsearch_pick.js";
+import { graphNode, showWhenReused } from "./cachedsearch_reused.js";
 
 const PANEL = "cachedsearch_results";
 const FONT = "11px sans-serif";
@@ -525,69 +526,16 @@ function render(node, output, promptId) {
   }
 }
 
-function graphNode(id) {
-  return app.graph?.getNodeById?.(Number(id)) ?? app.graph?.getNodeById?.(id);
-}
-
-async function historyEntry(promptId) {
-  for (let attempt = 0; attempt < 20; attempt += 1) {
-    const entry = (await (await api.fetchApi(`/history/${promptId}`)).json())[promptId];
-    if (entry) return entry;
-    await new Promise((resolve) => setTimeout(resolve, 150)); // the entry is stored just after success
-  }
-  return undefined;
-}
-
-// A re-queued unchanged graph reuses our nodes' cached results and the server sends them no "executed"
-// (ComfyUI 0.33 resends results of has_intermediate_output nodes; 0.3.75 does not): show the newest result the
-// history holds for the same node on the same inputs, as if the node had run.
-async function showReusedResults(promptId, nodeIds) {
-  const nodes = [...nodeIds].map(graphNode).filter((node) => node && RENDERERS[node.comfyClass ?? node.type]);
-  if (nodes.length === 0) return;
-  const current = (await historyEntry(promptId))?.prompt?.[2];
-  if (!current) return;
-  const history = Object.entries(await (await api.fetchApi("/history?max_items=64")).json()).reverse();
-  for (const node of nodes) {
-    const id = String(node.id);
-    if (!current[id]) continue;
-    const wanted = upstreamForm(current, id);
-    for (const [otherId, entry] of history) {
-      const prompt = entry.prompt?.[2];
-      if (otherId === promptId || !prompt) continue;
-      const memo = new Map();
-      const match = Object.keys(entry.outputs ?? {}).find((key) => prompt[key]?.class_type === current[id].class_type &&
-        upstreamForm(prompt, key, memo) === wanted);
-      if (match) {
-        render(node, entry.outputs[match], promptId);
-        break;
-      }
-    }
-  }
-}
-
-const reusedByPrompt = new Map();
-api.addEventListener("execution_cached", ({ detail }) => {
-  if (detail?.prompt_id) reusedByPrompt.set(detail.prompt_id, new Set((detail.nodes ?? []).map(String)));
-});
 api.addEventListener("executed", ({ detail }) => {
-  const id = String(detail?.display_node ?? detail?.node);
-  reusedByPrompt.get(detail?.prompt_id)?.delete(id);
   // The run a node's panel shows, for its pick buttons (the frontend's onExecuted does not pass it).
-  const node = graphNode(id);
+  const node = graphNode(String(detail?.display_node ?? detail?.node));
   if (node && RENDERERS[node.comfyClass ?? node.type] && detail?.prompt_id) {
     node.properties[STORED_PROMPT] = detail.prompt_id;
     node.cachedsearchView = undefined;
     if (detail.output) render(node, detail.output, detail.prompt_id);
   }
 });
-api.addEventListener("execution_success", ({ detail }) => {
-  const reused = reusedByPrompt.get(detail?.prompt_id);
-  reusedByPrompt.delete(detail?.prompt_id);
-  if (reused?.size) showReusedResults(detail.prompt_id, reused).catch((error) =>
-    console.warn("CachedSearch: could not show reused results", error));
-});
-api.addEventListener("execution_error", ({ detail }) => reusedByPrompt.delete(detail?.prompt_id));
-api.addEventListener("execution_interrupted", ({ detail }) => reusedByPrompt.delete(detail?.prompt_id));
+for (const classType of Object.keys(RENDERERS)) showWhenReused(classType, render);
 onWaitingChanged(() => {
   for (const node of app.graph?.nodes ?? []) {
     if ((node.comfyClass ?? node.type) === "CachedSearchRecommit") showWaiting(node);
