@@ -35,6 +35,7 @@ from .search import KSamplerStage, SearchCandidates, StagedRecipe, progress_text
 from .search_nodes import SearchSampler, _check_latent, _search_output
 
 NODE_ID = "CachedSearchDistributedSampler"
+SINGLE_MACHINE_INPUTS = ("pruning", "budget")
 COLLECTOR_CLASS = "DistributedCollector"
 SETUP_INPUT = "cachedsearch_distributed"  # added to the sampler's prompt entry by the on-prompt handler
 MASTER = "master"
@@ -333,7 +334,9 @@ class DistributedSearchSampler(io.ComfyNode):
             "answering, so ranking and delivered video equal a single-machine search. Without workers it "
             "searches alone.",
             inputs=[
-                *base.inputs,
+                # Pruning and budgets decide from all drafts at once, which a search split across machines does
+                # not have until its workers finish; they stay on the single-machine sampler.
+                *(entry for entry in base.inputs if entry.id not in SINGLE_MACHINE_INPUTS),
                 io.Float.Input("worker_timeout", default=60.0, min=1.0, max=3600.0, step=1.0,
                                tooltip="Seconds without a heartbeat or draft after which the master stops waiting "
                                "for a worker and drafts its remaining seeds itself. Workers send a heartbeat "
