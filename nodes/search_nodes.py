@@ -269,6 +269,7 @@ class SearchSamplerExperts(io.ComfyNode):
             ],
             outputs=_search_outputs(),
             hidden=[io.Hidden.unique_id],
+            **SHOW_RESULTS_WHEN_CACHED,
         )
 
     @classmethod

@@ -352,6 +352,7 @@ class ScoreVideos(io.ComfyNode):
                 RankingType.Output(display_name="ranking", tooltip="Scores and winner for Recommit or Combine Scores."),
                 io.String.Output(display_name="scores", tooltip="One line per candidate: seed, score and aspects."),
             ],
+            **SHOW_RESULTS_WHEN_CACHED,
         )
 
     @classmethod
@@ -397,6 +398,7 @@ class CombineScores(io.ComfyNode):
                 RankingType.Output(display_name="ranking", tooltip="The combined ranking, for Recommit."),
                 io.String.Output(display_name="scores", tooltip="One line per candidate: combined and each verifier."),
             ],
+            **SHOW_RESULTS_WHEN_CACHED,
         )
 
     @classmethod

@@ -2,6 +2,12 @@
 node's function does not take fails with a TypeError the moment an artist connects it."""
 
 import inspect
+import pathlib
+import re
+
+import pytest
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def schema_inputs(node_class) -> set[str]:
@@ -29,3 +35,27 @@ def test_every_schema_input_is_accepted_by_the_node(engine):
         if accepted is not None and (missing := sorted(schema_inputs(node_class) - accepted)):
             refused[node_id] = missing
     assert refused == {}
+
+
+def panel_nodes() -> set[str]:
+    """The node classes web/js draws a results panel on (the keys of each script's RENDERERS table)."""
+    found = set()
+    for script in (REPO_ROOT / "web" / "js").glob("*.js"):
+        table = re.search(r"const RENDERERS = \{(.*?)\};", script.read_text(), re.S)
+        if table:
+            found |= set(re.findall(r"(CachedSearch\w+):", table.group(1)))
+    return found
+
+
+def test_every_node_with_a_panel_has_its_results_resent_when_reused(engine):
+    """A re-queued graph reuses cached results without sending "executed"; ComfyUI 0.33 resends the results of
+    nodes flagged has_intermediate_output (0.3.75 has no such flag; web/js/cachedsearch_reused.js reads the
+    history there)."""
+    panels = panel_nodes()
+    assert {"CachedSearchVerifier", "CachedSearchRecommit", "CachedSearchCalibrate"} <= panels
+    schemas = {node_id: engine.nodes[node_id].GET_SCHEMA() for node_id in panels}
+    if not hasattr(schemas["CachedSearchVerifier"], "has_intermediate_output"):
+        pytest.skip("this ComfyUI has no has_intermediate_output flag")
+    unflagged = sorted(node_id for node_id, schema in schemas.items()
+                       if not (schema.has_intermediate_output or schema.is_output_node))
+    assert unflagged == []
