@@ -214,9 +214,10 @@ def declared_inputs(api: dict, object_info: dict) -> dict:
 
 
 # Layout of a generated workflow. The room a node takes on the canvas differs between the classic renderer and
-# Nodes 2.0 (taller widget rows and sockets there), so every estimate takes the larger of the two; nodes that
-# show results after a run (the CachedSearch panels with N = 8 rows, video and image previews) get that room up
-# front, so nothing grows into its neighbour or out of its group after a run.
+# Nodes 2.0 (taller widget rows and sockets there), so every estimate takes the larger of the two. A node is
+# drawn as tall as its widgets; the results it shows after a run (the CachedSearch panels with N = 8 rows, video
+# and image previews) get that room as free space below it, so it grows without reaching its neighbour or
+# leaving its group.
 TITLE_HEIGHT = 40  # above a node's position (classic title bar 30 px; Nodes 2.0 header)
 NODE_GAP = 40
 COLUMN_GAP = 70
@@ -236,8 +237,9 @@ RESULTS_ROOM = {
 }
 
 
-def node_room(node: dict, info: dict) -> tuple[int, int]:
-    """(width, height) a node of the API graph needs in either renderer, its results after a run included."""
+def node_room(node: dict, info: dict) -> tuple[int, int, int]:
+    """(width, height of its widgets, height of its results after a run) of a node of the API graph, in the
+    larger of the two renderers."""
     given = node["inputs"]
     sockets, widgets, multiline = 0, 0, 0
     for name, spec in _ordered_inputs(info):
@@ -249,11 +251,11 @@ def node_room(node: dict, info: dict) -> tuple[int, int]:
     rows = max(sockets, len(info.get("output", [])))
     body = max(CLASSIC_ROW * rows + CLASSIC_WIDGET * widgets, VUE_ROW * rows + VUE_WIDGET * widgets) + 20
     width, results = RESULTS_ROOM.get(node["class_type"], (DEFAULT_NODE_WIDTH, 0))
-    return width, body + MULTILINE_ROOM * multiline + results
+    return width, body + MULTILINE_ROOM * multiline, results
 
 
 def column_layout(api: dict, columns: dict[str, int], object_info: dict, top: int = 120, left: int = 60):
-    """Nodes stacked in their columns (a column as wide as its widest node), each with its room (node_room).
+    """Nodes stacked in their columns (a column as wide as its widest node), each followed by its results' room.
     Returns (layout: key -> (x, y, width, height), boxes: column -> (x, y, width, height) of a group around it)."""
     rooms = {key: node_room(node, object_info[node["class_type"]]) for key, node in api.items()}
     layout, boxes, x = {}, {}, left
@@ -262,8 +264,9 @@ def column_layout(api: dict, columns: dict[str, int], object_info: dict, top: in
         width = max(rooms[key][0] for key in keys)
         y = top
         for key in keys:
-            layout[key] = (x, y, width, rooms[key][1])
-            y += rooms[key][1] + TITLE_HEIGHT + NODE_GAP
+            _, body, results = rooms[key]
+            layout[key] = (x, y, width, body)
+            y += body + results + TITLE_HEIGHT + NODE_GAP
         boxes[column] = (x - GROUP_PADDING, top - TITLE_HEIGHT - GROUP_TITLE, width + 2 * GROUP_PADDING,
                          y - NODE_GAP - (top - TITLE_HEIGHT - GROUP_TITLE) + GROUP_PADDING)
         x += width + COLUMN_GAP
