@@ -99,12 +99,15 @@ function panelOf(node) {
   return widget.element;
 }
 
-// The content's height: as laid out when it is on the page, else as estimated for that width.
+// The content's height: as laid out when it is on the page at that width, else as estimated for that width.
 function contentHeight(panel, width) {
   const content = panel.firstElementChild;
   if (!content) return 0;
   const estimate = panel.estimateHeight?.(width) ?? 0;
-  return Math.max(estimate, content.offsetHeight ?? 0);
+  // Right after a live run the element may not yet be laid out at the node's width (a few pixels wide, its text
+  // wrapped into a column thousands of pixels tall): its height counts only once it has that width.
+  const laidOutAtWidth = Math.abs(panel.clientWidth - width) <= 2;
+  return Math.max(estimate, laidOutAtWidth ? content.offsetHeight : 0);
 }
 
 // A panel's content; `estimate(width)`: its height before it is laid out. The node grows to fit it (height, and
