@@ -33,6 +33,7 @@ SHIPPED_CANDIDATES = 8
 # The distributed workflow needs ComfyUI-Distributed's nodes: tests/test_distributed.py loads it on its servers.
 SHIPPED = sorted(path.stem for path in (REPO_ROOT / "workflows").glob("*.json")
                  if not path.stem.endswith("_distributed"))
+LIVE_LAYOUT_WORKFLOW = "cachedsearch_wan21_t2v"
 LONG_SEED = 1125899906842000  # 16 digits, as `randomize` draws them
 FRAMES = 8
 # Test stand-ins for the text encoders and the VAE decode of the tiny runs (not in the shipped workflows): drawn
@@ -201,7 +202,7 @@ def assert_fits(layout: dict):
     assert all(problems["panels"] >= 3 for problems in layout.values()), layout  # the check saw the panels
 
 
-def check_ui(server, tmp_path, frontend: str, full: bool, vue_nodes: bool) -> dict:
+def check_ui(server, tmp_path, frontend: str, full: bool, vue_nodes: bool, live_layout: bool = False) -> dict:
     object_info = server.get("/object_info")
     frames = write_frames(server)
     api = json.loads((REPO_ROOT / "workflows" / "api" / "cachedsearch_wan21_t2v.json").read_text())
@@ -218,6 +219,12 @@ def check_ui(server, tmp_path, frontend: str, full: bool, vue_nodes: bool) -> di
         files[f"saved_{name}"] = shipped_as_saved_after_run(name, frames)
         checks.append({"name": name, "workflow": str(tmp_path / f"saved_{name}.json"), "live": False,
                        "screenshot": str(ARTIFACTS / f"layout_{name}_{combination}.png")})
+    if live_layout:
+        # one shipped workflow run through the Run button, where the frontend's own previews and progress share
+        # the nodes' height with the panels (every shipped one: test_shipped_workflows_fit_after_a_live_run)
+        files["live_layout"] = tiny_shipped(LIVE_LAYOUT_WORKFLOW, object_info)
+        checks.append({"name": f"{LIVE_LAYOUT_WORKFLOW} (live)", "workflow": str(tmp_path / "live_layout.json"),
+                       "live": True, "screenshot": str(ARTIFACTS / f"layout_{LIVE_LAYOUT_WORKFLOW}_{combination}_live.png")})
     for name, workflow in files.items():
         (tmp_path / f"{name}.json").write_text(json.dumps(workflow))
     ARTIFACTS.mkdir(exist_ok=True)
@@ -255,7 +262,7 @@ def check_ui(server, tmp_path, frontend: str, full: bool, vue_nodes: bool) -> di
     # the winner with its margin; a pruned candidate keeps its number (seed order) and shows its preview score
     assert "★ 170.500+0.100-" in stored and "410pruned-0.12540%16.5commit" in stored
     # the shipped workflows as saved after a run: nothing overlaps, leaves its group or clips, in this renderer
-    assert set(seen["layout"]) == set(SHIPPED)
+    assert set(seen["layout"]) == set(SHIPPED) | ({f"{LIVE_LAYOUT_WORKFLOW} (live)"} if live_layout else set())
     assert_fits(seen["layout"])
     # a stored draft plays as a loop, enlarges, pauses, steps and plays again
     player = seen["player"]
@@ -390,6 +397,7 @@ def test_results_appear_in_the_browser_survive_a_reload_and_a_cached_requeue(com
 @pytest.mark.parametrize("frontend, vue_nodes", [("pinned", True), ("newest", False), ("newest", True)])
 def test_workflows_and_stored_results_on_each_frontend_and_node_renderer(request, tmp_path, frontend, vue_nodes):
     server = request.getfixturevalue("comfy_server" if frontend == "pinned" else "newest_frontend_server")
-    seen = check_ui(server, tmp_path, frontend, full=False, vue_nodes=vue_nodes)
+    seen = check_ui(server, tmp_path, frontend, full=False, vue_nodes=vue_nodes,
+                    live_layout=frontend == "newest" and not vue_nodes)
     if frontend == "newest":
         assert seen["frontend"] == NEWEST_FRONTEND.name.split("-")[1]
