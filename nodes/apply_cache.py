@@ -6,7 +6,6 @@ from ..cachedsearch_core import CacheMode, StepCacheConfig
 from ..cachedsearch_core.calibration import TAU_MAX
 from .cache_patch import attach_step_cache
 from .calibrate import remembered_calibration
-from .ui_results import SHOW_RESULTS_WHEN_CACHED
 
 
 class ApplyStepCache(io.ComfyNode):
@@ -52,7 +51,6 @@ class ApplyStepCache(io.ComfyNode):
             ],
             outputs=[io.Model.Output(tooltip="A copy of the model with the step cache attached.")],
             hidden=[io.Hidden.unique_id, io.Hidden.prompt],
-            **SHOW_RESULTS_WHEN_CACHED,
         )
 
     @classmethod

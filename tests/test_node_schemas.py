@@ -58,4 +58,6 @@ def test_every_node_with_a_panel_has_its_results_resent_when_reused(engine):
         pytest.skip("this ComfyUI has no has_intermediate_output flag")
     unflagged = sorted(node_id for node_id, schema in schemas.items()
                        if not (schema.has_intermediate_output or schema.is_output_node))
-    assert unflagged == []
+    # Apply Cache's line names the calibration of the setup downstream of it, which its cached result does not
+    # depend on: resent, it could name another setup's
+    assert unflagged == ["CachedSearchApplyCache"]

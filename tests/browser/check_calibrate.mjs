@@ -95,12 +95,12 @@ try {
   await page.screenshot({ path: config.screenshot });
 
   // The same graph queued again from a fresh load: ComfyUI reuses every cached result and sends our nodes no
-  // "executed", yet both panels show the calibration again.
+  // "executed", yet the calibration's table shows again.
   await loadWorkflow(config.live_workflow);
   result.requeuedOutcome = await queueCalibration(config.seed, 0);
-  await page.waitForFunction(() => [...document.querySelectorAll(".cachedsearch-calibration")]
-    .some((panel) => panel.textContent.startsWith("calibrated for this setup")), null, { timeout: 30000 }).catch(() => {});
-  await page.waitForTimeout(500);
+  await page.waitForFunction(() => document.querySelectorAll(".cachedsearch-calibration tr.tau").length >= 1, null,
+    { timeout: 30000 }).catch(() => {});
+  await page.waitForTimeout(1000);
   result.requeued = await tableRows();
   result.requeuedPanels = await panelTexts();
 

@@ -115,7 +115,9 @@ function render(node, output) {
   }
 }
 
-for (const classType of Object.keys(RENDERERS)) showWhenReused(classType, render);
+// Only the calibration table: Apply Cache's line depends on the sampler downstream of it (steps, sampler,
+// scheduler), which its cached result does not, so a reused one could name another setup's calibration.
+showWhenReused("CachedSearchCalibrate", render);
 
 app.registerExtension({
   name: "cachedsearch.calibrate",
