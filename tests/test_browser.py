@@ -350,20 +350,21 @@ def test_results_appear_in_the_browser_survive_a_reload_and_a_cached_requeue(com
     assert pick["end"] == "execution_success"
     assert {key_of(source, "CachedSearchSampler"), key_of(source, "CachedSearchVerifier")} <= set(pick["cached"])
     assert key_of(source, "CachedSearchRecommit") not in pick["cached"]
-    recommit_inputs = comfy_server.get("/object_info")["CachedSearchRecommit"]["input"]
-    if "pick" in {**recommit_inputs["required"], **recommit_inputs.get("optional", {})}:
-        delivery = pick["executed"][key_of(source, "CachedSearchRecommit")]["cachedsearch_delivery"][0]
-        assert (delivery["candidate"], delivery["seed"], delivery["picked_by"]) == \
-            (pick["candidate"], pick["seed"], "you")
-        assert f"picked by you: candidate {pick['candidate']} (seed {pick['seed']})" in " ".join(pick["panels"])
-    else:  # the Recommit of this branch has no pick input yet: ComfyUI ignores the extra inputs
-        assert pick["status"] == f"queued: commit candidate {pick['candidate']} (seed {pick['seed']})"
-    # the wait mode's view: the Recommit says it waits, a draft's Keep answers the wait, Cancel ends the view
+    delivery = pick["executed"][key_of(source, "CachedSearchRecommit")]["cachedsearch_delivery"][0]
+    assert (delivery["candidate"], delivery["seed"], delivery["picked_by"]) == (pick["candidate"], pick["seed"], "you")
+    assert f"picked by you: candidate {pick['candidate']} (seed {pick['seed']})" in " ".join(pick["panels"])
+    # the wait mode, live: the Recommit waits in the run, Keep on a draft answers it and that run delivers the
+    # draft from the cached search; Cancel ends a wait and the next run completes
     wait = seen["wait"]
-    assert "Waiting for your pick among 3 drafts (the verifier's choice is candidate 1)" in wait["banner"]
-    assert wait["answers"] == [{"prompt_id": wait["promptId"], "node": wait["recommit"],
-                                "candidate": pick["candidate"], "mode": "keep"}]
-    assert not wait["afterCancel"]
+    assert "Waiting for your pick among 3 drafts (the verifier's choice is candidate" in wait["banner"]
+    assert wait["end"] == "execution_success" and not wait["afterAnswer"]
+    assert {key_of(source, "CachedSearchSampler"), key_of(source, "CachedSearchVerifier")} <= set(wait["cached"])
+    assert wait["recommit"] not in wait["cached"]
+    assert (wait["delivery"]["candidate"], wait["delivery"]["seed"], wait["delivery"]["picked_by"]) == \
+        (pick["candidate"], pick["seed"], "you")
+    assert f"picked by you: candidate {pick['candidate']} (seed {pick['seed']})" in " ".join(wait["panels"])
+    assert wait["cancelEnd"] == "execution_interrupted" and not wait["afterCancel"]
+    assert wait["nextEnd"] == "execution_success"
     # the panels show the newest of the two queued searches; the earlier one opens from the history, says a pick
     # there drafts it again, and its pick queues that search's own prompt (its seed)
     earlier = seen["earlier"]

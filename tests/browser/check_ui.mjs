@@ -356,33 +356,42 @@ try {
     panels: await panelTexts() };
     await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_picked.png") });
 
-    // The wait mode's view: a Recommit waiting for the artist says so; Commit on a draft answers the wait
-    // (POST /cachedsearch/pick), Cancel ends it.
-    const waiting = await verifierNode();
+    // The wait mode, live: the Recommit waits in the run for the artist's click (the search and verifier come
+    // from ComfyUI's cache), Keep on a draft answers the wait and that run delivers it; a second wait is
+    // cancelled with ComfyUI's Cancel, and the run after it completes.
     const recommitId = await page.evaluate(() => String(window.app.graph.nodes.find((n) => n.type === "CachedSearchRecommit").id));
-    const answers = [];
-    await page.route("**/cachedsearch/pick", async (route) => {
-      if (route.request().method() !== "POST") return route.continue();
-      answers.push(JSON.parse(route.request().postData()));
-      return route.fulfill({ status: 200, contentType: "application/json", body: '{"ok": true}' });
-    });
-    const send = (type, detail) => page.evaluate(([type, detail]) =>
-      window.comfyAPI.api.api.dispatchEvent(new CustomEvent(type, { detail })), [type, detail]);
-    await send("cachedsearch.awaiting_pick", { prompt_id: waiting.promptId, node: recommitId, candidates: config.candidates,
-      preselected: 1 });
-    await page.waitForSelector(".cachedsearch-wait", { timeout: 10000 });
-    const wait = { banner: await page.$eval(".cachedsearch-wait", (element) => element.textContent) };
+    const sourceSeed = Object.values(result.pick.sourcePrompt).find((n) => n.class_type === "CachedSearchSampler").inputs.seed;
+    const setInputs = (values) => page.evaluate(([values, seed]) => {
+      const recommit = window.app.graph.nodes.find((n) => n.type === "CachedSearchRecommit");
+      for (const [name, value] of Object.entries(values)) recommit.widgets.find((w) => w.name === name).value = value;
+      // the search of the run above, from ComfyUI's cache (`randomize` has changed the seed widget since)
+      const sampler = window.app.graph.nodes.find((n) => n.type === "CachedSearchSampler");
+      sampler.widgets.find((w) => w.name === "seed").value = seed;
+      const control = sampler.widgets.find((w) => w.name === "control_after_generate");
+      if (control) control.value = "fixed";
+    }, [values, sourceSeed]);
+    const queueGraph = () => page.evaluate(() => window.app.queuePrompt(0, 1));
+    const banner = () => page.$(".cachedsearch-wait");
+    await setInputs({ wait_for_pick: true, pick: 0 });
+    const answeredRun = nextQueuedRun(queueGraph);
+    await page.waitForSelector(".cachedsearch-wait", { timeout: 120000 });
+    const wait = { banner: await page.$eval(".cachedsearch-wait", (element) => element.textContent), recommit: recommitId };
     await fitGraphInView();
     await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_waiting.png") });
     await page.click(`.cachedsearch-panel tr.candidate[data-candidate="${target.candidate}"] button.cachedsearch-pick-keep`, { force: true });
+    const answered = await answeredRun;
+    await page.waitForTimeout(800);
+    Object.assign(wait, { end: answered.end, cached: answered.cached,
+      delivery: answered.executed[recommitId]?.cachedsearch_delivery?.[0] ?? null, panels: await panelTexts(),
+      afterAnswer: (await banner()) !== null });
+    const cancelledRun = nextQueuedRun(queueGraph);
+    await page.waitForSelector(".cachedsearch-wait", { timeout: 120000 });
+    await page.evaluate(() => window.comfyAPI.api.api.interrupt()); // what the Cancel button does
+    wait.cancelEnd = (await cancelledRun).end;
     await page.waitForTimeout(500);
-    wait.answers = [...answers];
-    await send("execution_interrupted", { prompt_id: waiting.promptId });
-    await page.waitForTimeout(300);
-    wait.afterCancel = (await page.$(".cachedsearch-wait")) !== null;
-    wait.promptId = waiting.promptId;
-    wait.recommit = recommitId;
-    await page.unroute("**/cachedsearch/pick");
+    wait.afterCancel = (await banner()) !== null;
+    await setInputs({ wait_for_pick: false });
+    wait.nextEnd = (await nextQueuedRun(queueGraph)).end;
     result.wait = wait;
 
     result.toleranceErrors = await page.evaluate(() => {

@@ -64,6 +64,21 @@ export function waitFor(promptId, recommitIds) {
   return undefined;
 }
 
+// A waiting Recommit of another run whose search is the drafts' search (same node and inputs upstream): a run
+// that reused these drafts from ComfyUI's cache and waits while the panels still show the run that made them
+// (ComfyUI resends a reused node's results only when the run ends).
+async function waitOnSameSearch(prompt, sampler) {
+  const wanted = upstreamForm(prompt, sampler);
+  for (const wait of waiting.values()) {
+    const waitingPrompt = (await historyEntry(wait.prompt_id))?.prompt?.[2];
+    const waitingSampler = waitingPrompt && samplerOf(waitingPrompt, wait.node);
+    if (waitingSampler && waitingPrompt[waitingSampler] && upstreamForm(waitingPrompt, waitingSampler) === wanted) {
+      return wait;
+    }
+  }
+  return undefined;
+}
+
 // A run as the server's history stores it ({prompt: [number, id, prompt, extra_data, outputs]}), or, while it
 // still runs or waits in the queue, its queue item in the same form: a pick during a run queues behind it.
 async function historyEntry(promptId) {
@@ -138,7 +153,8 @@ export async function queuePick(source, candidate, mode) {
   const prompt = structuredClone(entry?.prompt?.[2] ?? {});
   const sampler = samplerOf(prompt, String(source.nodeId));
   const recommits = sampler ? recommitsOf(prompt, sampler) : [];
-  const wait = waitFor(source.promptId, recommits.length ? recommits : undefined);
+  const wait = waitFor(source.promptId, recommits.length ? recommits : undefined) ??
+    (sampler && prompt[sampler] ? await waitOnSameSearch(prompt, sampler) : undefined);
   if (wait) {
     const response = await api.fetchApi("/cachedsearch/pick", {
       method: "POST", headers: { "Content-Type": "application/json" },
