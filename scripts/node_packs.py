@@ -30,7 +30,7 @@ def runtimes_folders() -> list[pathlib.Path]:
         folders.append(pathlib.Path(common).parent.parent / "shared" / "runtimes")
     except (OSError, subprocess.SubprocessError):
         pass
-    return folders
+    return list(dict.fromkeys(folders))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -71,6 +71,20 @@ def test_the_q4_k_blocks_read_back_as_the_weights_within_their_rounding():
 
 
 @needs_gguf_pack
+def test_the_snapshot_is_unpacked_only_when_its_sha256_matches(tmp_path):
+    import dataclasses
+
+    archive = node_packs.GGUF.find_archive()
+    package = node_packs.GGUF.install(tmp_path, archive)
+    assert package == tmp_path / "ComfyUI-GGUF" and (package / "nodes.py").is_file()
+    assert [path.name for path in tmp_path.iterdir()] == ["ComfyUI-GGUF"]  # no staging folder left behind
+    altered = dataclasses.replace(node_packs.GGUF, sha256="0" * 64)
+    with pytest.raises(RuntimeError, match="ComfyUI-GGUF-795e451.tar.xz: sha256 659251ff.*replace it"):
+        altered.install(tmp_path / "elsewhere", archive)
+    assert not (tmp_path / "elsewhere").exists()
+
+
+@needs_gguf_pack
 def test_wan21_gguf_with_a_lora_caches_and_recommits_exactly(engine):
     model = gguf_model(engine, WAN21_T2V_GGUF_FILES["Q8_0"], WAN21_LORA_FILE)
     positive, negative, latent = prompts_and_latent(engine)
