@@ -392,8 +392,10 @@ def wan_gguf_targets(models_dir: pathlib.Path) -> dict:
     """GGUF quantizations of the same random models as the fp8-scaled files (same seeds): Wan 2.1 T2V in Q8_0 and
     Q4_K_M, the Wan 2.2 A14B T2V experts in Q4_K_M. Each entry: (path, state builder, quantization)."""
     folder = models_dir / "diffusion_models"
-    targets = {f"wan21_t2v_gguf_{quantization.lower()}": (folder / name, lambda: wan21_state_dict(seed=20), quantization)
-               for quantization, name in WAN21_T2V_GGUF_FILES.items()}
+    targets = {
+        f"wan21_t2v_gguf_{quantization.lower()}": (folder / name, lambda: wan21_state_dict(seed=20), quantization)
+        for quantization, name in WAN21_T2V_GGUF_FILES.items()
+    }
     for expert_index, expert in enumerate(("high", "low")):
         targets[f"wan22_a14b_t2v_{expert}_gguf"] = (folder / WAN22_A14B_GGUF_FILES["t2v"][expert_index],
                                                     lambda seed=10 + expert_index: wan21_state_dict(seed=seed),
