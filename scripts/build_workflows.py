@@ -251,7 +251,7 @@ GGUF_NOTE = """
 **GGUF experts.** The two **Unet Loader (GGUF)** nodes come from city96's **ComfyUI-GGUF** node pack (install it
 with ComfyUI-Manager, search "ComfyUI-GGUF"; it brings the `gguf` Python package). Put the `.gguf` files in
 `ComfyUI/models/diffusion_models/` (or `models/unet/`) and pick them in the loaders; any quantization works:
-Q8_0 is closest to the fp8/fp16 files, Q4_K_M / Q5_K_M fit 8-16 GB cards. The graph is the fp8 workflow's with
+Q8_0 is closest to the full-precision files, smaller ones (Q5_K_M, Q4_K_M, ...) need less memory. The graph is the fp8 workflow's with
 the loaders swapped: the cache, the search and the LoRAs (applied on the fly by ComfyUI-GGUF) work the same,
 and Recommit delivers exactly what the official two-KSamplerAdvanced graph gives on these same GGUF files.
 """
