@@ -77,9 +77,9 @@ def main() -> None:
     parser.add_argument("--num-candidates", type=int, default=4)
     parser.add_argument("--cuda", action="store_true", help="run both servers on the GPU")
     args = parser.parse_args()
-    archive = distributed_runtime.find_archive()
+    archive = distributed_runtime.PACK.find_archive()
     if archive is None:
-        sys.exit(f"{distributed_runtime.ARCHIVE_NAME} not found in {distributed_runtime.runtimes_folders()}")
+        sys.exit(distributed_runtime.PACK.absent_reason())
     import torch
 
     from cachedsearch_core import Draft

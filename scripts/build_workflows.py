@@ -21,7 +21,7 @@ import tempfile
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from scripts import comfy_runtime, distributed_runtime  # noqa: E402
+from scripts import comfy_runtime, node_packs  # noqa: E402
 from scripts.workflow_format import GROUP_PADDING, api_to_gui, column_layout, gui_to_api  # noqa: E402
 
 WORKFLOWS_DIR = REPO_ROOT / "workflows"
@@ -170,16 +170,20 @@ each draft is cheap.
 """
 
 
-def _a14b_models(task: str) -> dict:
-    """Per expert: UNETLoader -> LoraLoaderModelOnly (bypassed) -> ModelSamplingSD3 shift 5 -> Apply Cache."""
+def _a14b_models(task: str, expert_files=None) -> dict:
+    """Per expert: UNETLoader -> LoraLoaderModelOnly (bypassed) -> ModelSamplingSD3 shift 5 -> Apply Cache; with
+    ``expert_files`` (two .gguf names) ComfyUI-GGUF's Unet Loader (GGUF) loads the experts instead."""
     from scripts.tiny_models import WAN22_A14B_FILES, WAN22_A14B_LORA_FILES
 
     caches = {"high": dict(tau=0.15, warmup_steps=2, cooldown_steps=1),
               "low": dict(tau=0.10, warmup_steps=1, cooldown_steps=2)}
     nodes = {}
     for index, expert in enumerate(("high", "low")):
-        nodes[f"unet_{expert}"] = ("UNETLoader", {"unet_name": WAN22_A14B_FILES[task][index],
-                                                  "weight_dtype": "default"}, 0)
+        if expert_files is None:
+            nodes[f"unet_{expert}"] = ("UNETLoader", {"unet_name": WAN22_A14B_FILES[task][index],
+                                                      "weight_dtype": "default"}, 0)
+        else:
+            nodes[f"unet_{expert}"] = ("UnetLoaderGGUF", {"unet_name": expert_files[index]}, 0)
         nodes[f"lora_{expert}"] = ("LoraLoaderModelOnly", {"model": [f"unet_{expert}", 0],
                                                            "lora_name": WAN22_A14B_LORA_FILES[task][index],
                                                            "strength_model": 1.0}, 0)
@@ -200,18 +204,18 @@ def _a14b_search(conditioning: str, latent: str) -> tuple:
         "steps": 20, "split_step": 10, "cfg": 3.5, "sampler_name": "euler", "scheduler": "simple"}, 2)
 
 
-def _a14b_model_list(task: str) -> str:
+def _a14b_model_list(task: str, expert_files=None) -> str:
     from scripts.tiny_models import WAN22_A14B_FILES, WAN22_A14B_LORA_FILES
 
-    return "\n".join([*(f"- `models/diffusion_models/{name}`" for name in WAN22_A14B_FILES[task]),
+    return "\n".join([*(f"- `models/diffusion_models/{name}`" for name in expert_files or WAN22_A14B_FILES[task]),
                       *(f"- `models/loras/{name}` (optional, 4-step path)" for name in WAN22_A14B_LORA_FILES[task]),
                       "- `models/text_encoders/umt5_xxl_fp8_e4m3fn_scaled.safetensors`",
                       "- `models/vae/wan_2.1_vae.safetensors`"])
 
 
-def wan22_a14b_t2v() -> dict:
+def wan22_a14b_t2v(expert_files=None) -> dict:
     nodes = {
-        **_a14b_models("t2v"),
+        **_a14b_models("t2v", expert_files),
         "prompt": ("PrimitiveStringMultiline", {"value": PROMPT}, 1),
         "positive": ("CLIPTextEncode", {"text": ["prompt", 0], "clip": ["clip", 0]}, 1),
         "negative": ("CLIPTextEncode", {"text": A14B_NEGATIVE, "clip": ["clip", 0]}, 1),
@@ -219,7 +223,7 @@ def wan22_a14b_t2v() -> dict:
         "search": _a14b_search("positive", "latent"),
         **_verify_commit_save("VAEDecode", 16.0, "cachedsearch/wan22_a14b_t2v"),
     }
-    return _workflow(nodes, _a14b_model_list("t2v") + "\n" + A14B_LORA_NOTE,
+    return _workflow(nodes, _a14b_model_list("t2v", expert_files) + "\n" + A14B_LORA_NOTE,
                      "high-noise expert 0.15, low-noise expert 0.10 here (not calibrated on A14B)",
                      bypassed=("lora_high", "lora_low"))
 
@@ -241,6 +245,34 @@ def wan22_a14b_i2v() -> dict:
               f"official template's is `{A14B_I2V_IMAGE}`).\n" + A14B_LORA_NOTE)
     return _workflow(nodes, models, "high-noise expert 0.15, low-noise expert 0.10 here (not calibrated on A14B)",
                      bypassed=("lora_high", "lora_low"))
+
+
+GGUF_NOTE = """
+**GGUF experts.** The two **Unet Loader (GGUF)** nodes come from city96's **ComfyUI-GGUF** node pack (install it
+with ComfyUI-Manager, search "ComfyUI-GGUF"; it brings the `gguf` Python package). Put the `.gguf` files in
+`ComfyUI/models/diffusion_models/` (or `models/unet/`) and pick them in the loaders; any quantization works:
+Q8_0 is closest to the full-precision files, smaller ones (Q5_K_M, Q4_K_M, ...) need less memory. The graph is the fp8 workflow's with
+the loaders swapped: the cache, the search and the LoRAs (applied on the fly by ComfyUI-GGUF) work the same,
+and Recommit delivers exactly what the official two-KSamplerAdvanced graph gives on these same GGUF files.
+"""
+
+
+GGUF_PACK_PROPERTIES = {"cnr_id": "comfyui-gguf", "aux_id": "city96/ComfyUI-GGUF"}
+
+
+def wan22_a14b_t2v_gguf() -> dict:
+    """The A14B text-to-video search on GGUF quantizations of the two experts (ComfyUI-GGUF's loader)."""
+    from scripts.tiny_models import WAN22_A14B_GGUF_FILES
+
+    workflow = wan22_a14b_t2v(WAN22_A14B_GGUF_FILES["t2v"])
+    workflow["api"]["save"]["inputs"]["filename_prefix"] = "cachedsearch/wan22_a14b_t2v_gguf"
+    workflow["note"] += GGUF_NOTE
+    workflow["titles"] = {"unet_high": "Unet Loader (GGUF): high-noise expert",
+                          "unet_low": "Unet Loader (GGUF): low-noise expert"}
+    # The node pack's registry id and repository, which ComfyUI's missing-nodes dialog and ComfyUI-Manager read to
+    # offer installing it.
+    workflow["node_properties"] = {key: GGUF_PACK_PROPERTIES for key in ("unet_high", "unet_low")}
+    return workflow
 
 
 FOUR_STEP_NOTE = """### CachedSearch on the 4-step path: explore wide, commit free
@@ -494,7 +526,8 @@ def _workflow(nodes: dict, models: str, tau_advice: str, bypassed=()) -> dict:
 WORKFLOWS = {"cachedsearch_wan21_t2v": wan21_t2v, "cachedsearch_hunyuan_t2v": hunyuan_t2v,
              "cachedsearch_wan22_ti2v": wan22_ti2v, "cachedsearch_wan22_a14b_t2v": wan22_a14b_t2v,
              "cachedsearch_wan22_a14b_i2v": wan22_a14b_i2v,
-             "cachedsearch_wan22_a14b_t2v_4step": wan22_a14b_t2v_4step, "cachedsearch_hunyuan15_t2v": hunyuan15_t2v,
+             "cachedsearch_wan22_a14b_t2v_4step": wan22_a14b_t2v_4step,
+             "cachedsearch_wan22_a14b_t2v_gguf": wan22_a14b_t2v_gguf, "cachedsearch_hunyuan15_t2v": hunyuan15_t2v,
              "cachedsearch_wan21_t2v_distributed": wan21_t2v_distributed,
              "cachedsearch_wan21_t2v_pruned": wan21_t2v_pruned, "cachedsearch_calibrate_wan21": wan21_calibrate}
 
@@ -516,6 +549,8 @@ def build(object_info: dict) -> dict[str, tuple[dict, dict]]:
         gui = api_to_gui(api, object_info, layout, {k: v for k, v in (TITLES | workflow.get("titles", {})).items() if k in api},
                          notes=[(workflow["note"], note_box)], groups=groups,
                          bypassed=workflow["bypassed"])
+        for key, properties in workflow.get("node_properties", {}).items():
+            gui["nodes"][list(api).index(key)]["properties"].update(properties)
         # The API twin is what the frontend queues for the GUI file (every widget, defaults included).
         built[name] = (gui, gui_to_api(gui, object_info))
     return built
@@ -524,9 +559,10 @@ def build(object_info: dict) -> dict[str, tuple[dict, dict]]:
 def main() -> None:
     base = pathlib.Path(tempfile.mkdtemp(prefix="cachedsearch_workflows_"))
     server = comfy_runtime.ComfyServer(base)
-    archive = distributed_runtime.find_archive()
-    if archive is not None:  # for the workflows that use ComfyUI-Distributed's nodes
-        distributed_runtime.install(server.base_dir / "custom_nodes", archive)
+    for pack in (node_packs.DISTRIBUTED, node_packs.GGUF):  # for the workflows that use these packs' nodes
+        archive = pack.find_archive()
+        if archive is not None:
+            pack.install(server.base_dir / "custom_nodes", archive)
     with server:
         object_info = server.get("/object_info")
     (WORKFLOWS_DIR / "api").mkdir(parents=True, exist_ok=True)

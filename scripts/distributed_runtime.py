@@ -1,56 +1,18 @@
 """ComfyUI-Distributed for tests, benchmarks and the workflow builder: unpack it, configure a master.
 
 ComfyUI-Distributed is not on the registries reachable here; a checked copy of
-version 1.4.4 lives in ``../shared/runtimes/`` beside the repository (or beside
-the main checkout when this is a git worktree; ``CACHEDSEARCH_RUNTIMES``
-overrides both).
+version 1.4.4 is found and unpacked by ``scripts/node_packs.py``.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import pathlib
-import subprocess
-import tarfile
 
-from scripts import comfy_runtime
+from scripts import comfy_runtime, node_packs
 from scripts.graphs import wan_search
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-ARCHIVE_NAME = "ComfyUI-Distributed-1.4.4.tar.xz"
-PACKAGE_FOLDER = "ComfyUI-Distributed"
-
-
-def runtimes_folders() -> list[pathlib.Path]:
-    folders = []
-    if os.environ.get("CACHEDSEARCH_RUNTIMES"):
-        folders.append(pathlib.Path(os.environ["CACHEDSEARCH_RUNTIMES"]))
-    folders.append(REPO_ROOT.parent / "shared" / "runtimes")
-    try:
-        common = subprocess.run(["git", "rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=REPO_ROOT,
-                                capture_output=True, text=True, check=True, timeout=10).stdout.strip()
-        folders.append(pathlib.Path(common).parent.parent / "shared" / "runtimes")
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return folders
-
-
-def find_archive() -> pathlib.Path | None:
-    for folder in runtimes_folders():
-        if (folder / ARCHIVE_NAME).is_file():
-            return folder / ARCHIVE_NAME
-    return None
-
-
-def install(custom_nodes: pathlib.Path, archive: pathlib.Path) -> pathlib.Path:
-    """Unpack ComfyUI-Distributed into ``custom_nodes/ComfyUI-Distributed`` (as a git clone would name it)."""
-    target = custom_nodes / PACKAGE_FOLDER
-    if not target.exists():
-        with tarfile.open(archive) as bundle:
-            bundle.extractall(custom_nodes, filter="data")
-        (custom_nodes / archive.name.removesuffix(".tar.xz")).rename(target)
-    return target
+PACK = node_packs.DISTRIBUTED
 
 
 def write_master_config(package: pathlib.Path, workers: dict[str, int], worker_timeout: int = 60) -> None:
@@ -69,7 +31,7 @@ def distributed_server(base: pathlib.Path, archive: pathlib.Path,
                        workers: dict[str, int] | None = None) -> comfy_runtime.ComfyServer:
     """A ComfyServer with ComfyUI-Distributed installed: a master when ``workers`` is given, else a worker."""
     server = comfy_runtime.ComfyServer(base, env=None if workers is not None else {"COMFYUI_IS_WORKER": "1"})
-    package = install(server.base_dir / "custom_nodes", archive)
+    package = PACK.install(server.base_dir / "custom_nodes", archive)
     if workers is not None:
         write_master_config(package, workers)
     return server

@@ -5,6 +5,8 @@ them on a CPU in seconds.
 Files named ``*_fp8_scaled`` are written in the layout of ComfyUI's official
 fp8-scaled checkpoints (``fp8_scaled``): the transformer blocks' linear
 weights in float8_e4m3fn with per-layer scales, and the ``scaled_fp8`` marker.
+The ``.gguf`` files are written as city96's ComfyUI-GGUF loads community
+quantizations (``write_gguf``; needs the ``gguf`` package, a test dependency).
 
 The modules are ComfyUI's own classes built at tiny width (what the loaders'
 detection reads back from the tensor shapes), filled from a seeded generator,
@@ -43,6 +45,9 @@ WAN22_A14B_LORA_FILES = {
     "i2v": ("wan2.2_i2v_lightx2v_4steps_lora_v1_high_noise.safetensors",
             "wan2.2_i2v_lightx2v_4steps_lora_v1_low_noise.safetensors"),
 }
+# GGUF quantizations for ComfyUI-GGUF's Unet Loader (GGUF), under the names the community's uploads use.
+WAN21_T2V_GGUF_FILES = {"Q8_0": "wan2.1-t2v-14b-Q8_0.gguf", "Q4_K_M": "wan2.1-t2v-14b-Q4_K_M.gguf"}
+WAN22_A14B_GGUF_FILES = {"t2v": ("wan2.2_t2v_high_noise_14B_Q4_K_M.gguf", "wan2.2_t2v_low_noise_14B_Q4_K_M.gguf")}
 WAN21_VACE_FILE = "wan2.1_vace_1.3B_fp16.safetensors"
 HUNYUAN_I2V_FILE = "hunyuan_video_image_to_video_720p_bf16.safetensors"
 HUNYUAN15_T2V_FILE = "hunyuanvideo1.5_720p_t2v_fp16.safetensors"
@@ -108,6 +113,93 @@ def fp8_scaled(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             converted[name] = tensor.to(torch.bfloat16)
     converted[SCALED_FP8_MARKER] = torch.empty(0, dtype=torch.float8_e4m3fn)
     return converted
+
+
+# Which Wan tensors community GGUF files keep unquantized (ComfyUI-GGUF's tools: convert.py keeps ".modulation" in
+# F32, its llama.cpp patch never quantizes these prefixes nor any tensor that is not 2-D).
+GGUF_WAN_UNQUANTIZED = ("modulation", "patch_embedding.", "text_embedding.", "time_projection.", "time_embedding.",
+                        "img_emb.", "head.")
+GGUF_SMALL_TENSOR = 1024  # convert.py keeps tensors of at most this many values in F32
+# file name quantization -> (the GGML type of the block linears, the file type recorded in the header)
+GGUF_QUANTIZATIONS = {"Q8_0": ("Q8_0", "MOSTLY_Q8_0"), "Q4_K_M": ("Q4_K", "MOSTLY_Q4_K_M")}
+QK_K = 256  # values per K-quant super-block
+
+
+def quantize_q4_k(rows):
+    """Float rows (the last dimension a multiple of 256) as GGML Q4_K blocks, uint8 rows of 144 bytes per 256 values.
+
+    gguf-py cannot quantize K-quants; this is the plain min/max rounding (per 32-value sub-block a 6-bit scale and
+    min under the super-block's fp16 ``d`` and ``dmin``, 4-bit values), read back by any GGML dequantizer.
+    """
+    import numpy as np
+
+    sub_blocks = rows.astype(np.float32).reshape(-1, 8, 32)
+    low = np.minimum(sub_blocks.min(axis=-1), 0.0)
+    scale = (sub_blocks.max(axis=-1) - low) / 15.0
+    d = (scale.max(axis=-1) / 63.0).astype(np.float16)
+    dmin = ((-low).max(axis=-1) / 63.0).astype(np.float16)
+
+    def nonzero(value):
+        return np.where(value > 0, value, 1.0)
+
+    scales = np.clip(np.rint(scale / nonzero(d.astype(np.float32))[:, None]), 0, 63).astype(np.uint8)
+    mins = np.clip(np.rint(-low / nonzero(dmin.astype(np.float32))[:, None]), 0, 63).astype(np.uint8)
+    step = d.astype(np.float32)[:, None] * scales
+    offset = dmin.astype(np.float32)[:, None] * mins
+    values = np.clip(np.rint((sub_blocks + offset[..., None]) / nonzero(step)[..., None]), 0, 15).astype(np.uint8)
+    # 12 bytes: low 6 bits of scales 0-3 and mins 0-3, their top 2 bits carrying bits 4-5 of scales / mins 4-7,
+    # then the low nibbles of scales 4-7 with those of mins 4-7.
+    packed_scales = np.concatenate([(scales[:, :4] & 0x3F) | ((scales[:, 4:] >> 4) << 6),
+                                    (mins[:, :4] & 0x3F) | ((mins[:, 4:] >> 4) << 6),
+                                    (scales[:, 4:] & 0x0F) | ((mins[:, 4:] & 0x0F) << 4)], axis=-1)
+    pairs = values.reshape(-1, 4, 2, 32)  # per 64 values: sub-block 2j in the low nibbles, 2j + 1 in the high
+    nibbles = (pairs[:, :, 0] | (pairs[:, :, 1] << 4)).reshape(-1, 128)
+    blocks = np.concatenate([d.view(np.uint8).reshape(-1, 2), dmin.view(np.uint8).reshape(-1, 2), packed_scales,
+                             nibbles], axis=-1)
+    return blocks.reshape(rows.shape[0], -1)
+
+
+def gguf_tensor_type(name: str, tensor: torch.Tensor, quantized: str) -> str:
+    """The GGML type a community Wan GGUF file stores ``name`` in: 1-D, tiny and ``.modulation`` tensors in F32,
+    the block linears' 2-D weights in the file's quantization, every other tensor in F16."""
+    if tensor.ndim <= 1 or tensor.numel() <= GGUF_SMALL_TENSOR or "modulation" in name:
+        return "F32"
+    if tensor.ndim == 2 and not any(prefix in name for prefix in GGUF_WAN_UNQUANTIZED):
+        return quantized
+    return "F16"
+
+
+def write_gguf(path: pathlib.Path, state: dict[str, torch.Tensor], quantization: str, arch: str = "wan") -> None:
+    """``state`` as a ``.gguf`` file that ComfyUI-GGUF's loader reads: ``general.architecture`` = ``arch``, the
+    tensors under their checkpoint names (no prefix), types by ``gguf_tensor_type``. A K-quant needs rows of 256
+    values; a narrower tiny weight is stored as rows of 256 with its real shape in ``comfy.gguf.orig_shape.<name>``
+    (the loader's own reshape metadata)."""
+    import gguf
+    import numpy as np
+
+    quantized, file_type = GGUF_QUANTIZATIONS[quantization]
+    writer = gguf.GGUFWriter(path=None, arch=arch)
+    writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    writer.add_file_type(gguf.LlamaFileType[file_type])
+    for name, tensor in state.items():
+        kind = gguf_tensor_type(name, tensor, quantized)
+        values = tensor.float().numpy()
+        if kind == "F32":
+            writer.add_tensor(name, values)
+        elif kind == "F16":
+            writer.add_tensor(name, values.astype(np.float16))
+        elif kind == "Q4_K":
+            if values.shape[-1] % QK_K:
+                writer.add_array(f"comfy.gguf.orig_shape.{name}", [int(size) for size in values.shape])
+                values = values.reshape(-1, QK_K)
+            writer.add_tensor(name, quantize_q4_k(values), raw_dtype=gguf.GGMLQuantizationType.Q4_K)
+        else:
+            qtype = gguf.GGMLQuantizationType[kind]
+            writer.add_tensor(name, gguf.quants.quantize(values, qtype), raw_dtype=qtype)
+    writer.write_header_to_file(path=str(path))
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
 
 
 def wan21_state_dict(model_type: str = "t2v", num_layers: int = 2, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -296,6 +388,21 @@ def wan22_a14b_targets(models_dir: pathlib.Path) -> dict:
     return targets
 
 
+def wan_gguf_targets(models_dir: pathlib.Path) -> dict:
+    """GGUF quantizations of the same random models as the fp8-scaled files (same seeds): Wan 2.1 T2V in Q8_0 and
+    Q4_K_M, the Wan 2.2 A14B T2V experts in Q4_K_M. Each entry: (path, state builder, quantization)."""
+    folder = models_dir / "diffusion_models"
+    targets = {
+        f"wan21_t2v_gguf_{quantization.lower()}": (folder / name, lambda: wan21_state_dict(seed=20), quantization)
+        for quantization, name in WAN21_T2V_GGUF_FILES.items()
+    }
+    for expert_index, expert in enumerate(("high", "low")):
+        targets[f"wan22_a14b_t2v_{expert}_gguf"] = (folder / WAN22_A14B_GGUF_FILES["t2v"][expert_index],
+                                                    lambda seed=10 + expert_index: wan21_state_dict(seed=seed),
+                                                    "Q4_K_M")
+    return targets
+
+
 def write_tiny_models(models_dir: pathlib.Path) -> dict[str, pathlib.Path]:
     """Write the tiny checkpoints into ComfyUI's folder layout under ``models_dir``.
 
@@ -331,7 +438,13 @@ def write_tiny_models(models_dir: pathlib.Path) -> dict[str, pathlib.Path]:
             partial = path.with_suffix(".partial")
             save_file(build(), str(partial))
             partial.rename(path)
-    return {name: path for name, (path, _) in targets.items()}
+    gguf_targets = wan_gguf_targets(models_dir)
+    for path, build, quantization in gguf_targets.values():
+        if not path.exists():
+            partial = path.with_suffix(".partial")
+            write_gguf(partial, build(), quantization)
+            partial.rename(path)
+    return {name: path for name, (path, *_) in (targets | gguf_targets).items()}
 
 
 def generate_tiny_models(models_dir: pathlib.Path) -> None:

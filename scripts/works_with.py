@@ -106,7 +106,7 @@ def family_labels() -> dict[str, str]:
 
 
 def family_file_formats() -> dict[str, str]:
-    """Each family's checkpoint format (fp16 / bf16, fp8-scaled) from the test module."""
+    """Each family's checkpoint format (fp16 / bf16, fp8-scaled, GGUF with its quantization) from the test module."""
     return {key: family.file_format for key, family in _families().items()}
 
 

@@ -9,7 +9,10 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from scripts import comfy_runtime, tiny_image_reward, tiny_models, tiny_video_score  # noqa: E402
+from scripts import comfy_runtime, node_packs, tiny_image_reward, tiny_models, tiny_video_score  # noqa: E402
+
+# ComfyUI-GGUF goes into every test ComfyUI when its snapshot is here (the GGUF tests skip without it).
+GGUF_ARCHIVE = node_packs.GGUF.find_archive()
 
 
 def pytest_report_header(config):
@@ -47,6 +50,8 @@ def tiny_models_dir(tmp_path_factory) -> pathlib.Path:
 
 def _base_with_models(tmp_path_factory, name, models_dir) -> pathlib.Path:
     base = comfy_runtime.prepare_base_directory(tmp_path_factory.mktemp(name))
+    if GGUF_ARCHIVE is not None:
+        node_packs.GGUF.install(base / "custom_nodes", GGUF_ARCHIVE)
     for entry in models_dir.glob("*/*"):
         folder = base / "models" / entry.parent.name
         folder.mkdir(exist_ok=True)

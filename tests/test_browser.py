@@ -19,6 +19,7 @@ import pytest
 from scripts.graphs import combined_verifier_search, tiny_workflow_variant
 from PIL import Image, ImageDraw
 
+from scripts import node_packs
 from scripts.workflow_format import api_to_gui, column_layout, gui_to_api
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -31,8 +32,10 @@ FIRST_SEED = 1000
 UNKNOWN_NODE_TYPE = "CachedSearchNodeNoExtensionProvides"
 SHIPPED_CANDIDATES = 8
 # The distributed workflow needs ComfyUI-Distributed's nodes: tests/test_distributed.py loads it on its servers.
+# The GGUF workflow needs ComfyUI-GGUF, which the test servers have wherever its snapshot is.
 SHIPPED = sorted(path.stem for path in (REPO_ROOT / "workflows").glob("*.json")
-                 if not path.stem.endswith("_distributed"))
+                 if not path.stem.endswith("_distributed")
+                 and not (path.stem.endswith("_gguf") and node_packs.GGUF.find_archive() is None))
 LIVE_LAYOUT_WORKFLOW = "cachedsearch_wan21_t2v"
 LONG_SEED = 1125899906842000  # 16 digits, as `randomize` draws them
 FRAMES = 8

@@ -18,10 +18,9 @@ from scripts.comfy_runtime import ServerError, _free_port
 from scripts.graphs import tiny_workflow_variant, wan_search
 from scripts.workflow_format import declared_inputs, gui_to_api
 
-ARCHIVE = distributed_runtime.find_archive()
+ARCHIVE = distributed_runtime.PACK.find_archive()
 pytestmark = pytest.mark.skipif(
-    ARCHIVE is None, reason=f"{distributed_runtime.ARCHIVE_NAME} not found in "
-    f"{[str(f) for f in distributed_runtime.runtimes_folders()]} (set CACHEDSEARCH_RUNTIMES)")
+    ARCHIVE is None, reason=distributed_runtime.PACK.absent_reason())
 
 WAIT_SECONDS = 300
 STARTUP_SECONDS = 600  # a loaded 2-core machine can take minutes to boot ComfyUI 0.33

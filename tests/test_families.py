@@ -6,7 +6,10 @@ winning seed. ``scripts/works_with.py`` turns a run of this module into the "wor
 
 Families are listed per file format: the fp8-scaled rows load files in the layout of ComfyUI's official
 ``*_fp8_scaled`` checkpoints (scripts/tiny_models.py), and detection also checks that the blocks' linear layers
-stay fp8 on the loaded model (0.3.x: fp8 weights with scale_weight; 0.33: ``comfy_quant`` layers).
+stay fp8 on the loaded model (0.3.x: fp8 weights with scale_weight; 0.33: ``comfy_quant`` layers). The GGUF rows
+load community-style quantizations through city96's ComfyUI-GGUF (``Unet Loader (GGUF)``, a GGUFModelPatcher),
+and detection checks that the blocks' linear layers keep their quantized weights; they skip only when the
+ComfyUI-GGUF snapshot is absent.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from scripts import tiny_models
+from scripts import node_packs, tiny_models
 
 STEPS = 8
 CACHE = dict(mode="adaptive", tau=0.5, warmup_steps=2, cooldown_steps=2, static_interval=2)
@@ -37,6 +40,7 @@ class Family:
     # (engine, positive, negative) -> (positive, negative, latent), with the family's own nodes
     prepare: Callable
     file_format: str = "fp16 / bf16"
+    loader: str = "UNETLoader"
 
 
 def _empty_video(engine, positive, negative):
@@ -115,6 +119,26 @@ FAMILIES |= {
                                 FP8_SCALED),
 }
 
+GGUF = "GGUF"
+FAMILIES |= {
+    f"wan21_t2v_gguf_{quantization.lower()}": Family("Wan 2.1 T2V", file_name, "WAN21_T2V", 5.0, {}, _empty_video,
+                                                     f"{GGUF} {quantization}", "UnetLoaderGGUF")
+    for quantization, file_name in tiny_models.WAN21_T2V_GGUF_FILES.items()
+}
+FAMILIES |= {
+    f"wan22_a14b_t2v_{expert}_gguf": Family(f"Wan 2.2 A14B T2V {expert}-noise expert", file_name, "WAN21_T2V", 3.5,
+                                            {}, _empty_video, f"{GGUF} Q4_K_M", "UnetLoaderGGUF")
+    for expert, file_name in zip(("high", "low"), tiny_models.WAN22_A14B_GGUF_FILES["t2v"])
+}
+
+
+def load_model(engine, spec: Family):
+    if spec.loader == "UnetLoaderGGUF":
+        if node_packs.GGUF.find_archive() is None:
+            pytest.skip(f"{spec.label} ({spec.file_format}): {node_packs.GGUF.absent_reason()}")
+        return engine.one("UnetLoaderGGUF", unet_name=spec.checkpoint)
+    return engine.one("UNETLoader", unet_name=spec.checkpoint, weight_dtype="default")
+
 
 @pytest.fixture(scope="module", autouse=True)
 def record_comfyui_version(record_testsuite_property, engine):
@@ -132,7 +156,7 @@ def family(request, engine):
     spec = FAMILIES[request.param]
     if not hasattr(comfy.supported_models, spec.detected_as):
         pytest.skip(f"{spec.label}: this ComfyUI has no {spec.detected_as} model (added in a later version)")
-    model = engine.one("UNETLoader", unet_name=spec.checkpoint, weight_dtype="default")
+    model = load_model(engine, spec)
     conditioning = dict(tokens=6, pooled=False) | spec.conditioning
     positive = engine.one("CachedSearchTestConditioning", text_seed=1, **conditioning)
     negative = engine.one("CachedSearchTestConditioning", text_seed=2, **conditioning)
@@ -171,7 +195,12 @@ def test_checkpoint_is_detected_as_its_family(family):
     spec, model, *_ = family
     assert type(model.model.model_config).__name__ == spec.detected_as
     linears = block_linears(model.model.diffusion_model)
-    if spec.file_format == FP8_SCALED:
+    if spec.file_format.startswith(GGUF):
+        quantization = spec.file_format.removeprefix(f"{GGUF} ")
+        assert type(model).__name__ == "GGUFModelPatcher"
+        assert linears and {linear.weight.tensor_type.name for linear in linears} == {
+            tiny_models.GGUF_QUANTIZATIONS[quantization][0]}
+    elif spec.file_format == FP8_SCALED:
         assert linears and all(stored_as_fp8(linear) for linear in linears)
     else:
         assert not any(stored_as_fp8(linear) for linear in linears)

@@ -1,5 +1,6 @@
 """The Wan 2.2 A14B workflows over HTTP: the delivered video equals the official two-KSamplerAdvanced graph
-queued on the same server with the winning seed, with and without the 4-step LoRAs, and on the shipped 4-step path
+queued on the same server with the winning seed, with and without the 4-step LoRAs (and the GGUF workflow as
+shipped, through ComfyUI-GGUF's loader, where its snapshot is), and on the shipped 4-step path
 (no cache: the commit is free) with and without pruning at the expert switch."""
 
 import copy
@@ -10,6 +11,7 @@ import numpy
 import pytest
 from PIL import Image
 
+from scripts import node_packs
 from scripts.graphs import tiny_workflow_variant
 from scripts.workflow_format import BYPASSED_MODE
 
@@ -76,9 +78,14 @@ def frames(server, entry):
             for image in entry["outputs"]["frames"]["images"]]
 
 
-@pytest.mark.parametrize("name", ["cachedsearch_wan22_a14b_t2v", "cachedsearch_wan22_a14b_i2v"])
-@pytest.mark.parametrize("loras_on", [False, True])
+# The GGUF workflow as shipped (LoRAs bypassed); tests/test_gguf.py runs its experts with the LoRAs in process.
+@pytest.mark.parametrize("name, loras_on", [
+    ("cachedsearch_wan22_a14b_t2v", False), ("cachedsearch_wan22_a14b_t2v", True),
+    ("cachedsearch_wan22_a14b_i2v", False), ("cachedsearch_wan22_a14b_i2v", True),
+    ("cachedsearch_wan22_a14b_t2v_gguf", False)])
 def test_a14b_workflow_delivers_the_official_graph_for_the_winner(comfy_server, name, loras_on):
+    if name.endswith("_gguf") and node_packs.GGUF.find_archive() is None:
+        pytest.skip(f"{name}: {node_packs.GGUF.absent_reason()}")
     graph = tiny_workflow_variant(queued_graph(name, loras_on), pooled=False)
     assert ("LoraLoaderModelOnly" in {node["class_type"] for node in graph.values()}) == loras_on
     if loras_on:  # the note's 4-step settings
