@@ -26,6 +26,7 @@ from ..cachedsearch_core.calibration import (
     DEFAULT_SEEDS,
     DEFAULT_TAUS,
     EXPERTS,
+    MIN_SEEDS_FOR_INTERVALS,
     HIGH_NOISE,
     LOW_NOISE,
     Calibration,
@@ -400,7 +401,7 @@ def _output(calibration, recommended, capture_target, seeds, steps, lines, taus)
     chart = torch.from_numpy(calibration.chart()).float().div(255).unsqueeze(0)
     shown = {"text": (report,), "cachedsearch_calibration": [{
         "rows": calibration.rows(), "recommended_tau": recommended, "capture_target": capture_target,
-        "seeds": seeds, "steps": steps, "intervals": seeds >= 3}]}
+        "seeds": seeds, "steps": steps, "intervals": seeds >= MIN_SEEDS_FOR_INTERVALS}]}
     return io.NodeOutput(*taus, report, chart, ui=shown)
 
 
