@@ -30,11 +30,13 @@ EXPERT_ROWS = [{**STORED_ROWS[0], "expert": "high-noise"}, {**STORED_ROWS[1], "e
                {**STORED_ROWS[0], "expert": "both", "tau": "0.1 + 0.1", "recommended": False}]
 
 
-def workflow_files(server, tmp_path, live=None, stored_result=None) -> dict:
+def workflow_files(server, tmp_path, live=None, stored_result=None, calibrate_box=(40, 720, 780, 760),
+                   columns=4) -> dict:
     object_info = server.get("/object_info")
     live = live or calibrate_wan(seeds=3, taus="0.1 0.5")
-    layout = {key: (40 + 420 * (index % 4), 60 + 330 * (index // 4), 380, 260) for index, key in enumerate(live)}
-    layout["calibrate"] = (40, 60 + 330 * (len(live) // 4 + 1), 780, 860)
+    layout = {key: (40 + 420 * (index % columns), 60 + 330 * (index // columns), 380, 260)
+              for index, key in enumerate(live)}
+    layout["calibrate"] = calibrate_box
     gui = api_to_gui(live, object_info, layout, seed_control="fixed")
     stored = json.loads(json.dumps(gui))
     for node in stored["nodes"]:
@@ -119,7 +121,9 @@ def test_two_expert_calibration_panel_and_each_experts_apply_cache_line(comfy_se
     renderer = "nodes2" if vue_nodes else "classic"
     stored = {"rows": EXPERT_ROWS, "recommended_tau": {"high-noise": 0.1, "low-noise": 0}, "capture_target": 0.9,
               "seeds": 4, "steps": 20, "intervals": True}
-    files = workflow_files(comfy_server, tmp_path, calibrate_a14b(seed=SEED, taus="2"), stored)
+    # the calibrator right of the other nodes, so the screenshots show its table beside both Apply Cache lines
+    files = workflow_files(comfy_server, tmp_path, calibrate_a14b(seed=SEED, taus="2"), stored, (1300, 60, 860, 1100),
+                           columns=3)
     seen = run_check(comfy_server, tmp_path, files, {
         "seed": SEED, "cancel": False, "calibrate_type": "CachedSearchCalibrateExperts",
         "screenshot": str(ARTIFACTS / f"calibrate_experts_pinned_{renderer}.png")}, vue_nodes)
