@@ -110,7 +110,7 @@ def tiny_workflow_variant(api: dict, pooled: bool) -> dict:
             inputs["steps"] = 8
         if node["class_type"] in ("CachedSearchCalibrate", "CachedSearchCalibrateExperts"):
             inputs.update(seeds=2, steps=8, **({"split_step": 4} if "split_step" in inputs else {}))
-            inputs.update({name: "0.1 2" for name in ("taus", "taus_high", "taus_low") if name in inputs})
+            inputs.update({name: "2" for name in ("taus", "taus_high", "taus_low") if name in inputs})
         if node["class_type"] == "CachedSearchPruningPlan":
             inputs.update(keep=2, preview_frames=2)  # of the 3 candidates and the 3 latent frames
             for cache in [n for n in graph.values() if n["class_type"] == "CachedSearchApplyCache"]:

@@ -246,6 +246,24 @@ def test_a_combined_verifier_drives_the_calibration_as_combine_scores_ranks(engi
     assert abs(sum(combined.combine(list(zip(recording[0].scores[1:4], recording[1].scores[1:4]))))) < 1e-9
 
 
+def test_a_videoscore_verifier_drives_the_calibration(engine):
+    """VideoScore scored as the VideoScore Verifier node scores (its clip, the aspects' average): a tau that skips
+    nothing reproduces the full videos, so their ranking is kept exactly (capture 1 needs scores that differ)."""
+    from scripts.tiny_models import WAN21_VAE_FILE
+
+    model, positive, negative, latent = engine.tiny_wan_t2v()
+    verifier = engine.one("CachedSearchLoadVideoScore", model_folder="VideoScore-v1.1", dtype="default")
+    output = engine.output(
+        "CachedSearchCalibrate", model=model, positive=positive, negative=negative, latent_image=latent,
+        vae=engine.one("VAELoader", vae_name=WAN21_VAE_FILE), verifier=verifier, prompt="a red ball", first_seed=0,
+        seeds=3, steps=4, cfg=5.0, sampler_name="euler", scheduler="simple", denoise=1.0, taus="0.0001",
+        capture_target=0.9, warmup_steps=1, cooldown_steps=1, frames_per_candidate=4)
+    _, report, _ = output.result
+    (row,) = output.ui["cachedsearch_calibration"][0]["rows"]
+    assert "verifier VideoScore-v1.1" in report
+    assert row["skipped"] == 0 and row["top1"][0] == 1.0 and row["capture"][0] == 1.0 and row["recommended"]
+
+
 def test_a_combined_verifier_that_cannot_read_the_vaes_frames_is_named_before_any_rollout(engine):
     from scripts.comfy_runtime import run_node
     from scripts.tiny_models import WAN21_VAE_FILE

@@ -107,7 +107,7 @@ def test_a14b_calibrate_workflow_sets_each_experts_tau_and_remembers_it_for_both
     outputs = entry["outputs"]
     (shown,) = outputs[calibrate_key]["cachedsearch_calibration"]
     taus = shown["recommended_tau"]
-    assert [row["expert"] for row in shown["rows"][:4]] == ["high-noise"] * 2 + ["low-noise"] * 2
+    assert [(row["expert"], row["tau"]) for row in shown["rows"][:2]] == [("high-noise", 2.0), ("low-noise", 2.0)]
     report = outputs[key_of(graph, "CachedSearchRecommit")]["text"][0]
     # each calibrated tau went into its expert's Apply Cache, whose model that expert's stage sampled with
     assert report.startswith(f"CachedSearch: 3 candidate(s), high noise: cache adaptive tau {taus['high-noise']:g}")
