@@ -6,6 +6,10 @@ metrics (``audit.evaluate_arms``: one code path for the GUI's table and bench/au
 from a bootstrap over the S seeds, and the recommendation of the audit's tau* rule (the largest tau whose capture
 meets the target; 0, the cache off, when none does). Results are remembered per setup (model file, steps, sampler,
 scheduler) in a small JSON file.
+
+A two-expert model (Wan 2.2 A14B) is calibrated one expert at a time on the same full rollouts: each expert's taus
+with the other expert at full compute, each expert recommended by the same rule, then both picks together once, so
+the table also shows what the search will actually run.
 """
 
 from __future__ import annotations
@@ -28,13 +32,13 @@ DEFAULT_CAPTURE_TARGET = 0.90
 MIN_SEEDS_FOR_INTERVALS = 3  # two seeds resample to little more than themselves
 
 
-def parse_taus(text: str) -> tuple[float, ...]:
-    """Numbers separated by commas or spaces, e.g. "0.05 0.10 0.15"."""
+def parse_taus(text: str, input_name: str = "taus") -> tuple[float, ...]:
+    """Numbers separated by commas or spaces, e.g. "0.05 0.10 0.15" (``input_name``: the input named in errors)."""
     parts = [part for part in re.split(r"[,\s]+", str(text).strip()) if part]
     try:
         return tuple(float(part) for part in parts)
     except ValueError:
-        raise ValueError(f"taus: got {text!r}; write numbers separated by spaces or commas, e.g. "
+        raise ValueError(f"{input_name}: got {text!r}; write numbers separated by spaces or commas, e.g. "
                          f"\"{' '.join(f'{tau:.2f}' for tau in DEFAULT_TAUS)}\"") from None
 
 
@@ -45,26 +49,29 @@ class CalibrationPlan:
     taus: the cache thresholds to measure, increasing, each within Apply Cache's range [0, 2].
     seeds: S, the number of seeds (>= 2); seeds first_seed ... first_seed + S - 1 are used.
     capture_target: the share of best-of-S's gain a tau must keep to be recommended, in (0, 1].
+    taus_input: the node input the taus come from, named in errors ("taus_high" for a two-expert calibration).
     """
 
     taus: tuple[float, ...] = DEFAULT_TAUS
     seeds: int = DEFAULT_SEEDS
     first_seed: int = 0
     capture_target: float = DEFAULT_CAPTURE_TARGET
+    taus_input: str = "taus"
 
     def __post_init__(self):
         taus = tuple(self.taus)
         object.__setattr__(self, "taus", taus)
         written = " ".join(f"{tau:g}" for tau in taus)
         if not taus:
-            raise ValueError("taus: the list is empty; give at least one tau, e.g. \"0.05 0.10 0.15 0.20 0.30\"")
+            raise ValueError(f"{self.taus_input}: the list is empty; give at least one tau, e.g. "
+                             "\"0.05 0.10 0.15 0.20 0.30\"")
         outside = [tau for tau in taus if not (isinstance(tau, (int, float)) and 0.0 <= tau <= TAU_MAX)]
         if outside:
-            raise ValueError(f"taus: {outside[0]!r} in \"{written}\" is outside Apply Cache's range 0 to {TAU_MAX:g}; "
-                             "use values in that range")
+            raise ValueError(f"{self.taus_input}: {outside[0]!r} in \"{written}\" is outside Apply Cache's range 0 "
+                             f"to {TAU_MAX:g}; use values in that range")
         if any(later <= earlier for earlier, later in zip(taus, taus[1:])):
-            raise ValueError(f"taus: got \"{written}\", which is not strictly increasing; list each tau once, "
-                             f"smallest first (\"{' '.join(f'{tau:g}' for tau in sorted(set(taus)))}\")")
+            raise ValueError(f"{self.taus_input}: got \"{written}\", which is not strictly increasing; list each "
+                             f"tau once, smallest first (\"{' '.join(f'{tau:g}' for tau in sorted(set(taus)))}\")")
         if not isinstance(self.seeds, int) or self.seeds < 2:
             raise ValueError(f"seeds: got {self.seeds!r}; a ranking needs at least 2 seeds (4 is the default, 8 "
                              "gives narrower intervals)")
@@ -98,11 +105,13 @@ class Calibration:
     full_seconds: float  # mean seconds of a full rollout
 
     @classmethod
-    def from_store(cls, store: ScoreStore, plan: CalibrationPlan, prompt: int = 0,
-                   bootstrap: int = 2000) -> Calibration:
-        """The table of ``store``'s full and tau rollouts of ``prompt`` on the plan's seeds."""
+    def from_store(cls, store: ScoreStore, plan: CalibrationPlan, prompt: int = 0, bootstrap: int = 2000,
+                   arm_prefix: str = "") -> Calibration:
+        """The table of ``store``'s full and tau rollouts of ``prompt`` on the plan's seeds (the tau arms named
+        ``arm_prefix + tau_arm(tau)``: one expert's arms of a two-expert calibration)."""
         seeds = plan.seed_list
-        results = evaluate_arms(store, {tau_arm(tau): tau for tau in plan.taus}, [prompt], seeds, bootstrap)
+        results = evaluate_arms(store, {arm_prefix + tau_arm(tau): tau for tau in plan.taus}, [prompt], seeds,
+                                bootstrap)
         tau = recommend_tau(results, plan.capture_target)
         picked = next((result for result in results if result.tau == tau), None) if tau is not None else None
         full_seconds = float(store.table(FULL_ARM, [prompt], seeds, "seconds").mean())
@@ -119,32 +128,33 @@ class Calibration:
 
     def rows(self) -> list[dict]:
         """One JSON-ready row per tau (the panel's table); speed-ups in transformer calls and in seconds."""
-        rows = []
-        for result in self.results:
-            fidelity = result.fidelity
-            row = {"tau": result.tau, "skipped": float(result.skipped_share),
-                   "call_speedup": float(result.call_speedup),
-                   "calls": result.calls, "computed_calls": result.computed_calls,
-                   "speedup": float(result.speedup),
-                   "meets_target": bool(fidelity.capture_of_means.value >= self.plan.capture_target),
-                   "recommended": result is self.recommended}
-            for name, interval in (("rho", fidelity.rho), ("top1", fidelity.top1),
-                                   ("capture", fidelity.capture_of_means), ("regret", fidelity.regret)):
-                row[name] = [_json_number(interval.value), *((_json_number(interval.low), _json_number(interval.high))
-                                                             if self.has_intervals else ())]
-            rows.append(row)
-        return rows
+        return [self.row(result) for result in self.results]
 
-    def report(self) -> str:
+    def row(self, result: ArmResult) -> dict:
+        fidelity = result.fidelity
+        row = {"tau": result.tau, "skipped": float(result.skipped_share), "call_speedup": float(result.call_speedup),
+               "calls": result.calls, "computed_calls": result.computed_calls, "speedup": float(result.speedup),
+               "meets_target": bool(fidelity.capture_of_means.value >= self.plan.capture_target),
+               "recommended": result is self.recommended}
+        for name, interval in (("rho", fidelity.rho), ("top1", fidelity.top1),
+                               ("capture", fidelity.capture_of_means), ("regret", fidelity.regret)):
+            row[name] = [_json_number(interval.value), *((_json_number(interval.low), _json_number(interval.high))
+                                                         if self.has_intervals else ())]
+        return row
+
+    def memory_entry(self) -> dict:
+        """What the memory keeps of this calibration."""
+        picked = self.recommended
+        return {"tau": self.recommended_tau,
+                "capture": picked.fidelity.capture_of_means.value if picked is not None else None,
+                "capture_target": self.plan.capture_target, "seeds": self.plan.seeds, "taus": list(self.plan.taus)}
+
+    def report(self, subject: str = "this model and prompt") -> str:
         plan = self.plan
         lines = ["| tau | skipped calls | speed-up (calls) | speed-up (s) | rho | top-1 | capture | regret |",
                  "|---|---|---|---|---|---|---|---|"]
         for result in self.results:
-            fidelity = result.fidelity
-            mark = " *" if result is self.recommended else ""
-            lines.append(f"| {result.tau:g}{mark} | {100 * result.skipped_share:.0f} % | {result.call_speedup:.2f}x "
-                         f"| {result.speedup:.2f}x | {self._interval(fidelity.rho)} | {self._interval(fidelity.top1)} "
-                         f"| {self._interval(fidelity.capture_of_means)} | {self._interval(fidelity.regret)} |")
+            lines.append(self.table_line(f"{result.tau:g}{' *' if result is self.recommended else ''}", result))
         target = f"{100 * plan.capture_target:.0f} %"
         if self.recommended is not None:
             capture = self.recommended.fidelity.capture_of_means.value
@@ -152,12 +162,19 @@ class Calibration:
                        f"{100 * capture:.1f} %, {self.recommended.call_speedup:.2f}x fewer transformer calls).")
         else:
             verdict = (f"Recommended tau: 0. No measured tau keeps {target} of best-of-{plan.seeds}'s gain: leave the "
-                       "cache off for this model and prompt (or measure smaller taus).")
+                       f"cache off for {subject} (or measure smaller taus).")
         spread = (f"Intervals: 95 % bootstrap over the {plan.seeds} seeds. With few seeds they are wide (at S = 4 a "
                   "top-1 interval is usually [0, 1] and capture's spans tens of points); more seeds narrow them."
                   if self.has_intervals else
                   f"No intervals: {plan.seeds} seeds cannot be resampled meaningfully; use 3 or more.")
         return "\n".join([*lines, "", verdict, spread])
+
+    def table_line(self, label: str, result: ArmResult) -> str:
+        """One row of the report's table for ``result`` (an arm of this calibration's seeds), labelled ``label``."""
+        fidelity = result.fidelity
+        return (f"| {label} | {100 * result.skipped_share:.0f} % | {result.call_speedup:.2f}x | {result.speedup:.2f}x "
+                f"| {self._interval(fidelity.rho)} | {self._interval(fidelity.top1)} "
+                f"| {self._interval(fidelity.capture_of_means)} | {self._interval(fidelity.regret)} |")
 
     def _interval(self, interval) -> str:
         if not math.isfinite(interval.value):
@@ -166,9 +183,9 @@ class Calibration:
             return f"{interval.value:.3f}"
         return f"{interval.value:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
 
-    def chart(self, width: int = 640, height: int = 400) -> np.ndarray:
+    def chart(self, width: int = 640, height: int = 400, label: str = "") -> np.ndarray:
         """Capture and speed-up (transformer calls) against tau, the capture target dashed, the pick circled: an
-        RGB image [height, width, 3] of uint8."""
+        RGB image [height, width, 3] of uint8; ``label`` begins the title (e.g. "high-noise expert: ")."""
         from PIL import Image, ImageDraw
 
         image = Image.new("RGB", (width, height), "white")
@@ -219,7 +236,7 @@ class Calibration:
             draw.ellipse([px - 8, py - 8, px + 8, py + 8], outline=(200, 30, 30), width=2)
         title = (f"recommended tau {self.recommended_tau:g}" if picked is not None else
                  "no tau meets the target: cache off")
-        draw.text((left, 10), f"capture (blue) and speed-up in calls (orange) vs tau; {title}", fill=(0, 0, 0))
+        draw.text((left, 10), f"{label}capture (blue) and speed-up in calls (orange) vs tau; {title}", fill=(0, 0, 0))
         draw.text(((left + right) / 2 - 10, height - 20), "tau", fill=(0, 0, 0))
         return np.array(image, dtype=np.uint8)
 
@@ -245,13 +262,9 @@ class CalibrationMemory:
         except (FileNotFoundError, json.JSONDecodeError):
             return {}
 
-    def remember(self, key: str, calibration: Calibration) -> None:
+    def remember(self, key: str, calibration: Calibration | ExpertsCalibration) -> None:
         entries = self._load()
-        picked = calibration.recommended
-        entries[key] = {"tau": calibration.recommended_tau,
-                        "capture": picked.fidelity.capture_of_means.value if picked is not None else None,
-                        "capture_target": calibration.plan.capture_target, "seeds": calibration.plan.seeds,
-                        "taus": list(calibration.plan.taus)}
+        entries[key] = calibration.memory_entry()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         partial = self.path.with_suffix(".tmp")
         partial.write_text(json.dumps(entries, indent=1, sort_keys=True))
@@ -261,9 +274,154 @@ class CalibrationMemory:
         return self._load().get(key)
 
 
-def describe_remembered(entry: dict) -> str:
-    """The line Apply Cache shows for a remembered calibration of its setup."""
+def describe_remembered(entry: dict, expert: str | None = None) -> str:
+    """The line Apply Cache shows for a remembered calibration of its setup (of one expert's cache: ``expert``)."""
+    subject = "this setup"
+    if expert is not None:
+        entry, subject = entry[expert], f"this setup's {expert} expert"
     if entry["tau"] == 0:
-        return (f"calibrated for this setup: tau 0 (no tau kept {100 * entry['capture_target']:.0f} % capture; "
+        return (f"calibrated for {subject}: tau 0 (no tau kept {100 * entry['capture_target']:.0f} % capture; "
                 "cache off)")
-    return f"calibrated for this setup: tau {entry['tau']:g} (capture {100 * entry['capture']:.0f} %)"
+    return f"calibrated for {subject}: tau {entry['tau']:g} (capture {100 * entry['capture']:.0f} %)"
+
+
+HIGH_NOISE, LOW_NOISE = EXPERTS = ("high-noise", "low-noise")
+
+
+def experts_setup_key(high_file: str, low_file: str, steps: int, split_step: int, sampler_name: str,
+                      scheduler: str) -> str:
+    """A two-expert setup: both expert files, and where the low-noise expert takes over."""
+    return f"{high_file} + {low_file} | {steps} steps, split at {split_step} | {sampler_name} | {scheduler}"
+
+
+def expert_arm_prefix(expert: str) -> str:
+    return f"{expert} "
+
+
+def together_arm(tau_high: float, tau_low: float) -> str:
+    """The store's name of the arm with both experts cached at once."""
+    return f"together: high-noise tau {tau_high:g}, low-noise tau {tau_low:g}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ExpertsPlan:
+    """A two-expert calibration: each expert's taus measured with the other expert at full compute (a sweep per
+    expert, not a grid: S x (taus_high + taus_low) cached rollouts instead of S x taus_high x taus_low), on the same
+    seeds and full rollouts, then the two picks together once (S more rollouts, only when both experts pick a tau)."""
+
+    high: CalibrationPlan
+    low: CalibrationPlan
+
+    @classmethod
+    def create(cls, taus_high, taus_low, seeds: int, first_seed: int, capture_target: float) -> ExpertsPlan:
+        return cls(CalibrationPlan(tuple(taus_high), seeds, first_seed, capture_target, "taus_high"),
+                   CalibrationPlan(tuple(taus_low), seeds, first_seed, capture_target, "taus_low"))
+
+    @property
+    def seeds(self) -> int:
+        return self.high.seeds
+
+    @property
+    def seed_list(self) -> list[int]:
+        return self.high.seed_list
+
+    @property
+    def capture_target(self) -> float:
+        return self.high.capture_target
+
+    @property
+    def rollouts(self) -> int:
+        """At most: the full rollouts, each expert's sweep and the two picks together."""
+        return self.seeds * (2 + len(self.high.taus) + len(self.low.taus))
+
+    def cost(self, steps: int) -> str:
+        seeds = self.seeds
+        return (f"{seeds} full rollouts + {seeds} cached rollouts x ({len(self.high.taus)} high-noise taus + "
+                f"{len(self.low.taus)} low-noise taus) + {seeds} with both picks = {self.rollouts} rollouts at most "
+                f"({self.rollouts * steps} sampler steps; a cached one costs less), each decoded and scored by the "
+                "verifier")
+
+
+@dataclasses.dataclass(frozen=True)
+class ExpertsCalibration:
+    """Both experts' tables and recommendations, and the two picks measured together (None until that arm ran,
+    and when either expert recommends 0)."""
+
+    plan: ExpertsPlan
+    high: Calibration
+    low: Calibration
+    together: ArmResult | None
+
+    @classmethod
+    def from_store(cls, store: ScoreStore, plan: ExpertsPlan, bootstrap: int = 2000) -> ExpertsCalibration:
+        high = Calibration.from_store(store, plan.high, bootstrap=bootstrap, arm_prefix=expert_arm_prefix(HIGH_NOISE))
+        low = Calibration.from_store(store, plan.low, bootstrap=bootstrap, arm_prefix=expert_arm_prefix(LOW_NOISE))
+        together = None
+        arm = together_arm(high.recommended_tau, low.recommended_tau)
+        if all(store.has(arm, 0, seed) for seed in plan.seed_list):
+            (together,) = evaluate_arms(store, {arm: None}, [0], plan.seed_list, bootstrap)
+        return cls(plan, high, low, together)
+
+    @property
+    def experts(self) -> dict[str, Calibration]:
+        return {HIGH_NOISE: self.high, LOW_NOISE: self.low}
+
+    @property
+    def together_taus(self) -> tuple[float, float] | None:
+        """The picks to measure together: both experts recommend a tau (with one at 0 the pair is the other's
+        measured arm already)."""
+        taus = (self.high.recommended_tau, self.low.recommended_tau)
+        return taus if all(taus) else None
+
+    @property
+    def together_meets_target(self) -> bool | None:
+        if self.together is None:
+            return None
+        return bool(self.together.fidelity.capture_of_means.value >= self.plan.capture_target)
+
+    @property
+    def full_seconds(self) -> float:
+        return self.high.full_seconds
+
+    def rows(self) -> list[dict]:
+        """The panel's rows: each expert's taus (``expert`` names it), then the picks together."""
+        rows = [{"expert": expert, **row} for expert, calibration in self.experts.items()
+                for row in calibration.rows()]
+        if self.together is not None:
+            row = self.high.row(self.together)
+            taus = f"{self.high.recommended_tau:g} + {self.low.recommended_tau:g}"
+            rows.append({**row, "expert": "both", "tau": taus, "recommended": False})
+        return rows
+
+    def report(self) -> str:
+        sections = []
+        for expert, calibration in self.experts.items():
+            other = LOW_NOISE if expert == HIGH_NOISE else HIGH_NOISE
+            sections += [f"{expert.capitalize()} expert (the {other} expert at full compute):",
+                         calibration.report(f"the {expert} expert"), ""]
+        if self.together is not None:
+            capture = self.together.fidelity.capture_of_means.value
+            target = f"{100 * self.plan.capture_target:.0f} %"
+            verdict = (f"Together they keep {100 * capture:.1f} % (target {target}) at "
+                       f"{self.together.call_speedup:.2f}x fewer transformer calls: " +
+                       ("use both picks." if self.together_meets_target else
+                        "below the target, because each expert's loss adds up. Lower the high-noise tau a step (or "
+                        "measure with more seeds) before a search that must keep the target."))
+            sections += ["Both picks together:", "| taus | skipped calls | speed-up (calls) | speed-up (s) | rho "
+                         "| top-1 | capture | regret |", "|---|---|---|---|---|---|---|---|",
+                         self.high.table_line(f"{self.high.recommended_tau:g} + {self.low.recommended_tau:g}",
+                                              self.together), "", verdict]
+        elif self.together_taus is None:
+            sections.append("Not measured together: an expert with tau 0 computes every call, so the other expert's "
+                            "row above is what the search runs.")
+        return "\n".join(sections).rstrip()
+
+    def chart(self) -> np.ndarray:
+        """Each expert's chart, high-noise above low-noise: [800, 640, 3] uint8."""
+        return np.concatenate([self.high.chart(label=f"{HIGH_NOISE} expert: "),
+                               self.low.chart(label=f"{LOW_NOISE} expert: ")], axis=0)
+
+    def memory_entry(self) -> dict:
+        together = self.together.fidelity.capture_of_means.value if self.together is not None else None
+        return {HIGH_NOISE: self.high.memory_entry(), LOW_NOISE: self.low.memory_entry(),
+                "together_capture": together}

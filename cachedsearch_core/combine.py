@@ -19,6 +19,7 @@ A verifier whose scores are all equal carries no information about this search a
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -100,3 +101,50 @@ def combine_rankings(rankings: Sequence[Ranking], weights: Sequence[float],
             combined[index] += weight * value / sum(weights)
     columns = tuple((name, ranking.scores) for name, ranking in zip(names, rankings))
     return Ranking(tuple(combined), verifier=f"combined ({normalisation})", columns=columns)
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifierCombination:
+    """Several verifiers scoring together, combined as ``combine_rankings`` combines their rankings.
+
+    verifiers: the judges (any objects with a ``name``), at least one.
+    weights: one non-negative weight each, not all 0.
+    normalisation: one of ``NORMALISATIONS``.
+    """
+
+    verifiers: tuple
+    weights: tuple[float, ...]
+    normalisation: str = RANK_AVERAGE
+
+    def __post_init__(self):
+        object.__setattr__(self, "verifiers", tuple(self.verifiers))
+        object.__setattr__(self, "weights", tuple(float(weight) for weight in self.weights))
+        if self.normalisation not in NORMALISATIONS:
+            raise ValueError(f"normalisation: got {self.normalisation!r}; choose one of {list(NORMALISATIONS)}")
+        names = self.names
+        for position, (name, weight) in enumerate(zip(names, self.weights), start=1):
+            if not math.isfinite(weight) or weight < 0:
+                raise ValueError(f"weight_{position} ({name}): got {weight}; use a non-negative number (0 leaves it "
+                                 "out)")
+        if len(self.verifiers) != len(self.weights) or not self.verifiers:
+            raise ValueError(f"verifiers: got {len(self.verifiers)} verifiers and {len(self.weights)} weights; "
+                             "connect at least one")
+        if sum(self.weights) <= 0:
+            raise ValueError(f"weights: all are 0 ({list(self.weights)}); give at least one verifier a positive "
+                             "weight")
+
+    @property
+    def names(self) -> list[str]:
+        return unique_names([verifier.name for verifier in self.verifiers])
+
+    @property
+    def name(self) -> str:
+        parts = ", ".join(f"{name} x {weight:g}" for name, weight in zip(self.names, self.weights))
+        return f"combined ({self.normalisation}) of {parts}"
+
+    def combine(self, scores: Sequence[Sequence[float]]) -> list[float]:
+        """One combined score per candidate from ``scores[candidate][verifier]``, the candidates being one search's
+        (normalised across them, as Combine Scores normalises across a search's drafts)."""
+        per_verifier = list(zip(*scores))
+        rankings = [Ranking(tuple(values), verifier=name) for values, name in zip(per_verifier, self.names)]
+        return list(combine_rankings(rankings, self.weights, self.normalisation).scores)

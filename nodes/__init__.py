@@ -4,13 +4,13 @@ from comfy_api.latest import ComfyExtension, io
 
 from .apply_cache import ApplyStepCache
 from .budget_nodes import SearchBudget
-from .calibrate import Calibrate
+from .calibrate import Calibrate, CalibrateExperts
 from .distributed import DistributedSearchSampler, register_server_hooks
 from .pick import register_pick_routes
 from .pruning_nodes import PruningPlanNode
 from .search_nodes import RankingFromScores, Recommit, SearchSampler, SearchSamplerAdvanced, SearchSamplerExperts
 from .verifier_nodes import (
-    CombineScores, LoadClipVerifier, LoadImageReward, LoadVideoScore, ScoreCandidates, ScoreVideos,
+    CombineScores, CombineVerifiers, LoadClipVerifier, LoadImageReward, LoadVideoScore, ScoreCandidates, ScoreVideos,
     register_model_folders,
 )
 
@@ -25,4 +25,5 @@ class CachedSearchExtension(ComfyExtension):
             ApplyStepCache, SearchSampler, SearchSamplerAdvanced, LoadImageReward, LoadClipVerifier, ScoreCandidates,
             RankingFromScores, Recommit, SearchSamplerExperts, DistributedSearchSampler,
             LoadVideoScore, ScoreVideos, CombineScores, PruningPlanNode, SearchBudget, Calibrate,
+            CalibrateExperts, CombineVerifiers,
         ]

@@ -1,8 +1,10 @@
-"""CachedSearch Calibrate: which tau keeps this verifier's ranking on this model and prompt, and what it saves.
+"""CachedSearch Calibrate (one stage, and two experts): which tau keeps this verifier's ranking on this model and
+prompt, and what it saves.
 
-Each rollout is one stock KSampler call (``search.run_stage``), decoded by the stock VAEDecode and scored as the
-Verifier node scores a draft; only its score and costs are kept, so one rollout is in memory at a time. The table
-comes from ``cachedsearch_core.calibration`` (the audit's own evaluation).
+Each rollout is the stock sampling calls of the search's own stages (``search.run_stage``: one KSampler, or Wan 2.2
+A14B's two KSamplerAdvanced), decoded by the stock VAEDecode and scored as the verifier nodes score a draft; only
+its score and costs are kept, so one rollout is in memory at a time. Both nodes run their rollouts through
+``_Rollouts`` and take their tables from ``cachedsearch_core.calibration`` (the audit's own evaluation).
 """
 
 from __future__ import annotations
@@ -23,19 +25,30 @@ from ..cachedsearch_core.calibration import (
     DEFAULT_CAPTURE_TARGET,
     DEFAULT_SEEDS,
     DEFAULT_TAUS,
+    EXPERTS,
+    MIN_SEEDS_FOR_INTERVALS,
+    HIGH_NOISE,
+    LOW_NOISE,
     Calibration,
     CalibrationMemory,
     CalibrationPlan,
+    ExpertsCalibration,
+    ExpertsPlan,
     describe_remembered,
+    expert_arm_prefix,
+    experts_setup_key,
     parse_taus,
     setup_key,
+    together_arm,
 )
+from ..cachedsearch_core.combine import VerifierCombination
 from ..cachedsearch_core.image_reward import mean_frame_score
+from ..cachedsearch_core.video_score import AspectWeights, VideoScore, sample_frame_indices
 from .cache_patch import attach_step_cache
 from .search import CandidateState, KSamplerStage, SearchProgress, StagedRecipe, progress_text_sender, run_stage
-from .search_nodes import _check_latent
+from .search_nodes import _check_latent, _check_same_latent_format, _split_step_message
 from .ui_results import SHOW_RESULTS_WHEN_CACHED
-from .verifier_nodes import Verifier
+from .verifier_nodes import CombinedVerifier, Verifier, VideoVerifier
 
 MEMORY_FILE = os.path.join("cachedsearch", "calibrations.json")
 # Inputs of a KSampler-style node that make a calibration's setup.
@@ -65,39 +78,132 @@ def _model_file(prompt: dict, node_id: str, input_name: str = "model") -> str | 
     return None
 
 
-def _downstream_setup(prompt: dict, node_id: str) -> tuple | None:
-    """(steps, sampler_name, scheduler) of the first KSampler-style node that samples with ``node_id``'s model
-    output, directly or through MODEL -> MODEL nodes; None when no such node has them as plain values."""
+# A two-expert sampler's model inputs and the expert each one is.
+_EXPERT_INPUTS = {"model_high": HIGH_NOISE, "model_low": LOW_NOISE}
+
+
+def _plain(values) -> bool:
+    return all(value is not None and not isinstance(value, list) for value in values)
+
+
+def _downstream_sampler(prompt: dict, node_id: str) -> tuple[str, str] | None:
+    """(node id, model input) of the first KSampler-style node (or two-expert sampler) that samples with
+    ``node_id``'s model output, directly or through MODEL -> MODEL nodes; None when no such node has its steps,
+    sampler and scheduler as plain values."""
     frontier, seen = [node_id], set()
     while frontier:
         current = frontier.pop(0)
         seen.add(current)
         for other_id, node in (prompt or {}).items():
-            link = node.get("inputs", {}).get("model")
-            if not (isinstance(link, list) and str(link[0]) == current) or other_id in seen:
-                continue
-            values = tuple(node["inputs"].get(name) for name in _SETUP_INPUTS)
-            if all(value is not None and not isinstance(value, list) for value in values):
-                return values
-            frontier.append(str(other_id))
+            inputs = node.get("inputs", {})
+            for name in ("model", *_EXPERT_INPUTS):
+                link = inputs.get(name)
+                if not (isinstance(link, list) and str(link[0]) == current) or other_id in seen:
+                    continue
+                if _plain(inputs.get(setup) for setup in _SETUP_INPUTS):
+                    return str(other_id), name
+                if name == "model":
+                    frontier.append(str(other_id))
     return None
 
 
 def remembered_calibration(prompt: dict | None, node_id: str | None) -> str | None:
     """Apply Cache's line for a calibration remembered for its setup (its model file, and the steps, sampler and
-    scheduler of the sampler it feeds), or None."""
+    scheduler of the sampler it feeds; on an expert of a two-expert sampler both experts' files and the split), or
+    None."""
     if not prompt or node_id is None:
         return None
-    model_file = _model_file(prompt, str(node_id))
-    setup = _downstream_setup(prompt, str(node_id))
-    if model_file is None or setup is None:
+    found = _downstream_sampler(prompt, str(node_id))
+    if found is None:
         return None
-    entry = calibration_memory().recall(setup_key(model_file, *setup))
-    return describe_remembered(entry) if entry is not None else None
+    sampler_id, model_input = found
+    inputs = prompt[sampler_id]["inputs"]
+    setup = [inputs[name] for name in _SETUP_INPUTS]
+    if model_input in _EXPERT_INPUTS:
+        files = [_model_file(prompt, sampler_id, name) for name in _EXPERT_INPUTS]
+        if None in files or not _plain([inputs.get("split_step")]):
+            return None
+        key = experts_setup_key(*files, setup[0], inputs["split_step"], *setup[1:])
+        expert = _EXPERT_INPUTS[model_input]
+    else:
+        model_file = _model_file(prompt, str(node_id))
+        if model_file is None:
+            return None
+        key, expert = setup_key(model_file, *setup), None
+    entry = calibration_memory().recall(key)
+    if entry is None or (expert is not None) != (HIGH_NOISE in entry):
+        return None
+    return describe_remembered(entry, expert)
 
 
 _COST = ("It costs S full rollouts plus S cached rollouts per tau (defaults: 4 + 4 x 5 = 24 rollouts, about 14 "
          "full-rollout times at ~2x cache speed-up), each decoded and scored by the verifier.")
+_EXPERTS_COST = ("It costs S full rollouts, S cached rollouts per tau of each expert and S with both picks (defaults: "
+                 "4 + 4 x (5 + 5) + 4 = 48 rollouts, about 26 full-rollout times at ~2x cache speed-up), each decoded "
+                 "and scored by the verifier.")
+_TAUS_TOOLTIP = ("The cache thresholds to measure, smallest first, separated by spaces (Apply Cache's range 0 to 2). "
+                 "Each adds S cached rollouts.")
+
+
+def _scene_inputs() -> list:
+    return [
+        io.Conditioning.Input("positive", tooltip="A prompt typical of what you will search."),
+        io.Conditioning.Input("negative", tooltip="What the videos should avoid."),
+        io.Latent.Input("latent_image", tooltip="A batch-1 latent of the size you will search at."),
+        io.Vae.Input("vae", tooltip="Decodes each rollout for the verifier."),
+        io.MultiType.Input("verifier", types=[Verifier, VideoVerifier, CombinedVerifier],
+                           tooltip="The judge your search will use: CachedSearch Load ImageReward, Load CLIP Verifier "
+                           "or Load VideoScore, or several through CachedSearch Combine Verifiers (as Combine Scores "
+                           "ranks a search)."),
+        io.String.Input("prompt", multiline=True, default="",
+                        tooltip="The prompt text the verifier compares the videos with (the encoder's text)."),
+        io.Int.Input("first_seed", default=0, min=0, max=0xFFFF_FFFF_FFFF_FFFF,
+                     tooltip="The calibration uses seeds first_seed ... first_seed + seeds - 1. It stays fixed, so "
+                     "queueing again reuses the calibration instead of recomputing it."),
+        io.Int.Input("seeds", default=DEFAULT_SEEDS, min=1, max=64,
+                     tooltip="S, how many seeds are compared (at least 2). 4 is cheap but its intervals are wide; 8 "
+                     "gives a steadier recommendation at twice the cost."),
+    ]
+
+
+def _judging_inputs() -> list:
+    return [
+        io.Float.Input("capture_target", default=DEFAULT_CAPTURE_TARGET, min=0.0, max=1.0, step=0.01,
+                       tooltip="Share of best-of-S's gain (over a random seed) a tau must keep to be recommended. "
+                       "0.90 is cautious; the audit's tau* uses 0.85."),
+    ]
+
+
+def _frames_input():
+    return io.Int.Input("frames_per_candidate", default=8, min=1, max=256,
+                        tooltip="K frames the verifier scores per rollout, as on the Verifier node (a VideoScore "
+                        "verifier reads up to this many, its max_frames).")
+
+
+def _cache_window_inputs(suffix: str = "", warmup: int = 5, cooldown: int = 5, whose: str = "") -> list:
+    return [
+        io.Int.Input(f"warmup_steps{suffix}", default=warmup, min=0, max=1000,
+                     tooltip=f"Always-computed first steps{whose}, as on Apply Cache (use the value you will use)."),
+        io.Int.Input(f"cooldown_steps{suffix}", default=cooldown, min=0, max=1000,
+                     tooltip=f"Always-computed last steps{whose}, as on Apply Cache (use the value you will use)."),
+    ]
+
+
+def _plan_message(make_plan) -> str | bool:
+    """validate_inputs' answer for a plan built by ``make_plan()`` (True when it is valid)."""
+    try:
+        make_plan()
+    except ValueError as error:
+        return str(error)
+    return True
+
+
+def _cached(model, warmup_steps: int, cooldown_steps: int, tau: float | None):
+    """A clone of ``model`` with the step cache: adaptive at ``tau``, or mode off for None (bit-identical to no
+    cache, and it counts the transformer calls, so multi-call samplers are costed right)."""
+    mode = "off" if tau is None else "adaptive"
+    return attach_step_cache(model, StepCacheConfig(mode=mode, tau=tau or 0.0, warmup_steps=warmup_steps,
+                                                    cooldown_steps=cooldown_steps))
 
 
 class Calibrate(io.ComfyNode):
@@ -114,20 +220,7 @@ class Calibrate(io.ComfyNode):
             inputs=[
                 io.Model.Input("model", tooltip="The diffusion model to calibrate (after LoRAs and ModelSamplingSD3), "
                                "without a cache: the node applies it itself on a copy."),
-                io.Conditioning.Input("positive", tooltip="A prompt typical of what you will search."),
-                io.Conditioning.Input("negative", tooltip="What the videos should avoid."),
-                io.Latent.Input("latent_image", tooltip="A batch-1 latent of the size you will search at."),
-                io.Vae.Input("vae", tooltip="Decodes each rollout for the verifier."),
-                Verifier.Input("verifier", tooltip="From CachedSearch Load ImageReward or Load CLIP Verifier: the "
-                               "judge your search will use."),
-                io.String.Input("prompt", multiline=True, default="",
-                                tooltip="The prompt text the verifier compares the videos with (the encoder's text)."),
-                io.Int.Input("first_seed", default=0, min=0, max=0xFFFF_FFFF_FFFF_FFFF,
-                             tooltip="The calibration uses seeds first_seed ... first_seed + seeds - 1. It stays "
-                             "fixed, so queueing again reuses the calibration instead of recomputing it."),
-                io.Int.Input("seeds", default=DEFAULT_SEEDS, min=1, max=64,
-                             tooltip="S, how many seeds are compared (at least 2). 4 is cheap but its intervals are "
-                             "wide; 8 gives a steadier recommendation at twice the cost."),
+                *_scene_inputs(),
                 io.Int.Input("steps", default=50, min=1, max=10000, tooltip="Sampling steps, as you will search."),
                 io.Float.Input("cfg", default=5.0, min=0.0, max=100.0, step=0.1, round=0.01,
                                tooltip="Classifier-free guidance scale."),
@@ -138,17 +231,10 @@ class Calibrate(io.ComfyNode):
                 io.Float.Input("denoise", default=1.0, min=0.0, max=1.0, step=0.01,
                                tooltip="1.0 samples from pure noise; lower keeps part of the input latent."),
                 io.String.Input("taus", default=" ".join(f"{tau:.2f}" for tau in DEFAULT_TAUS),
-                                tooltip="The cache thresholds to measure, smallest first, separated by spaces "
-                                "(Apply Cache's range 0 to 2). Each adds S cached rollouts."),
-                io.Float.Input("capture_target", default=DEFAULT_CAPTURE_TARGET, min=0.0, max=1.0, step=0.01,
-                               tooltip="Share of best-of-S's gain (over a random seed) a tau must keep to be "
-                               "recommended. 0.90 is cautious; the audit's tau* uses 0.85."),
-                io.Int.Input("warmup_steps", default=5, min=0, max=1000,
-                             tooltip="Always-computed first steps, as on Apply Cache (use the value you will use)."),
-                io.Int.Input("cooldown_steps", default=5, min=0, max=1000,
-                             tooltip="Always-computed last steps, as on Apply Cache (use the value you will use)."),
-                io.Int.Input("frames_per_candidate", default=8, min=1, max=256,
-                             tooltip="K frames the verifier scores per rollout, as on the Verifier node."),
+                                tooltip=_TAUS_TOOLTIP),
+                *_judging_inputs(),
+                *_cache_window_inputs(),
+                _frames_input(),
             ],
             outputs=[
                 io.Float.Output(display_name="tau", tooltip="The recommended tau (0: leave the cache off); wire it "
@@ -167,11 +253,7 @@ class Calibrate(io.ComfyNode):
             return f"denoise: got {denoise}; use a value above 0 and at most 1 (1.0 samples from pure noise)"
         if None in (taus, seeds, first_seed, capture_target):
             return True
-        try:
-            CalibrationPlan(parse_taus(taus), seeds, first_seed, capture_target)
-        except ValueError as error:
-            return str(error)
-        return True
+        return _plan_message(lambda: CalibrationPlan(parse_taus(taus), seeds, first_seed, capture_target))
 
     @classmethod
     def execute(cls, model, positive, negative, latent_image, vae, verifier, prompt, first_seed, seeds, steps, cfg,
@@ -182,72 +264,238 @@ class Calibrate(io.ComfyNode):
             raise ValueError(cls.validate_inputs(denoise=denoise))
         _check_latent(latent_image)
         stage = KSamplerStage(model, positive, negative, steps, cfg, sampler_name, scheduler, denoise)
-        announce = progress_text_sender(cls.hidden.unique_id) or (lambda text: None)
-        score = _scorer(vae, verifier, prompt, frames_per_candidate, latent_image)
 
-        def cache(mode, tau=0.0):
-            return attach_step_cache(model, StepCacheConfig(mode=mode, tau=tau, warmup_steps=warmup_steps,
-                                                            cooldown_steps=cooldown_steps))
+        def recipe(tau):
+            return StagedRecipe.single(stage.with_model(_cached(model, warmup_steps, cooldown_steps, tau)),
+                                       latent_image)
 
-        # The full rollouts run through the cache in "off" mode: bit-identical to no cache, and it counts the calls.
-        arms = [(FULL_ARM, cache("off")), *((tau_arm(tau), cache("adaptive", tau)) for tau in plan.taus)]
-        cost = plan.cost(stage.step_count)
-        announce(f"calibrating: {cost}")
-        progress = SearchProgress(plan.rollouts * stage.step_count)
-        store = ScoreStore(None)
-        start = time.perf_counter()
-        done = 0
-        for arm, arm_model in arms:
-            recipe = StagedRecipe.single(stage.with_model(arm_model), latent_image)
-            for index, rollout_seed in enumerate(plan.seed_list):
-                comfy.model_management.throw_exception_if_processing_interrupted()
-                done += 1
-                announce(f"rollout {done} / {plan.rollouts}: {arm if arm != FULL_ARM else 'full compute'}, "
-                         f"seed {rollout_seed} ({index + 1} / {plan.seeds})")
-                (state,) = run_stage(recipe, 0, [CandidateState(rollout_seed, latent_image)], progress)
-                draft = state.draft()
-                store.add(arm, 0, rollout_seed, score(state.latent), draft.seconds,
-                          calls=draft.calls_computed + draft.calls_skipped, skipped=draft.calls_skipped)
-        calibration = Calibration.from_store(store, plan)
-        header = [f"CachedSearch calibration: seeds {plan.seed_list[0]}-{plan.seed_list[-1]}, {steps} steps, "
-                  f"{sampler_name}/{scheduler}, cfg {cfg:g}, warmup {warmup_steps}, cooldown {cooldown_steps}; "
-                  f"verifier {verifier.name}",
-                  f"cost: {cost}; took {time.perf_counter() - start:.1f} s (a full rollout "
-                  f"{calibration.full_seconds:.2f} s)", ""]
-        remembered = cls._remember(calibration, steps, sampler_name, scheduler)
-        report = "\n".join([*header, calibration.report(), *remembered])
-        chart = torch.from_numpy(calibration.chart()).float().div(255).unsqueeze(0)
-        shown = {"text": (report,), "cachedsearch_calibration": [{
-            "rows": calibration.rows(), "recommended_tau": calibration.recommended_tau,
-            "capture_target": plan.capture_target, "seeds": plan.seeds, "steps": steps,
-            "intervals": calibration.has_intervals}]}
-        return io.NodeOutput(calibration.recommended_tau, report, chart, ui=shown)
+        rollouts = _Rollouts(cls.hidden.unique_id, plan.seed_list, plan.rollouts, stage.step_count,
+                             _Judge(vae, verifier, prompt, frames_per_candidate, latent_image), plan.cost(steps))
+        rollouts.run(FULL_ARM, "full compute", recipe(None))
+        for tau in plan.taus:
+            rollouts.run(tau_arm(tau), tau_arm(tau), recipe(tau))
+        calibration = Calibration.from_store(rollouts.store, plan)
+        remembered = _remember(cls.hidden, calibration, lambda file: setup_key(file, steps, sampler_name, scheduler),
+                               "model")
+        header = rollouts.header(f"{steps} steps, {sampler_name}/{scheduler}, cfg {cfg:g}, warmup {warmup_steps}, "
+                                 f"cooldown {cooldown_steps}", verifier, calibration.full_seconds)
+        return _output(calibration, calibration.recommended_tau, plan.capture_target, plan.seeds, steps,
+                       [*header, calibration.report(), *remembered], (calibration.recommended_tau,))
+
+
+class CalibrateExperts(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id="CachedSearchCalibrateExperts",
+            display_name="CachedSearch Calibrate (two experts)",
+            category="CachedSearch",
+            description="CachedSearch Calibrate for a two-expert model such as Wan 2.2 A14B, sampled as the official "
+            "two-KSamplerAdvanced graph (and CachedSearch Sampler (High/Low Experts)): each expert's taus are "
+            "measured with the other expert at full compute, each expert gets the largest tau whose capture meets "
+            "the target (0: keep its cache off), and both picks are then measured together. "
+            f"{_EXPERTS_COST} Wire each tau into that expert's Apply Cache.",
+            inputs=[
+                io.Model.Input("model_high", tooltip="The high-noise expert (first steps), after LoRAs and "
+                               "ModelSamplingSD3, without a cache: the node applies it itself on a copy."),
+                io.Model.Input("model_low", tooltip="The low-noise expert (the remaining steps), likewise without a "
+                               "cache."),
+                *_scene_inputs(),
+                io.Int.Input("steps", default=20, min=2, max=10000,
+                             tooltip="Total sampling steps of both experts, as you will search (the official graph: "
+                             "20)."),
+                io.Int.Input("split_step", default=10, min=1, max=9999,
+                             tooltip="The step where the low-noise expert takes over, as you will search (official: "
+                             "10 of 20)."),
+                io.Float.Input("cfg", default=3.5, min=0.0, max=100.0, step=0.1, round=0.01,
+                               tooltip="Classifier-free guidance scale of both experts (official: 3.5)."),
+                io.Combo.Input("sampler_name", options=comfy.samplers.KSampler.SAMPLERS, default="euler",
+                               tooltip="Sampling algorithm, as in KSamplerAdvanced."),
+                io.Combo.Input("scheduler", options=comfy.samplers.KSampler.SCHEDULERS, default="simple",
+                               tooltip="Sigma schedule, as in KSamplerAdvanced."),
+                io.String.Input("taus_high", default=" ".join(f"{tau:.2f}" for tau in DEFAULT_TAUS),
+                                tooltip=f"The high-noise expert's taus. {_TAUS_TOOLTIP}"),
+                io.String.Input("taus_low", default=" ".join(f"{tau:.2f}" for tau in DEFAULT_TAUS),
+                                tooltip=f"The low-noise expert's taus. {_TAUS_TOOLTIP}"),
+                *_judging_inputs(),
+                *_cache_window_inputs("_high", 2, 1, " of the high-noise expert's steps"),
+                *_cache_window_inputs("_low", 1, 2, " of the low-noise expert's steps"),
+                _frames_input(),
+            ],
+            outputs=[
+                io.Float.Output(display_name="tau_high", tooltip="The high-noise expert's recommended tau (0: leave "
+                                "its cache off); wire it into that expert's Apply Cache tau."),
+                io.Float.Output(display_name="tau_low", tooltip="The low-noise expert's recommended tau; wire it into "
+                                "that expert's Apply Cache tau."),
+                io.String.Output(display_name="report", tooltip="Each expert's table, both picks together and the "
+                                 "recommendation."),
+                io.Image.Output(display_name="chart", tooltip="Each expert's capture and speed-up against tau; "
+                                "connect a Preview Image."),
+            ],
+            hidden=[io.Hidden.unique_id, io.Hidden.prompt],
+            **SHOW_RESULTS_WHEN_CACHED,
+        )
 
     @classmethod
-    def _remember(cls, calibration: Calibration, steps, sampler_name, scheduler) -> list[str]:
-        model_file = _model_file(cls.hidden.prompt, str(cls.hidden.unique_id)) if cls.hidden.prompt else None
-        if model_file is None:
-            return []
-        key = setup_key(model_file, steps, sampler_name, scheduler)
-        calibration_memory().remember(key, calibration)
-        return ["", f"Remembered for {key}: Apply Cache on this setup shows it."]
+    def validate_inputs(cls, taus_high=None, taus_low=None, seeds=None, first_seed=None, capture_target=None,
+                        steps=None, split_step=None):
+        message = _split_step_message(steps, split_step)
+        if message is not True or None in (taus_high, taus_low, seeds, first_seed, capture_target):
+            return message
+        return _plan_message(lambda: ExpertsPlan.create(parse_taus(taus_high, "taus_high"),
+                                                        parse_taus(taus_low, "taus_low"), seeds, first_seed,
+                                                        capture_target))
+
+    @classmethod
+    def execute(cls, model_high, model_low, positive, negative, latent_image, vae, verifier, prompt, first_seed, seeds,
+                steps, split_step, cfg, sampler_name, scheduler, taus_high, taus_low, capture_target,
+                warmup_steps_high, cooldown_steps_high, warmup_steps_low, cooldown_steps_low,
+                frames_per_candidate) -> io.NodeOutput:
+        message = cls.validate_inputs(steps=steps, split_step=split_step)
+        if message is not True:
+            raise ValueError(message)
+        plan = ExpertsPlan.create(parse_taus(taus_high, "taus_high"), parse_taus(taus_low, "taus_low"), seeds,
+                                  first_seed, capture_target)
+        _check_latent(latent_image)
+        _check_same_latent_format(model_high, model_low)
+        shared = dict(positive=positive, negative=negative, steps=steps, cfg=cfg, sampler_name=sampler_name,
+                      scheduler=scheduler)
+        # The official graph, as CachedSearch Sampler (High/Low Experts) runs it.
+        high = KSamplerStage(model_high, **shared, start_step=0, last_step=split_step)
+        low = KSamplerStage(model_low, **shared, disable_noise=True, start_step=split_step, last_step=steps,
+                            force_full_denoise=True)
+
+        def recipe(tau_high, tau_low):
+            return StagedRecipe((high.with_model(_cached(model_high, warmup_steps_high, cooldown_steps_high, tau_high)),
+                                 low.with_model(_cached(model_low, warmup_steps_low, cooldown_steps_low, tau_low))),
+                                latent_image, EXPERTS)
+
+        rollouts = _Rollouts(cls.hidden.unique_id, plan.seed_list, plan.rollouts, steps,
+                             _Judge(vae, verifier, prompt, frames_per_candidate, latent_image), plan.cost(steps))
+        rollouts.run(FULL_ARM, "full compute", recipe(None, None))
+        for tau in plan.high.taus:
+            arm = expert_arm_prefix(HIGH_NOISE) + tau_arm(tau)
+            rollouts.run(arm, arm, recipe(tau, None))
+        for tau in plan.low.taus:
+            arm = expert_arm_prefix(LOW_NOISE) + tau_arm(tau)
+            rollouts.run(arm, arm, recipe(None, tau))
+        calibration = ExpertsCalibration.from_store(rollouts.store, plan)
+        if calibration.together_taus is not None:
+            arm = together_arm(*calibration.together_taus)
+            rollouts.run(arm, arm, recipe(*calibration.together_taus))
+            calibration = ExpertsCalibration.from_store(rollouts.store, plan)
+        rollouts.finish()
+        remembered = _remember(cls.hidden, calibration, lambda high_file, low_file: experts_setup_key(
+            high_file, low_file, steps, split_step, sampler_name, scheduler), *_EXPERT_INPUTS)
+        header = rollouts.header(f"{steps} steps split at {split_step}, {sampler_name}/{scheduler}, cfg {cfg:g}, "
+                                 f"warmup/cooldown high {warmup_steps_high}/{cooldown_steps_high}, low "
+                                 f"{warmup_steps_low}/{cooldown_steps_low}", verifier, calibration.full_seconds)
+        taus = (calibration.high.recommended_tau, calibration.low.recommended_tau)
+        return _output(calibration, dict(zip(EXPERTS, taus)), plan.capture_target, plan.seeds, steps,
+                       [*header, calibration.report(), *remembered], taus)
 
 
-def _scorer(vae, verifier, prompt: str, frames_per_candidate: int, latent_image: dict):
-    """``score(latent) -> float`` as the Verifier node scores a draft decoded by VAEDecode. Tried first on the
-    input latent, so a verifier that cannot read the VAE's frames fails before any rollout is spent."""
-    decoder = comfy_nodes.VAEDecode()
+def _output(calibration, recommended, capture_target, seeds, steps, lines, taus) -> io.NodeOutput:
+    """The node's outputs (the taus, the report, the chart) and its panel's table."""
+    report = "\n".join(lines)
+    chart = torch.from_numpy(calibration.chart()).float().div(255).unsqueeze(0)
+    shown = {"text": (report,), "cachedsearch_calibration": [{
+        "rows": calibration.rows(), "recommended_tau": recommended, "capture_target": capture_target,
+        "seeds": seeds, "steps": steps, "intervals": seeds >= MIN_SEEDS_FOR_INTERVALS}]}
+    return io.NodeOutput(*taus, report, chart, ui=shown)
 
-    def score(latent: dict) -> float:
-        (frames,) = decoder.decode(vae, latent)
-        return mean_frame_score(verifier.score, prompt, frames, frames_per_candidate)
 
-    try:
-        score(latent_image)
-    except comfy.model_management.InterruptProcessingException:
-        raise
-    except Exception as error:
-        raise ValueError(f"verifier: {verifier.name} could not score the frames this vae decodes ({error}); connect "
-                         "a verifier and a VAE that belong together (a video model's VAE with ImageReward or a CLIP "
-                         "verifier)") from error
-    return score
+def _remember(hidden, calibration, key_of, *model_inputs) -> list[str]:
+    """Stores the calibration under ``key_of(*model files)``, the files of the loaders at the root of the node's
+    ``model_inputs`` in a server run's prompt; the report's line saying so (nothing outside a server run)."""
+    if not hidden.prompt:
+        return []
+    files = [_model_file(hidden.prompt, str(hidden.unique_id), name) for name in model_inputs]
+    if None in files:
+        return []
+    key = key_of(*files)
+    calibration_memory().remember(key, calibration)
+    return ["", f"Remembered for {key}: Apply Cache on this setup shows it."]
+
+
+class _Rollouts:
+    """Runs a calibration's rollouts one at a time on one progress bar (each the stock sampling calls of its
+    recipe's stages), scores each as it finishes and keeps only its score, seconds and call counts. An arm's scores
+    enter the store once all its seeds ran: a combined verifier normalises across them, as Combine Scores
+    normalises across a search's drafts (an arm is a search of S drafts)."""
+
+    def __init__(self, node_id, seeds: list[int], rollouts: int, steps: int, judge: _Judge, cost: str):
+        self.seeds, self.total, self.judge = seeds, rollouts, judge
+        self.announce = progress_text_sender(node_id) or (lambda text: None)
+        self.progress = SearchProgress(rollouts * steps)
+        self.store = ScoreStore(None)
+        self.done = 0
+        self.cost = cost
+        self.start = time.perf_counter()
+        self.announce(f"calibrating: {cost}")
+
+    def run(self, arm: str, label: str, recipe: StagedRecipe) -> None:
+        scores, drafts = [], []
+        for index, seed in enumerate(self.seeds):
+            comfy.model_management.throw_exception_if_processing_interrupted()
+            self.done += 1
+            self.announce(f"rollout {self.done} / {self.total}: {label}, seed {seed} ({index + 1} / {len(self.seeds)})")
+            state = CandidateState(seed, recipe.latent)
+            for stage_index in range(len(recipe.stages)):
+                (state,) = run_stage(recipe, stage_index, [state], self.progress)
+            scores.append(self.judge.score(state.latent))
+            drafts.append(state.draft())
+        for seed, score, draft in zip(self.seeds, self.judge.combine(scores), drafts):
+            self.store.add(arm, 0, seed, score, draft.seconds, calls=draft.calls_computed + draft.calls_skipped,
+                           skipped=draft.calls_skipped)
+
+    def finish(self) -> None:
+        """Fills the bar when fewer rollouts ran than it was sized for (the picks were not measured together)."""
+        self.progress.finish()
+
+    def header(self, settings: str, verifier, full_seconds: float) -> list[str]:
+        return [f"CachedSearch calibration: seeds {self.seeds[0]}-{self.seeds[-1]}, {settings}; verifier "
+                f"{verifier.name}",
+                f"cost: {self.cost}; took {time.perf_counter() - self.start:.1f} s (a full rollout "
+                f"{full_seconds:.2f} s)", ""]
+
+
+class _Judge:
+    """Scores a rollout's latent as the search's verifier nodes score a draft decoded by VAEDecode: an image
+    verifier as the Verifier node (``mean_frame_score`` over K frames), VideoScore as the VideoScore Verifier (the
+    average of its five aspects over up to K strided frames), several as Combine Scores combines them. Tried first on
+    the input latent, so a verifier that cannot read the VAE's frames fails before any rollout is spent."""
+
+    def __init__(self, vae, verifier, prompt: str, frames_per_candidate: int, latent_image: dict):
+        self.vae, self.prompt, self.frames = vae, prompt, frames_per_candidate
+        self.combination = verifier if isinstance(verifier, VerifierCombination) else None
+        self.verifiers = self.combination.verifiers if self.combination is not None else (verifier,)
+        self.decoder = comfy_nodes.VAEDecode()
+        (frames,) = self.decoder.decode(vae, latent_image)
+        for part in self.verifiers:
+            try:
+                self._score_frames(part, frames)
+            except comfy.model_management.InterruptProcessingException:
+                raise
+            except Exception as error:
+                within = " (in the combined verifiers)" if self.combination is not None else ""
+                raise ValueError(f"verifier: {part.name}{within} could not score the frames this vae decodes "
+                                 f"({error}); connect a verifier and a VAE that belong together (a video model's VAE "
+                                 "with ImageReward, a CLIP verifier or VideoScore)") from error
+
+    def _score_frames(self, verifier, frames) -> float:
+        if isinstance(getattr(verifier, "verifier", None), VideoScore):
+            picks = sample_frame_indices(frames.shape[0], self.frames)
+            return AspectWeights().combine(verifier.score_clip(self.prompt, frames[picks])).item()
+        return mean_frame_score(verifier.score, self.prompt, frames, self.frames)
+
+    def score(self, latent: dict) -> tuple[float, ...]:
+        """Each verifier's score of the rollout."""
+        (frames,) = self.decoder.decode(self.vae, latent)
+        return tuple(self._score_frames(verifier, frames) for verifier in self.verifiers)
+
+    def combine(self, scores: list[tuple[float, ...]]) -> list[float]:
+        """One score per rollout of an arm, from each rollout's verifier scores."""
+        if self.combination is None:
+            return [score for (score,) in scores]
+        return self.combination.combine(scores)

@@ -11,7 +11,7 @@ from comfy_api.latest import io, ui
 
 from ..cachedsearch_core import Ranking
 from ..cachedsearch_core.clip_score import ClipScore
-from ..cachedsearch_core.combine import NORMALISATIONS, RANK_AVERAGE, combine_rankings
+from ..cachedsearch_core.combine import NORMALISATIONS, RANK_AVERAGE, VerifierCombination, combine_rankings
 from ..cachedsearch_core.image_reward import TOKENIZER_FOLDER, ImageReward, frame_indices, mean_frame_score
 from ..cachedsearch_core.panels import describe_verifier
 from ..cachedsearch_core.video_score import (
@@ -34,6 +34,7 @@ CLIP_FOLDER = "clip_score"
 VIDEO_SCORE_FOLDER = "video_score"
 Verifier = io.Custom("CACHEDSEARCH_VERIFIER")
 VideoVerifier = io.Custom("CACHEDSEARCH_VIDEO_VERIFIER")
+CombinedVerifier = io.Custom("CACHEDSEARCH_COMBINED_VERIFIER")
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -413,3 +414,46 @@ class CombineScores(io.ComfyNode):
                                  f"{len(candidates)} candidates; connect rankings of this sampler's drafts")
         combined = combine_rankings([ranking for ranking, _ in pairs], [weight for _, weight in pairs], normalisation)
         return _show_ranking(cls, combined, candidates)
+
+
+_NORMALISATION_TOOLTIP = ("rank average (default): ranks scaled to [0, 1], robust to one verifier's outliers. z-score: "
+                          "keeps margins, so a clear win counts more, but an outlier can dominate.")
+
+
+class CombineVerifiers(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        judge = [Verifier, VideoVerifier]
+        return io.Schema(
+            node_id="CachedSearchCombineVerifiers",
+            display_name="CachedSearch Combine Verifiers",
+            category="CachedSearch",
+            description="Several verifiers as one judge for CachedSearch Calibrate, combined exactly as Combine "
+            "Scores combines their rankings of a search (each verifier's scores normalised across the seeds, "
+            "weighted and averaged): calibrate with the same verifiers, weights and normalisation your search's "
+            "Combine Scores uses.",
+            inputs=[
+                io.MultiType.Input("verifier_1", types=judge, tooltip="From CachedSearch Load ImageReward, Load CLIP "
+                                   "Verifier or Load VideoScore."),
+                io.Float.Input("weight_1", default=1.0, min=0.0, max=100.0, step=0.1,
+                               tooltip="Weight of verifier_1 (0 leaves it out), as weight_1 on Combine Scores."),
+                io.MultiType.Input("verifier_2", types=judge, tooltip="Another verifier."),
+                io.Float.Input("weight_2", default=1.0, min=0.0, max=100.0, step=0.1, tooltip="Weight of verifier_2."),
+                io.Combo.Input("normalisation", options=list(NORMALISATIONS), default=RANK_AVERAGE,
+                               tooltip=_NORMALISATION_TOOLTIP),
+                io.MultiType.Input("verifier_3", types=judge, optional=True, tooltip="Optional third verifier."),
+                io.Float.Input("weight_3", default=1.0, min=0.0, max=100.0, step=0.1, optional=True,
+                               tooltip="Weight of verifier_3."),
+            ],
+            outputs=[CombinedVerifier.Output(display_name="verifier",
+                                             tooltip="For CachedSearch Calibrate's verifier.")],
+        )
+
+    @classmethod
+    def execute(cls, verifier_1, weight_1, verifier_2, weight_2, normalisation, verifier_3=None,
+                weight_3=1.0) -> io.NodeOutput:
+        pairs = [(verifier_1, weight_1), (verifier_2, weight_2)]
+        if verifier_3 is not None:
+            pairs.append((verifier_3, weight_3))
+        return io.NodeOutput(VerifierCombination(tuple(verifier for verifier, _ in pairs),
+                                                 tuple(weight for _, weight in pairs), normalisation))

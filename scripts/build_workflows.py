@@ -504,6 +504,49 @@ def wan21_calibrate() -> dict:
     return workflow
 
 
+CALIBRATE_A14B_NOTE = """
+### Calibrate each expert's tau first (CachedSearch Calibrate (two experts))
+The first queue runs **CachedSearch Calibrate (two experts)** on the same two experts, prompt, verifier and
+sampler settings: 4 seeds at full compute, the same seeds with only the high-noise expert cached at each of its
+taus (the low-noise expert at full compute), then only the low-noise expert at each of its taus, and finally
+both experts at their picks together (48 rollouts with the defaults, about 26 full-rollout times, plus scoring).
+Each expert gets the largest tau whose drafts keep 90 % of best-of-4's gain (0: keep that expert's cache off),
+and the two taus feed the two Apply Cache nodes. The report says whether the two picks together still keep the
+target (each expert's loss adds up). Later queues reuse the calibration and only search.
+
+**Recalibrate** when the trajectory either cache sees changes: other expert files or LoRAs, other `steps` or
+`split_step`, sampler or scheduler (keep the calibrator's equal to the sampler's), each expert's warmup and
+cooldown, another resolution class (480p vs 720p) or a very different kind of prompt. The result is remembered
+for both expert files, steps, split, sampler and scheduler: each expert's Apply Cache says "calibrated for this
+setup's high-noise (low-noise) expert" when that setup comes back. Do not calibrate the 4-step LoRA path: with 2
+steps per expert there is nothing to skip (set both caches to mode off there).
+"""
+
+
+def wan22_a14b_calibrate() -> dict:
+    """The Wan 2.2 A14B T2V workflow with each expert's tau measured by CachedSearch Calibrate (two experts)."""
+    workflow = wan22_a14b_t2v()
+    api = workflow["api"]
+    search = api["search"]["inputs"]
+    windows = {f"{name}_steps_{expert}": api[f"cache_{expert}"]["inputs"][f"{name}_steps"]
+               for expert in ("high", "low") for name in ("warmup", "cooldown")}
+    api["calibrate"] = {"class_type": "CachedSearchCalibrateExperts", "inputs": {
+        "model_high": ["shift_high", 0], "model_low": ["shift_low", 0], "positive": ["positive", 0],
+        "negative": ["negative", 0], "latent_image": ["latent", 0], "vae": ["vae", 0],
+        "verifier": ["load_verifier", 0], "prompt": ["prompt", 0], "first_seed": 0, "seeds": 4,
+        **{name: search[name] for name in ("steps", "split_step", "cfg", "sampler_name", "scheduler")},
+        "taus_high": "0.05 0.10 0.15 0.20 0.30", "taus_low": "0.05 0.10 0.15 0.20 0.30", "capture_target": 0.9,
+        **windows, "frames_per_candidate": 8}}
+    api["chart"] = {"class_type": "PreviewImage", "inputs": {"images": ["calibrate", 3]}}
+    api["cache_high"]["inputs"]["tau"] = ["calibrate", 0]
+    api["cache_low"]["inputs"]["tau"] = ["calibrate", 1]
+    workflow["columns"].update(calibrate=2, chart=3)
+    workflow["note"] = workflow["note"].replace(
+        "high-noise expert 0.15, low-noise expert 0.10 here (not calibrated on A14B)",
+        "here each expert's tau comes from the calibration below") + CALIBRATE_A14B_NOTE
+    return workflow
+
+
 TITLES = {
     "cache": "Apply Cache (explore cheap)", "search": "N cached drafts", "verify": "Rank drafts (ImageReward)",
     "recommit": "Recommit winner (full compute)", "prompt": "Prompt (text encoder + verifier)",
@@ -529,7 +572,8 @@ WORKFLOWS = {"cachedsearch_wan21_t2v": wan21_t2v, "cachedsearch_hunyuan_t2v": hu
              "cachedsearch_wan22_a14b_t2v_4step": wan22_a14b_t2v_4step,
              "cachedsearch_wan22_a14b_t2v_gguf": wan22_a14b_t2v_gguf, "cachedsearch_hunyuan15_t2v": hunyuan15_t2v,
              "cachedsearch_wan21_t2v_distributed": wan21_t2v_distributed,
-             "cachedsearch_wan21_t2v_pruned": wan21_t2v_pruned, "cachedsearch_calibrate_wan21": wan21_calibrate}
+             "cachedsearch_wan21_t2v_pruned": wan21_t2v_pruned, "cachedsearch_calibrate_wan21": wan21_calibrate,
+             "cachedsearch_calibrate_wan22_a14b": wan22_a14b_calibrate}
 
 
 def build(object_info: dict) -> dict[str, tuple[dict, dict]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from scripts.tiny_models import WAN21_T2V_FILE, WAN21_VAE_FILE
+from scripts.tiny_models import WAN21_T2V_FILE, WAN21_VAE_FILE, WAN22_A14B_FILES
 
 
 def cached_wan_sampling(
@@ -108,6 +108,9 @@ def tiny_workflow_variant(api: dict, pooled: bool) -> dict:
                 inputs["split_step"] = 4
         if node["class_type"] == "BasicScheduler":
             inputs["steps"] = 8
+        if node["class_type"] in ("CachedSearchCalibrate", "CachedSearchCalibrateExperts"):
+            inputs.update(seeds=2, steps=8, **({"split_step": 4} if "split_step" in inputs else {}))
+            inputs.update({name: "2" for name in ("taus", "taus_high", "taus_low") if name in inputs})
         if node["class_type"] == "CachedSearchPruningPlan":
             inputs.update(keep=2, preview_frames=2)  # of the 3 candidates and the 3 latent frames
             for cache in [n for n in graph.values() if n["class_type"] == "CachedSearchApplyCache"]:
@@ -159,4 +162,44 @@ def calibrate_wan(*, seed: int = 0, seeds: int = 3, steps: int = 6, taus: str = 
         "seed": seed, "num_candidates": 1, "steps": steps, "cfg": 5.0, "sampler_name": "euler", "scheduler": "simple",
         "denoise": 1.0}}
     graph["search_report"] = {"class_type": "PreviewAny", "inputs": {"source": ["search", 2]}}
+    return graph
+
+
+def calibrate_a14b(*, seed: int = 0, seeds: int = 2, steps: int = 6, split_step: int = 3, taus: str = "0.1 2",
+                   capture_target: float = 0.9, prompt: str = "a red ball on the grass") -> dict:
+    """CachedSearch Calibrate (two experts) on the tiny Wan 2.2 A14B T2V experts with the tiny ImageReward, its chart
+    previewed and its two taus wired into each expert's Apply Cache for a one-candidate two-expert search with the
+    same settings."""
+    graph = {}
+    for index, (expert, file_name) in enumerate(zip(("high", "low"), WAN22_A14B_FILES["t2v"])):
+        graph[f"unet_{expert}"] = {"class_type": "UNETLoader", "inputs": {"unet_name": file_name,
+                                                                         "weight_dtype": "default"}}
+        graph[f"shift_{expert}"] = {"class_type": "ModelSamplingSD3", "inputs": {"model": [f"unet_{expert}", 0],
+                                                                                 "shift": 5.0}}
+        graph[f"cache_{expert}"] = {"class_type": "CachedSearchApplyCache", "inputs": {
+            "model": [f"shift_{expert}", 0], "mode": "adaptive", "tau": ["calibrate", index], "warmup_steps": 1,
+            "cooldown_steps": 1, "static_interval": 2}}
+    shared = {"positive": ["positive", 0], "negative": ["negative", 0], "latent_image": ["latent", 0],
+              "steps": steps, "split_step": split_step, "cfg": 3.5, "sampler_name": "euler", "scheduler": "simple"}
+    graph.update({
+        "positive": {"class_type": "CachedSearchTestConditioning", "inputs": {"text_seed": 11, "tokens": 8,
+                                                                             "pooled": False}},
+        "negative": {"class_type": "CachedSearchTestConditioning", "inputs": {"text_seed": 12, "tokens": 8,
+                                                                             "pooled": False}},
+        "latent": {"class_type": "EmptyHunyuanLatentVideo", "inputs": {"width": 32, "height": 32, "length": 5,
+                                                                       "batch_size": 1}},
+        "vae": {"class_type": "VAELoader", "inputs": {"vae_name": WAN21_VAE_FILE}},
+        "load_verifier": {"class_type": "CachedSearchLoadImageReward",
+                          "inputs": {"ckpt_name": "ImageReward.pt", "dtype": "fp32"}},
+        "calibrate": {"class_type": "CachedSearchCalibrateExperts", "inputs": {
+            **shared, "model_high": ["shift_high", 0], "model_low": ["shift_low", 0], "vae": ["vae", 0],
+            "verifier": ["load_verifier", 0], "prompt": prompt, "first_seed": seed, "seeds": seeds,
+            "taus_high": taus, "taus_low": taus, "capture_target": capture_target, "warmup_steps_high": 1,
+            "cooldown_steps_high": 1, "warmup_steps_low": 1, "cooldown_steps_low": 1, "frames_per_candidate": 4}},
+        "chart": {"class_type": "PreviewImage", "inputs": {"images": ["calibrate", 3]}},
+        "search": {"class_type": "CachedSearchSamplerExperts", "inputs": {
+            **shared, "model_high": ["cache_high", 0], "model_low": ["cache_low", 0], "seed": seed,
+            "num_candidates": 1}},
+        "search_report": {"class_type": "PreviewAny", "inputs": {"source": ["search", 2]}},
+    })
     return graph

@@ -232,6 +232,7 @@ RESULTS_ROOM = {
     "CachedSearchSampler": (400, 300), "CachedSearchSamplerAdvanced": (400, 300),
     "CachedSearchSamplerExperts": (400, 320), "CachedSearchDistributedSampler": (400, 300),
     "CachedSearchRecommit": (400, 140), "CachedSearchCalibrate": (560, 420),
+    "CachedSearchCalibrateExperts": (560, 520),
     "SaveVideo": (DEFAULT_NODE_WIDTH, 360), "SaveImage": (DEFAULT_NODE_WIDTH, 360),
     "PreviewImage": (DEFAULT_NODE_WIDTH, 360), "LoadImage": (DEFAULT_NODE_WIDTH, 300),
 }

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 from test_browser import ARTIFACTS, BROWSER_TESTS, NEWEST_FRONTEND, browser_available, newest_frontend_server  # noqa: F401
 
-from scripts.graphs import calibrate_wan
+from scripts.graphs import calibrate_a14b, calibrate_wan
 from scripts.workflow_format import api_to_gui
 
 pytestmark = pytest.mark.skipif(not browser_available(), reason="needs Debian's chromium and `npm ci` in tests/browser")
@@ -26,16 +26,22 @@ STORED_ROWS = [
 ]
 
 
-def workflow_files(server, tmp_path) -> dict:
+EXPERT_ROWS = [{**STORED_ROWS[0], "expert": "high-noise"}, {**STORED_ROWS[1], "expert": "low-noise"},
+               {**STORED_ROWS[0], "expert": "both", "tau": "0.1 + 0.1", "recommended": False}]
+
+
+def workflow_files(server, tmp_path, live=None, stored_result=None, calibrate_box=(40, 720, 780, 760),
+                   columns=4) -> dict:
     object_info = server.get("/object_info")
-    live = calibrate_wan(seeds=3, taus="0.1 0.5")
-    layout = {key: (40 + 420 * (index % 4), 60 + 330 * (index // 4), 380, 260) for index, key in enumerate(live)}
-    layout["calibrate"] = (40, 720, 780, 760)
+    live = live or calibrate_wan(seeds=3, taus="0.1 0.5")
+    layout = {key: (40 + 420 * (index % columns), 60 + 330 * (index // columns), 380, 260)
+              for index, key in enumerate(live)}
+    layout["calibrate"] = calibrate_box
     gui = api_to_gui(live, object_info, layout, seed_control="fixed")
     stored = json.loads(json.dumps(gui))
     for node in stored["nodes"]:
-        if node["type"] == "CachedSearchCalibrate":
-            node["properties"]["cachedsearch_calibration_output"] = {"cachedsearch_calibration": [{
+        if node["type"] == live["calibrate"]["class_type"]:
+            node["properties"]["cachedsearch_calibration_output"] = {"cachedsearch_calibration": [stored_result or {
                 "rows": STORED_ROWS, "recommended_tau": 0.1, "capture_target": 0.9, "seeds": 4, "steps": 30,
                 "intervals": True}]}
         if node["type"] == "CachedSearchApplyCache":
@@ -47,11 +53,10 @@ def workflow_files(server, tmp_path) -> dict:
     return {name: str(path) for name, path in paths.items()}
 
 
-def check_calibrate(server, tmp_path, frontend: str, vue_nodes: bool, cancel: bool) -> dict:
+def run_check(server, tmp_path, files: dict, config: dict, vue_nodes: bool) -> dict:
+    """check_calibrate.mjs on ``files`` (the live and stored workflows) with ``config``: what it saw."""
     ARTIFACTS.mkdir(exist_ok=True)
-    renderer = "nodes2" if vue_nodes else "classic"
-    config = {**workflow_files(server, tmp_path), "seed": SEED, "cancel": cancel, "cancel_after_progress": 12,
-              "screenshot": str(ARTIFACTS / f"calibrate_{frontend}_{renderer}.png")}
+    config = {**files, **config}
     (tmp_path / "config.json").write_text(json.dumps(config))
     server.request("POST", "/settings/Comfy.TutorialCompleted", True)
     server.request("POST", "/settings/Comfy.VueNodes.Enabled", vue_nodes)
@@ -66,6 +71,14 @@ def check_calibrate(server, tmp_path, frontend: str, vue_nodes: bool, cancel: bo
     assert seen["vueNodes"] in (vue_nodes, None)
     assert seen["extensionErrors"] == []
     assert seen["clipped"] == []
+    return seen
+
+
+def check_calibrate(server, tmp_path, frontend: str, vue_nodes: bool, cancel: bool) -> dict:
+    renderer = "nodes2" if vue_nodes else "classic"
+    seen = run_check(server, tmp_path, workflow_files(server, tmp_path), {
+        "seed": SEED, "cancel": cancel, "cancel_after_progress": 12,
+        "screenshot": str(ARTIFACTS / f"calibrate_{frontend}_{renderer}.png")}, vue_nodes)
     # the stored table: both rows, the recommended one marked, intervals and an undefined rho shown as such
     assert [row["tau"] for row in seen["stored"]] == [0.1, 0.5]
     assert [row["recommended"] for row in seen["stored"]] == [True, False]
@@ -103,3 +116,28 @@ def test_calibration_panel_on_each_frontend_and_node_renderer(request, tmp_path,
     seen = check_calibrate(server, tmp_path, frontend, vue_nodes, cancel=False)
     if frontend == "newest":
         assert seen["frontend"] == NEWEST_FRONTEND.name.split("-")[1]
+
+
+@pytest.mark.parametrize("vue_nodes", [False, True])
+def test_two_expert_calibration_panel_and_each_experts_apply_cache_line(comfy_server, tmp_path, vue_nodes):
+    renderer = "nodes2" if vue_nodes else "classic"
+    stored = {"rows": EXPERT_ROWS, "recommended_tau": {"high-noise": 0.1, "low-noise": 0}, "capture_target": 0.9,
+              "seeds": 4, "steps": 20, "intervals": True}
+    # the calibrator right of the other nodes, so the screenshots show its table beside both Apply Cache lines
+    files = workflow_files(comfy_server, tmp_path, calibrate_a14b(seed=SEED, taus="2"), stored, (1300, 60, 860, 1100),
+                           columns=3)
+    seen = run_check(comfy_server, tmp_path, files, {
+        "seed": SEED, "cancel": False, "calibrate_type": "CachedSearchCalibrateExperts",
+        "screenshot": str(ARTIFACTS / f"calibrate_experts_pinned_{renderer}.png")}, vue_nodes)
+    # the stored table: an expert column, each expert's pick, the pair together
+    assert [row["cells"][:2] for row in seen["stored"]] == [["high-noise", "★ 0.1"], ["low-noise", "0.5"],
+                                                            ["both", "0.1 + 0.1"]]
+    assert "recommended tau: high-noise 0.1, low-noise 0 (cache off) (largest with capture ≥ 90%), 4 seeds, 20 " \
+        "steps" in " ".join(seen["storedPanels"])
+    # live, and queued again with every result reused: both experts' rows, and each Apply Cache names its expert
+    for outcome, rows, panels in (("liveOutcome", "live", "livePanels"), ("requeuedOutcome", "requeued",
+                                                                          "requeuedPanels")):
+        assert seen[outcome] == "success"
+        assert [row["cells"][0] for row in seen[rows]][:2] == ["high-noise", "low-noise"]
+        for expert in ("high-noise", "low-noise"):
+            assert any(text.startswith(f"calibrated for this setup's {expert} expert: tau") for text in seen[panels])

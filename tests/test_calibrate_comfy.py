@@ -1,6 +1,8 @@
 """CachedSearch Calibrate on the real runtime: in process on the trained ball-and-spot model (its table is
-bench/audit.py's, its cost exact), and over HTTP on tiny Wan with the tiny ImageReward (the tau output feeds Apply
-Cache, Cancel mid-calibration leaves the next run clean, the result is remembered for Apply Cache)."""
+bench/audit.py's, its cost exact), on tiny Wan 2.2 A14B's two experts (exact cost, a tau per expert) and with a
+combined verifier (Combine Verifiers: the table is the combined scores'), and over HTTP on tiny Wan with the tiny
+ImageReward (the tau output feeds Apply Cache, Cancel mid-calibration leaves the next run clean, the result is
+remembered for Apply Cache)."""
 
 import json
 import os
@@ -134,6 +136,152 @@ def test_a_verifier_that_cannot_read_the_vaes_frames_is_named_before_any_rollout
         with pytest.raises(ValueError, match="verifier: ball-and-spot adherence could not score the frames this vae "
                            "decodes .*reads whole world clips"):
             engine.run("CachedSearchCalibrate", **inputs)
+    finally:
+        handle.remove()
+    assert calls == []
+
+
+def tiny_a14b_experts(engine):
+    """The tiny Wan 2.2 A14B T2V experts (shift 5), their prompts and a small empty video latent."""
+    from scripts.tiny_models import WAN22_A14B_FILES
+
+    high, low = (engine.one("ModelSamplingSD3", model=engine.one("UNETLoader", unet_name=name, weight_dtype="default"),
+                            shift=5.0) for name in WAN22_A14B_FILES["t2v"])
+    positive = engine.one("CachedSearchTestConditioning", text_seed=11, tokens=8, pooled=False)
+    negative = engine.one("CachedSearchTestConditioning", text_seed=12, tokens=8, pooled=False)
+    latent = engine.one("EmptyHunyuanLatentVideo", width=32, height=32, length=5, batch_size=1)
+    return high, low, positive, negative, latent
+
+
+def tiny_verifiers(engine):
+    return (engine.one("CachedSearchLoadImageReward", ckpt_name="ImageReward.pt", dtype="fp32"),
+            engine.one("CachedSearchLoadClipVerifier", model_folder="tiny-clip", dtype="fp32"))
+
+
+EXPERTS_RUN = {"seeds": 2, "steps": 8, "split_step": 4}
+
+
+def test_two_experts_cost_exactly_their_rollouts_and_each_gets_its_tau(engine):
+    """A tau so small it skips nothing keeps the full ranking, so both experts pick a tau and the picks are also
+    measured together: transformer calls = S x T full + every cached rollout's computed calls."""
+    from scripts.tiny_models import WAN21_VAE_FILE
+
+    high, low, positive, negative, latent = tiny_a14b_experts(engine)
+    computed = []
+    handles = [model.model.diffusion_model.patch_embedding.register_forward_pre_hook(lambda *_: computed.append(1))
+               for model in (high, low)]
+    try:
+        output = engine.output(
+            "CachedSearchCalibrateExperts", model_high=high, model_low=low, positive=positive, negative=negative,
+            latent_image=latent, vae=engine.one("VAELoader", vae_name=WAN21_VAE_FILE),
+            verifier=tiny_verifiers(engine)[0], prompt="a red ball", first_seed=3, cfg=3.5, sampler_name="euler",
+            scheduler="simple", taus_high="0.0001 2", taus_low="0.0001 2", capture_target=0.9,
+            warmup_steps_high=1, cooldown_steps_high=1, warmup_steps_low=1, cooldown_steps_low=1,
+            frames_per_candidate=4, **EXPERTS_RUN)
+    finally:
+        for handle in handles:
+            handle.remove()
+    tau_high, tau_low, report, chart = output.result
+    (shown,) = output.ui["cachedsearch_calibration"]
+    rows = shown["rows"]
+    assert [(row["expert"], row["tau"]) for row in rows[:4]] == [
+        ("high-noise", 0.0001), ("high-noise", 2.0), ("low-noise", 0.0001), ("low-noise", 2.0)]
+    assert rows[0]["computed_calls"] == rows[2]["computed_calls"] == 2 * 8  # nothing skipped: the full ranking
+    assert rows[1]["computed_calls"] < 2 * 8 and rows[3]["computed_calls"] < 2 * 8  # tau 2 skips in that expert
+    assert shown["recommended_tau"] == {"high-noise": tau_high, "low-noise": tau_low} and tau_high and tau_low
+    assert rows[4]["expert"] == "both" and rows[4]["tau"] == f"{tau_high:g} + {tau_low:g}"
+    seeds, steps = EXPERTS_RUN["seeds"], EXPERTS_RUN["steps"]
+    assert len(computed) == seeds * steps + sum(row["computed_calls"] for row in rows)
+    assert "cost: 2 full rollouts + 2 cached rollouts x (2 high-noise taus + 2 low-noise taus) + 2 with both " \
+        "picks = 12 rollouts at most" in report
+    assert tuple(chart.shape) == (1, 800, 640, 3) and chart[0].numpy().std() > 0.05
+
+
+class RecordingVerifier:
+    """A real verifier whose every candidate score (the mean the Verifier node takes) is recorded."""
+
+    def __init__(self, verifier):
+        self.inner, self.name, self.scores = verifier, verifier.name, []
+
+    def score(self, prompt, frames):
+        values = self.inner.score(prompt, frames)
+        self.scores.append(values.mean().item())
+        return values
+
+
+def test_a_combined_verifier_drives_the_calibration_as_combine_scores_ranks(engine):
+    """Calibrate with ImageReward x 1 and CLIP x 2 (z-score): its table is the one of each arm's rollouts scored by
+    both and combined across the arm's seeds, as Combine Scores combines a search's drafts."""
+    from cachedsearch_core.audit import FULL_ARM, ScoreStore, tau_arm
+    from cachedsearch_core.calibration import Calibration, CalibrationPlan
+    from scripts.tiny_models import WAN21_VAE_FILE
+
+    model, positive, negative, latent = engine.tiny_wan_t2v()
+    recording = [RecordingVerifier(verifier) for verifier in tiny_verifiers(engine)]
+    combined = engine.one("CachedSearchCombineVerifiers", verifier_1=recording[0], weight_1=1.0,
+                          verifier_2=recording[1], weight_2=2.0, normalisation="z-score")
+    seeds, taus = 3, (0.0001, 2.0)
+    output = engine.output(
+        "CachedSearchCalibrate", model=model, positive=positive, negative=negative, latent_image=latent,
+        vae=engine.one("VAELoader", vae_name=WAN21_VAE_FILE), verifier=combined, prompt="a red ball", first_seed=0,
+        seeds=seeds, steps=4, cfg=5.0, sampler_name="euler", scheduler="simple", denoise=1.0,
+        taus=" ".join(map(str, taus)), capture_target=0.9, warmup_steps=1, cooldown_steps=1, frames_per_candidate=4)
+    _, report, _ = output.result
+    assert "verifier combined (z-score) of ImageReward x 1, ClipScore x 2" in report
+    # each verifier scored the input latent once (the check before any rollout), then every rollout in order
+    assert [len(verifier.scores) for verifier in recording] == [1 + seeds * (1 + len(taus))] * 2
+    plan = CalibrationPlan(taus, seeds, 0, 0.9)
+    store = ScoreStore(None)
+    for index, arm in enumerate([FULL_ARM, *map(tau_arm, taus)]):
+        rollouts = slice(1 + index * seeds, 1 + (index + 1) * seeds)
+        scores = combined.combine(list(zip(*(verifier.scores[rollouts] for verifier in recording))))
+        for seed, score in zip(plan.seed_list, scores):
+            store.add(arm, 0, seed, score, seconds=1.0, calls=1)
+    expected = Calibration.from_store(store, plan).rows()
+    fidelity = ("tau", "rho", "top1", "capture", "regret", "meets_target", "recommended")
+    (shown,) = output.ui["cachedsearch_calibration"]
+    assert [{key: row[key] for key in fidelity} for row in shown["rows"]] == \
+        [{key: row[key] for key in fidelity} for row in expected]
+    # z-scores: each arm's combined scores are centred, unlike the raw scores
+    assert abs(sum(combined.combine(list(zip(recording[0].scores[1:4], recording[1].scores[1:4]))))) < 1e-9
+
+
+def test_a_videoscore_verifier_drives_the_calibration(engine):
+    """VideoScore scored as the VideoScore Verifier node scores (its clip, the aspects' average): a tau that skips
+    nothing reproduces the full videos, so their ranking is kept exactly (capture 1 needs scores that differ)."""
+    from scripts.tiny_models import WAN21_VAE_FILE
+
+    model, positive, negative, latent = engine.tiny_wan_t2v()
+    verifier = engine.one("CachedSearchLoadVideoScore", model_folder="VideoScore-v1.1", dtype="default")
+    output = engine.output(
+        "CachedSearchCalibrate", model=model, positive=positive, negative=negative, latent_image=latent,
+        vae=engine.one("VAELoader", vae_name=WAN21_VAE_FILE), verifier=verifier, prompt="a red ball", first_seed=0,
+        seeds=3, steps=4, cfg=5.0, sampler_name="euler", scheduler="simple", denoise=1.0, taus="0.0001",
+        capture_target=0.9, warmup_steps=1, cooldown_steps=1, frames_per_candidate=4)
+    _, report, _ = output.result
+    (row,) = output.ui["cachedsearch_calibration"][0]["rows"]
+    assert "verifier VideoScore-v1.1" in report
+    assert row["skipped"] == 0 and row["top1"][0] == 1.0 and row["capture"][0] == 1.0 and row["recommended"]
+
+
+def test_a_combined_verifier_that_cannot_read_the_vaes_frames_is_named_before_any_rollout(engine):
+    from scripts.comfy_runtime import run_node
+    from scripts.tiny_models import WAN21_VAE_FILE
+
+    model, positive, negative, latent = engine.tiny_wan_t2v()
+    (world,) = run_node(demo_node("CachedSearchDemoBallAndSpotVerifierModel"))
+    combined = engine.one("CachedSearchCombineVerifiers", verifier_1=tiny_verifiers(engine)[0], weight_1=1.0,
+                          verifier_2=world, weight_2=1.0, normalisation="rank average")
+    calls = []
+    handle = model.model.diffusion_model.register_forward_pre_hook(lambda *_: calls.append(1))
+    try:
+        with pytest.raises(ValueError, match=r"verifier: ball-and-spot adherence \(in the combined verifiers\) could "
+                           "not score the frames this vae decodes"):
+            engine.run("CachedSearchCalibrate", model=model, positive=positive, negative=negative, latent_image=latent,
+                       vae=engine.one("VAELoader", vae_name=WAN21_VAE_FILE), verifier=combined, prompt="a red ball",
+                       first_seed=0, seeds=2, steps=4, cfg=5.0, sampler_name="euler", scheduler="simple",
+                       denoise=1.0, taus="0.1", capture_target=0.9, warmup_steps=1, cooldown_steps=1,
+                       frames_per_candidate=4)
     finally:
         handle.remove()
     assert calls == []

@@ -7,13 +7,21 @@ import pytest
 
 from cachedsearch_core.audit import FULL_ARM, ScoreStore, tau_arm
 from cachedsearch_core.calibration import (
+    HIGH_NOISE,
+    LOW_NOISE,
     Calibration,
     CalibrationMemory,
     CalibrationPlan,
+    ExpertsCalibration,
+    ExpertsPlan,
     describe_remembered,
+    expert_arm_prefix,
+    experts_setup_key,
     parse_taus,
     setup_key,
+    together_arm,
 )
+from cachedsearch_core.combine import VerifierCombination
 from cachedsearch_core.fidelity import SEED_BOOTSTRAP, ranking_fidelity
 
 FULL = [0.2, 0.9, 0.5, 0.4]
@@ -120,3 +128,84 @@ def test_memory_keeps_the_latest_calibration_per_setup(tmp_path):
     assert "tau 0 (no tau kept 90 % capture; cache off)" in describe_remembered(memory.recall(key))
     assert memory.recall(setup_key("wan2.1_t2v_1.3B_fp16.safetensors", 30, "uni_pc", "simple")) is None
     assert not math.isnan(good.full_seconds)
+
+
+def experts_store(high: dict, low: dict, together: dict | None = None, seeds=(0, 1, 2, 3)) -> ScoreStore:
+    """Full rollouts, each expert's tau arms ({tau: (scores, skipped)}) and optionally the picks together."""
+    store = store_with({}, seeds)
+    arms = [(expert_arm_prefix(HIGH_NOISE) + tau_arm(tau), value) for tau, value in high.items()]
+    arms += [(expert_arm_prefix(LOW_NOISE) + tau_arm(tau), value) for tau, value in low.items()]
+    arms += [(together_arm(*taus), value) for taus, value in (together or {}).items()]
+    for arm, (scores, skipped) in arms:
+        for seed, score in zip(seeds, scores):
+            store.add(arm, 0, seed, score, seconds=1.0, calls=10, skipped=skipped)
+    return store
+
+
+def test_two_experts_are_recommended_each_by_the_same_rule_and_measured_together():
+    plan = ExpertsPlan.create((0.1, 0.2), (0.05, 0.1), 4, 0, 0.9)
+    bad = [0.9, 0.1, 0.5, 0.4]
+    store = experts_store({0.1: (FULL, 3), 0.2: (bad, 6)}, {0.05: (FULL, 2), 0.1: (FULL, 4)})
+    partial = ExpertsCalibration.from_store(store, plan, bootstrap=20)
+    # each expert's table is the one-stage table of its arms
+    alone = Calibration.from_store(store, plan.high, bootstrap=20, arm_prefix=expert_arm_prefix(HIGH_NOISE))
+    assert partial.high.rows() == alone.rows() and partial.high.recommended_tau == 0.1
+    assert partial.low.recommended_tau == 0.1
+    assert partial.together is None and partial.together_taus == (0.1, 0.1)
+    store = experts_store({0.1: (FULL, 3), 0.2: (bad, 6)}, {0.05: (FULL, 2), 0.1: (FULL, 4)},
+                          {(0.1, 0.1): (bad, 7)})
+    calibration = ExpertsCalibration.from_store(store, plan, bootstrap=20)
+    assert calibration.together.computed_calls == 4 * 3 and calibration.together_meets_target is False
+    rows = calibration.rows()
+    assert [(row["expert"], row["tau"]) for row in rows] == [
+        (HIGH_NOISE, 0.1), (HIGH_NOISE, 0.2), (LOW_NOISE, 0.05), (LOW_NOISE, 0.1), ("both", "0.1 + 0.1")]
+    report = calibration.report()
+    assert "High-noise expert (the low-noise expert at full compute):" in report
+    assert "below the target" in report and "| 0.1 + 0.1 |" in report
+    assert calibration.chart().shape == (800, 640, 3)
+
+
+def test_an_expert_at_tau_0_is_not_measured_together_and_the_memory_keeps_both_experts(tmp_path):
+    plan = ExpertsPlan.create((0.1,), (0.1,), 4, 0, 0.9)
+    calibration = ExpertsCalibration.from_store(experts_store({0.1: (FULL, 3)}, {0.1: ([0.9, 0.1, 0.5, 0.4], 4)}),
+                                                plan, bootstrap=20)
+    assert (calibration.high.recommended_tau, calibration.low.recommended_tau) == (0.1, 0.0)
+    assert calibration.together_taus is None and "Not measured together" in calibration.report()
+    memory = CalibrationMemory(tmp_path / "calibrations.json")
+    key = experts_setup_key("high.safetensors", "low.safetensors", 20, 10, "euler", "simple")
+    memory.remember(key, calibration)
+    entry = memory.recall(key)
+    assert describe_remembered(entry, HIGH_NOISE) == "calibrated for this setup's high-noise expert: tau 0.1 " \
+        "(capture 100 %)"
+    assert "low-noise expert: tau 0 (no tau kept 90 % capture; cache off)" in describe_remembered(entry, LOW_NOISE)
+    assert memory.recall(experts_setup_key("high.safetensors", "low.safetensors", 20, 12, "euler", "simple")) is None
+
+
+def test_expert_tau_lists_are_named_in_errors():
+    with pytest.raises(ValueError, match="taus_low: got \"0.2 0.1\", which is not strictly increasing"):
+        ExpertsPlan.create((0.1,), (0.2, 0.1), 4, 0, 0.9)
+    with pytest.raises(ValueError, match="taus_high: the list is empty"):
+        ExpertsPlan.create((), (0.1,), 4, 0, 0.9)
+    with pytest.raises(ValueError, match="taus_high: got 'fast'"):
+        parse_taus("fast", "taus_high")
+    assert ExpertsPlan.create((0.1,), (0.1, 0.2), 3, 0, 0.9).cost(20).startswith(
+        "3 full rollouts + 3 cached rollouts x (1 high-noise taus + 2 low-noise taus) + 3 with both picks = 15 "
+        "rollouts at most (300 sampler steps")
+
+
+class Judge:
+    def __init__(self, name):
+        self.name = name
+
+
+def test_a_verifier_combination_normalises_across_an_arms_seeds_as_combine_scores_does():
+    combination = VerifierCombination((Judge("ImageReward"), Judge("ImageReward")), (1.0, 3.0), "rank average")
+    assert combination.name == "combined (rank average) of ImageReward x 1, ImageReward #2 x 3"
+    # seed 0 is best for the first verifier, seed 2 for the heavier second one
+    assert combination.combine([(0.9, 1.0), (0.5, 2.0), (0.1, 3.0)]) == pytest.approx([-0.25, 0.0, 0.25])
+    with pytest.raises(ValueError, match="weight_2 \\(ImageReward #2\\): got -1.0"):
+        VerifierCombination((Judge("ImageReward"), Judge("ImageReward")), (1.0, -1.0))
+    with pytest.raises(ValueError, match="weights: all are 0"):
+        VerifierCombination((Judge("a"), Judge("b")), (0.0, 0.0))
+    with pytest.raises(ValueError, match="normalisation: got 'max'"):
+        VerifierCombination((Judge("a"), Judge("b")), (1.0, 1.0), "max")

@@ -1,7 +1,8 @@
 """The Wan 2.2 A14B workflows over HTTP: the delivered video equals the official two-KSamplerAdvanced graph
 queued on the same server with the winning seed, with and without the 4-step LoRAs (and the GGUF workflow as
-shipped, through ComfyUI-GGUF's loader, where its snapshot is), and on the shipped 4-step path
-(no cache: the commit is free) with and without pruning at the expert switch."""
+shipped, through ComfyUI-GGUF's loader, where its snapshot is), on the shipped 4-step path (no cache: the commit is
+free) with and without pruning at the expert switch, and after the two-expert calibration that sets each expert's
+tau."""
 
 import copy
 import json
@@ -102,6 +103,37 @@ def test_a14b_workflow_delivers_the_official_graph_for_the_winner(comfy_server, 
     delivered, reference = frames(comfy_server, entry), frames(comfy_server, stock)
     assert len(delivered) == len(reference) == 9
     assert all((a == b).all() for a, b in zip(delivered, reference))
+
+
+def test_a14b_calibrate_workflow_sets_each_experts_tau_and_remembers_it_for_both_caches(comfy_server):
+    from scripts.tiny_models import WAN22_A14B_FILES
+
+    graph = tiny_workflow_variant(queued_graph("cachedsearch_calibrate_wan22_a14b", False), pooled=False)
+    calibrate_key = key_of(graph, "CachedSearchCalibrateExperts")
+    entry = comfy_server.run_prompt(graph)
+    outputs = entry["outputs"]
+    (shown,) = outputs[calibrate_key]["cachedsearch_calibration"]
+    taus = shown["recommended_tau"]
+    assert [(row["expert"], row["tau"]) for row in shown["rows"][:2]] == [("high-noise", 2.0), ("low-noise", 2.0)]
+    report = outputs[key_of(graph, "CachedSearchRecommit")]["text"][0]
+    # each calibrated tau went into its expert's Apply Cache, whose model that expert's stage sampled with
+    assert report.startswith(f"CachedSearch: 3 candidate(s), high noise: cache adaptive tau {taus['high-noise']:g}")
+    assert f"low noise: cache adaptive tau {taus['low-noise']:g}" in report
+    high_file, low_file = WAN22_A14B_FILES["t2v"]
+    assert f"Remembered for {high_file} + {low_file} | 8 steps, split at 4 | euler | simple" in \
+        outputs[calibrate_key]["text"][0]
+    for expert in ("high", "low"):
+        (line,) = outputs[key_of_cache(graph, expert)]["cachedsearch_calibrated"]
+        assert line.startswith(f"calibrated for this setup's {expert}-noise expert: tau {taus[f'{expert}-noise']:g}")
+    stock = comfy_server.run_prompt(official_variant(graph, winner_seed_of(report)))
+    delivered, reference = frames(comfy_server, entry), frames(comfy_server, stock)
+    assert len(delivered) == len(reference) == 9
+    assert all((a == b).all() for a, b in zip(delivered, reference))
+
+
+def key_of_cache(graph, expert):
+    """The Apply Cache node on the ``expert`` ("high" or "low") input of the two-expert sampler."""
+    return graph[key_of(graph, "CachedSearchSamplerExperts")]["inputs"][f"model_{expert}"][0]
 
 
 def winner_seed_of(report):

@@ -40,11 +40,12 @@ async function loadWorkflow(path) {
   await page.evaluate((data) => window.app.loadGraphData(data), JSON.parse(readFileSync(path, "utf8")));
 }
 
-// Queues the loaded graph with the calibrator's first seed set to `seed`; resolves with the prompt's outcome.
+// Queues the loaded graph with the calibrator's (config.calibrate_type, CachedSearchCalibrate by default) first seed
+// set to `seed`; resolves with the prompt's outcome.
 async function queueCalibration(seed, cancelAfterProgress) {
-  return page.evaluate(async ({ seed, cancelAfterProgress }) => {
+  return page.evaluate(async ({ seed, cancelAfterProgress, calibrateType }) => {
     const api = window.comfyAPI.api.api;
-    const node = window.app.graph.nodes.find((n) => n.type === "CachedSearchCalibrate");
+    const node = window.app.graph.nodes.find((n) => n.type === calibrateType);
     node.widgets.find((w) => w.name === "first_seed").value = seed;
     return new Promise((resolve) => {
       let cancelled = false;
@@ -64,7 +65,7 @@ async function queueCalibration(seed, cancelAfterProgress) {
       api.addEventListener("execution_error", finish("error"), { once: true });
       window.app.queuePrompt(0, 1);
     });
-  }, { seed, cancelAfterProgress });
+  }, { seed, cancelAfterProgress, calibrateType: config.calibrate_type ?? "CachedSearchCalibrate" });
 }
 
 try {

@@ -1,5 +1,6 @@
-// Shows CachedSearch Calibrate's table on its node (one row per tau, the recommended one highlighted) and, on
-// Apply Cache, the calibration remembered for its setup. Data comes from the nodes' UI payloads and is kept in
+// Shows CachedSearch Calibrate's table on its node (one row per tau, the recommended one highlighted; the
+// two-expert node's rows name their expert, then both picks together) and, on Apply Cache, the calibration
+// remembered for its setup. Data comes from the nodes' UI payloads and is kept in
 // node.properties so it survives a page reload with the saved workflow.
 import { app } from "../../../scripts/app.js";
 import { showWhenReused } from "./cachedsearch_reused.js";
@@ -65,6 +66,10 @@ function measured(values, digits = 2) {
 
 function verdictLines(result) {
   const target = `${Math.round(100 * result.capture_target)}%`;
+  if (result.recommended_tau && typeof result.recommended_tau === "object") {
+    const picks = Object.entries(result.recommended_tau).map(([expert, tau]) => `${expert} ${tau > 0 ? tau : "0 (cache off)"}`);
+    return `recommended tau: ${picks.join(", ")} (largest with capture ≥ ${target}), ${result.seeds} seeds, ${result.steps} steps`;
+  }
   return typeof result.recommended_tau === "number" && result.recommended_tau > 0
     ? `recommended tau ${result.recommended_tau} (largest with capture ≥ ${target}), ${result.seeds} seeds, ${result.steps} steps`
     : `no tau keeps ${target} capture: tau 0, leave the cache off (${result.seeds} seeds, ${result.steps} steps)`;
@@ -75,13 +80,17 @@ function renderCalibration(node, output) {
   if (!result || !Array.isArray(result.rows) || result.rows.length === 0) return false;
   const table = document.createElement("table");
   const header = document.createElement("tr");
-  for (const title of ["tau", "skipped", "calls", "time", "rho", "top-1", "capture", "regret"]) header.append(cell("th", title));
+  const experts = result.rows.some((row) => typeof row.expert === "string");
+  for (const title of [...(experts ? ["expert"] : []), "tau", "skipped", "calls", "time", "rho", "top-1", "capture", "regret"]) {
+    header.append(cell("th", title));
+  }
   table.append(header);
   for (const row of result.rows) {
     const line = document.createElement("tr");
     line.className = row.recommended ? "tau recommended" : row.meets_target ? "tau" : "tau below-target";
     line.dataset.tau = row.tau;
     line.dataset.capture = row.capture?.[0] ?? "";
+    if (experts) line.append(cell("td", row.expert ?? ""));
     line.append(cell("td", `${row.recommended ? "★ " : ""}${row.tau}`), cell("td", `${Math.round(100 * row.skipped)}%`),
       cell("td", `${row.call_speedup.toFixed(2)}x`), cell("td", `${row.speedup.toFixed(2)}x`), cell("td", measured(row.rho)),
       cell("td", measured(row.top1)), cell("td", measured(row.capture)), cell("td", measured(row.regret, 3)));
@@ -103,7 +112,11 @@ function renderCalibrated(node, output) {
   return true;
 }
 
-const RENDERERS = { CachedSearchCalibrate: renderCalibration, CachedSearchApplyCache: renderCalibrated };
+const RENDERERS = {
+  CachedSearchCalibrate: renderCalibration,
+  CachedSearchCalibrateExperts: renderCalibration,
+  CachedSearchApplyCache: renderCalibrated,
+};
 
 function render(node, output) {
   const renderer = RENDERERS[node.comfyClass ?? node.type];
