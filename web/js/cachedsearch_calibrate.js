@@ -128,9 +128,9 @@ function render(node, output) {
   }
 }
 
-// Only the calibration table: Apply Cache's line depends on the sampler downstream of it (steps, sampler,
+// Only the calibration tables: Apply Cache's line depends on the sampler downstream of it (steps, sampler,
 // scheduler), which its cached result does not, so a reused one could name another setup's calibration.
-showWhenReused("CachedSearchCalibrate", render);
+for (const classType of ["CachedSearchCalibrate", "CachedSearchCalibrateExperts"]) showWhenReused(classType, render);
 
 app.registerExtension({
   name: "cachedsearch.calibrate",
