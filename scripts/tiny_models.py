@@ -66,8 +66,10 @@ TEXT_WIDTH = 4096  # umt5-xxl / llava-llama3 hidden size; fixed by model detecti
 POOLED_WIDTH = 768  # clip-l pooled output used by HunyuanVideo's vector_in
 
 
-def _fill_deterministically(module: torch.nn.Module, seed: int) -> dict[str, torch.Tensor]:
-    """Scaled-normal weights, unit norm gains, small everything else."""
+def _fill_deterministically(module: torch.nn.Module, seed: int, dtype: torch.dtype = torch.float32
+                            ) -> dict[str, torch.Tensor]:
+    """Scaled-normal weights, unit norm gains, small everything else (from the shapes alone: the module may be on
+    the meta device)."""
     generator = torch.Generator().manual_seed(seed)
     state = {}
     for name, tensor in sorted(module.state_dict().items()):
@@ -80,7 +82,7 @@ def _fill_deterministically(module: torch.nn.Module, seed: int) -> dict[str, tor
             value = torch.randn(shape, generator=generator) / math.sqrt(fan_in)
         else:
             value = torch.randn(shape, generator=generator) * 0.02
-        state[name] = value.contiguous()
+        state[name] = value.to(dtype).contiguous()
     return state
 
 
@@ -202,19 +204,23 @@ def write_gguf(path: pathlib.Path, state: dict[str, torch.Tensor], quantization:
     writer.close()
 
 
-def wan21_state_dict(model_type: str = "t2v", num_layers: int = 2, seed: int = 0) -> dict[str, torch.Tensor]:
+def wan21_state_dict(model_type: str = "t2v", num_layers: int = 2, seed: int = 0, dim: int = 128, ffn_dim: int = 256,
+                     dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
+    """A random Wan 2.1 / 2.2 state dict; tiny by default, any width and depth (e.g. 1.3B: dim 1536, ffn_dim 8960,
+    30 layers) built from shapes only, so a real-size one costs its weights' memory once."""
     import comfy.ldm.wan.model
     import comfy.ops
 
-    # dim 128 -> detection reads num_heads = dim // 128 = 1. I2V adds 20 channels (mask + image latent);
+    # Detection reads num_heads = dim // 128. I2V adds 20 channels (mask + image latent);
     # Wan 2.2 TI2V ("ti2v") is a T2V model on 48-channel latents.
     channels = {"t2v": (16, 16), "i2v": (36, 16), "ti2v": (48, 48)}[model_type]
-    model = comfy.ldm.wan.model.WanModel(
-        model_type="t2v" if model_type == "ti2v" else model_type, dim=128, ffn_dim=256, num_heads=1,
-        num_layers=num_layers, in_dim=channels[0], out_dim=channels[1], text_dim=TEXT_WIDTH, freq_dim=256,
-        operations=comfy.ops.disable_weight_init,
-    )
-    return _fill_deterministically(model, seed)
+    with torch.device("meta"):
+        model = comfy.ldm.wan.model.WanModel(
+            model_type="t2v" if model_type == "ti2v" else model_type, dim=dim, ffn_dim=ffn_dim,
+            num_heads=dim // 128, num_layers=num_layers, in_dim=channels[0], out_dim=channels[1],
+            text_dim=TEXT_WIDTH, freq_dim=256, operations=comfy.ops.disable_weight_init,
+        )
+    return _fill_deterministically(model, seed, dtype)
 
 
 def _accepted_fields(params_class, **optional) -> dict:
