@@ -89,16 +89,13 @@ def main() -> None:
     stock = one("KSampler", model=model, seed=1, **sampling)["samples"]
     forward_seconds = (time.perf_counter() - start) / (2 * args.steps)  # cfg: two branches per step
 
-    statistics = []
     cached = one("CachedSearchApplyCache", model=model, mode="adaptive", tau=args.tau, warmup_steps=1,
-                 cooldown_steps=1, static_interval=2).clone()
-    cached.model_options["transformer_options"][
-        extension.nodes.cache_patch.STATISTICS_CALLBACK_OPTION] = statistics.append
-    drafts, candidates, _ = run("CachedSearchSampler", model=cached, seed=0, num_candidates=2, **sampling)
+                 cooldown_steps=1, static_interval=2)
+    _, candidates, _ = run("CachedSearchSampler", model=cached, seed=0, num_candidates=2, **sampling)
     delivered = run("CachedSearchRecommit", candidates=candidates, mode="commit", model=model, pick=2)[0]["samples"]
 
-    skipped = sum(run_statistics.calls_skipped for run_statistics in statistics)
-    computed = sum(run_statistics.calls_computed for run_statistics in statistics)
+    skipped = sum(draft.calls_skipped for draft in candidates.drafts)
+    computed = sum(draft.calls_computed for draft in candidates.drafts)
     check_seconds = time_cache_check(extension, latent["samples"])
     branch_bytes = 2 * latent["samples"].numel() * 4  # reference input + transformation vector, float32
     real_branch_bytes = 2 * torch.Size(spec["real_latent"]).numel() * 4
@@ -117,7 +114,6 @@ def main() -> None:
           f"{100 * check_seconds / (2 * forward_seconds):.4f} % of the two forwards it guards |")
     print(f"| cache memory per guidance branch, this latent | {branch_bytes / 2**10:.1f} KiB |")
     print(f"| cache memory per guidance branch, {spec['real_size']} | {real_branch_bytes / 2**20:.1f} MiB |")
-    del drafts
 
 
 if __name__ == "__main__":
