@@ -46,7 +46,7 @@ from ..cachedsearch_core.image_reward import mean_frame_score
 from ..cachedsearch_core.video_score import AspectWeights, VideoScore, sample_frame_indices
 from .cache_patch import attach_step_cache
 from .search import CandidateState, KSamplerStage, SearchProgress, StagedRecipe, progress_text_sender, run_stage
-from .search_nodes import _check_latent, _check_same_latent_format, _split_step_message
+from .search_nodes import _check_latent, _check_same_latent_format, _split_step_message, official_expert_stages
 from .ui_results import SHOW_RESULTS_WHEN_CACHED
 from .verifier_nodes import CombinedVerifier, Verifier, VideoVerifier
 
@@ -358,12 +358,9 @@ class CalibrateExperts(io.ComfyNode):
                                   first_seed, capture_target)
         _check_latent(latent_image)
         _check_same_latent_format(model_high, model_low)
-        shared = dict(positive=positive, negative=negative, steps=steps, cfg=cfg, sampler_name=sampler_name,
-                      scheduler=scheduler)
         # The official graph, as CachedSearch Sampler (High/Low Experts) runs it.
-        high = KSamplerStage(model_high, **shared, start_step=0, last_step=split_step)
-        low = KSamplerStage(model_low, **shared, disable_noise=True, start_step=split_step, last_step=steps,
-                            force_full_denoise=True)
+        high, low = official_expert_stages(model_high, model_low, positive, negative, steps, split_step, cfg,
+                                           sampler_name, scheduler)
 
         def recipe(tau_high, tau_low):
             return StagedRecipe((high.with_model(_cached(model_high, warmup_steps_high, cooldown_steps_high, tau_high)),

@@ -230,6 +230,18 @@ def _check_same_latent_format(model_high, model_low) -> None:
         )
 
 
+def official_expert_stages(model_high, model_low, positive, negative, steps: int, split_step: int, cfg: float,
+                           sampler_name: str, scheduler: str) -> tuple[KSamplerStage, KSamplerStage]:
+    """Wan 2.2 A14B's official graph as two stages: add_noise enable / return_with_leftover_noise enable on the
+    high-noise expert up to split_step, then disable / disable on the low-noise expert to the end."""
+    shared = dict(positive=positive, negative=negative, steps=steps, cfg=cfg, sampler_name=sampler_name,
+                  scheduler=scheduler)
+    high = KSamplerStage(model_high, **shared, start_step=0, last_step=split_step)
+    low = KSamplerStage(model_low, **shared, disable_noise=True, start_step=split_step, last_step=steps,
+                        force_full_denoise=True)
+    return high, low
+
+
 class SearchSamplerExperts(io.ComfyNode):
     @classmethod
     def define_schema(cls) -> io.Schema:
@@ -286,13 +298,9 @@ class SearchSamplerExperts(io.ComfyNode):
             raise ValueError(message)
         _check_latent(latent_image)
         _check_same_latent_format(model_high, model_low)
-        shared = dict(positive=positive, negative=negative, steps=steps, cfg=cfg, sampler_name=sampler_name,
-                      scheduler=scheduler)
-        # The official graph: add_noise enable / return_with_leftover_noise enable, then disable / disable.
-        high = KSamplerStage(model_high, **shared, start_step=0, last_step=split_step)
-        low = KSamplerStage(model_low, **shared, disable_noise=True, start_step=split_step, last_step=steps,
-                            force_full_denoise=True)
-        recipe = StagedRecipe((high, low), latent_image, ("high noise", "low noise"))
+        recipe = StagedRecipe(official_expert_stages(model_high, model_low, positive, negative, steps, split_step,
+                                                     cfg, sampler_name, scheduler),
+                              latent_image, ("high noise", "low noise"))
         announce = progress_text_sender(cls.hidden.unique_id)
         return _search_output(_explore(recipe, seed, num_candidates, announce, pruning, budget), preview_vae,
                               announce)
