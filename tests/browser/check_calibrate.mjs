@@ -1,24 +1,15 @@
 // CachedSearch Calibrate in headless Debian Chromium against a real ComfyUI server: stored results show on load,
 // a live calibration fills the node's table and Apply Cache's line, Cancel stops a calibration and the next one
 // completes. Prints one JSON object with what it saw. Usage: node check_calibrate.mjs URL CONFIG.json
-import { mkdtempSync, readFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { chromium } from "playwright-core";
+import { readFileSync } from "node:fs";
+import { openChromium } from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
 const result = { frontend: null, vueNodes: null, extensionErrors: [], stored: [], live: [], applyCache: [], clipped: [],
   cancelled: null, afterCancel: [], requeued: [] };
 
-const context = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), "cachedsearch-chromium-")), {
-  executablePath: "/usr/bin/chromium",
-  headless: true,
-  viewport: { width: 1600, height: 1000 },
-  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run"],
-});
-const page = context.pages()[0] ?? (await context.newPage());
+const { context, page } = await openChromium();
 const fromExtension = (where) => where.includes("/extensions/cachedsearch/");
 page.on("console", (message) => {
   if (message.type() === "error" && fromExtension(message.location()?.url ?? "")) result.extensionErrors.push(message.text());

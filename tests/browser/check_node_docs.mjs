@@ -3,22 +3,12 @@
 // the page in the node library's side panel, 1.4x and later in the right side panel's Info tab). Prints one JSON
 // object with what the panel shows; panel null when this frontend has no selection toolbox.
 // Usage: node check_node_docs.mjs URL NODE_ID [SCREENSHOT.png]
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { chromium } from "playwright-core";
+import { openChromium } from "./chromium.mjs";
 
 const [url, nodeId, screenshot] = process.argv.slice(2);
 const result = { frontend: null, toolbox: null, panel: null, headings: [], text: "" };
 
-const context = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), "cachedsearch-chromium-")), {
-  executablePath: "/usr/bin/chromium",
-  headless: true,
-  viewport: { width: 1600, height: 1000 },
-  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run"],
-});
-const page = context.pages()[0] ?? (await context.newPage());
+const { context, page } = await openChromium();
 
 async function openNodeInfo() {
   // the node on an empty canvas, selected by a click on its title as an artist selects it

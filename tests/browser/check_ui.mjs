@@ -1,9 +1,8 @@
 // Loads the example workflows and runs a tiny search in headless Debian Chromium against a real
 // ComfyUI server; prints one JSON object with what it saw. Usage: node check_ui.mjs URL CONFIG.json
-import { mkdtempSync, readFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { chromium } from "playwright-core";
+import { openChromium } from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
@@ -13,14 +12,7 @@ const result = { frontend: null, vueNodes: null, missing: {}, loadWarnings: {}, 
   wait: null, earlier: null };
 const consoleMessages = [];
 
-const context = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), "cachedsearch-chromium-")), {
-  executablePath: "/usr/bin/chromium",
-  headless: true,
-  viewport: { width: 1600, height: 1000 },
-  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run"],
-});
-const page = context.pages()[0] ?? (await context.newPage());
+const { context, page } = await openChromium();
 // Errors raised by our script (its URL in the location or stack), not the frontend's own network noise.
 const fromExtension = (where) => where.includes("/extensions/cachedsearch/");
 page.on("console", (message) => {

@@ -1,23 +1,14 @@
 // The docs' GUI pictures (scripts/screenshots.py runs this): loads a workflow into the frontend of a real ComfyUI
 // server in headless Debian Chromium, queues it, waits until Recommit shows the delivered seed, and saves the whole
 // graph and a close-up of one node once the run has finished. Usage: node docs_screenshots.mjs URL CONFIG.json
-import { mkdtempSync, readFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { chromium } from "playwright-core";
+import { readFileSync } from "node:fs";
+import { openChromium } from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
 const [width, height] = config.viewport;
 
-const context = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), "cachedsearch-chromium-")), {
-  executablePath: "/usr/bin/chromium",
-  headless: true,
-  viewport: { width, height },
-  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run"],
-});
-const page = context.pages()[0] ?? (await context.newPage());
+const { context, page } = await openChromium({ width, height });
 
 // Shows the canvas rectangle [x, y, w, h] (graph units) centred in the part of the canvas that the side bar and the
 // top bar leave visible, as large as fits.

@@ -3,7 +3,7 @@
 // remembered for its setup. Data comes from the nodes' UI payloads and is kept in
 // node.properties so it survives a page reload with the saved workflow.
 import { app } from "../../../scripts/app.js";
-import { showWhenReused } from "./cachedsearch_reused.js";
+import { showResultsOn, showWhenReused } from "./cachedsearch_reused.js";
 
 const PANEL = "cachedsearch_calibration";
 const STORED = "cachedsearch_calibration_output";
@@ -137,22 +137,6 @@ app.registerExtension({
   async beforeRegisterNodeDef(nodeType, nodeData) {
     if (!(nodeData.name in RENDERERS)) return;
     ensureStyle();
-    const onExecuted = nodeType.prototype.onExecuted;
-    nodeType.prototype.onExecuted = function (output) {
-      onExecuted?.apply(this, arguments);
-      render(this, output);
-    };
-    const onConfigure = nodeType.prototype.onConfigure;
-    nodeType.prototype.onConfigure = function () {
-      onConfigure?.apply(this, arguments);
-      const stored = this.properties?.[STORED];
-      if (stored) render(this, stored);
-    };
-    const clone = nodeType.prototype.clone;
-    nodeType.prototype.clone = function () {
-      const copy = clone.apply(this, arguments);
-      if (copy?.properties) delete copy.properties[STORED]; // a copy has not run yet
-      return copy;
-    };
+    showResultsOn(nodeType, render, [STORED]);
   },
 });

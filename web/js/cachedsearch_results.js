@@ -6,7 +6,7 @@ import { app } from "../../../scripts/app.js";
 import { api } from "../../../scripts/api.js";
 import { createPlayer, ensurePlayerStyle, showLarge } from "./cachedsearch_player.js";
 import { earlierRuns, loadWaiting, onWaitingChanged, pickCost, queuePick, waiting } from "./cachedsearch_pick.js";
-import { graphNode, showWhenReused } from "./cachedsearch_reused.js";
+import { graphNode, showResultsOn, showWhenReused } from "./cachedsearch_reused.js";
 
 const PANEL = "cachedsearch_results";
 const FONT = "11px sans-serif";
@@ -560,25 +560,6 @@ app.registerExtension({
   async beforeRegisterNodeDef(nodeType, nodeData) {
     if (!(nodeData.name in RENDERERS)) return;
     ensureStyle();
-    const onExecuted = nodeType.prototype.onExecuted;
-    nodeType.prototype.onExecuted = function (output) {
-      onExecuted?.apply(this, arguments);
-      render(this, output);
-    };
-    const onConfigure = nodeType.prototype.onConfigure;
-    nodeType.prototype.onConfigure = function () {
-      onConfigure?.apply(this, arguments);
-      const stored = this.properties?.[STORED];
-      if (stored) render(this, stored);
-    };
-    const clone = nodeType.prototype.clone;
-    nodeType.prototype.clone = function () {
-      const copy = clone.apply(this, arguments);
-      if (copy?.properties) {
-        delete copy.properties[STORED]; // a copy has not run yet
-        delete copy.properties[STORED_PROMPT];
-      }
-      return copy;
-    };
+    showResultsOn(nodeType, render, [STORED, STORED_PROMPT]);
   },
 });

@@ -1,12 +1,37 @@
-// Shows a node's panel again when a re-queued graph reuses its cached result. ComfyUI then sends that node no
-// "executed" event (0.33 resends the results of has_intermediate_output nodes; 0.3.75 does not), so once the
-// run succeeds the panel shows the newest result the server's history holds for the same node on the same inputs.
+// Where a node's panel gets its results: each run's UI payload, the copy kept in node.properties (a saved
+// workflow shows its results on load), and, when a re-queued graph reuses the node's cached result, the
+// server's history. ComfyUI then sends that node no "executed" event (0.33 resends the results of
+// has_intermediate_output nodes; 0.3.75 does not), so once the run succeeds the panel shows the newest result
+// the history holds for the same node on the same inputs.
 import { app } from "../../../scripts/app.js";
 import { api } from "../../../scripts/api.js";
 import { upstreamForm } from "./cachedsearch_pick.js";
 
 const renderers = new Map(); // node class -> render(node, output, promptId)
 const reusedByPrompt = new Map(); // prompt id -> ids of reused nodes that have not been sent "executed"
+
+// Draws `render(node, output)` on every run of a node of this type and from its kept copy when a workflow is
+// loaded; `storedKeys`: the node.properties the renderer keeps (the first holds the output), which a copied
+// node starts without.
+export function showResultsOn(nodeType, render, storedKeys) {
+  const onExecuted = nodeType.prototype.onExecuted;
+  nodeType.prototype.onExecuted = function (output) {
+    onExecuted?.apply(this, arguments);
+    render(this, output);
+  };
+  const onConfigure = nodeType.prototype.onConfigure;
+  nodeType.prototype.onConfigure = function () {
+    onConfigure?.apply(this, arguments);
+    const stored = this.properties?.[storedKeys[0]];
+    if (stored) render(this, stored);
+  };
+  const clone = nodeType.prototype.clone;
+  nodeType.prototype.clone = function () {
+    const copy = clone.apply(this, arguments);
+    for (const key of storedKeys) delete copy?.properties?.[key]; // a copy has not run yet
+    return copy;
+  };
+}
 
 export function showWhenReused(classType, render) {
   renderers.set(classType, render);
