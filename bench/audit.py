@@ -34,7 +34,6 @@ import json
 import logging
 import pathlib
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -74,7 +73,7 @@ class ShapesBackend:
     """KSampler rollouts of the trained shapes model in an in-process ComfyUI, scored analytically."""
 
     def __init__(self, model_path: pathlib.Path, cfg: float, prompt_count: int):
-        base = pathlib.Path(tempfile.mkdtemp(prefix="cachedsearch_audit_"))
+        base = comfy_runtime.scratch_directory("cachedsearch_audit_")
         comfy_runtime.prepare_base_directory(base)
         (base / "models" / "diffusion_models" / model_path.name).symlink_to(model_path.resolve())
         nodes = comfy_runtime.load_in_process(base)
@@ -150,7 +149,7 @@ class WorkflowBackend:
         for required in ("CachedSearchApplyCache", "CachedSearchVerifier", "PrimitiveStringMultiline"):
             if required not in kinds:
                 sys.exit(f"--workflow: {workflow_path} has no {required} node; use one of workflows/api/")
-        base = pathlib.Path(tempfile.mkdtemp(prefix="cachedsearch_audit_"))
+        base = comfy_runtime.scratch_directory("cachedsearch_audit_")
         comfy_runtime.prepare_base_directory(base)
         paths = base / "extra_model_paths.yaml"
         paths.write_text(f"audit:\n    base_path: {models}\n    diffusion_models: diffusion_models\n"

@@ -28,7 +28,6 @@ import dataclasses
 import logging
 import pathlib
 import sys
-import tempfile
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -174,7 +173,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.disable(logging.WARNING)
     torch.set_num_threads(args.threads)
-    base = pathlib.Path(tempfile.mkdtemp(prefix="cachedsearch_branches_"))
+    base = comfy_runtime.scratch_directory("cachedsearch_branches_")
     comfy_runtime.prepare_base_directory(base)
     runner = Runner(base)
     worlds = [random_wan(runner, base, args.prompts, args.size, args.frames, scheduled)

@@ -19,7 +19,6 @@ import logging
 import pathlib
 import statistics
 import sys
-import tempfile
 import time
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -41,7 +40,7 @@ def main() -> None:
 
     import torch
 
-    base = pathlib.Path(tempfile.mkdtemp(prefix="cachedsearch_bench_"))
+    base = comfy_runtime.scratch_directory("cachedsearch_bench_")
     tiny_models.generate_tiny_models(base / "models")
     nodes = comfy_runtime.load_in_process(base)
     extension = comfy_runtime.loaded_extension(base)

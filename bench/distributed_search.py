@@ -18,7 +18,6 @@ import json
 import pathlib
 import statistics
 import sys
-import tempfile
 import time
 import urllib.request
 
@@ -85,7 +84,7 @@ def main() -> None:
     from cachedsearch_core import Draft
     from cachedsearch_core.draft_exchange import DraftMessage, encode_draft
 
-    root = pathlib.Path(tempfile.mkdtemp(prefix="cachedsearch_distributed_bench_"))
+    root = comfy_runtime.scratch_directory("cachedsearch_distributed_bench_")
     models = root / "models"
     tiny_models.generate_tiny_models(models)
     bases = {}

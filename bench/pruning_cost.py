@@ -31,7 +31,6 @@ import dataclasses
 import logging
 import pathlib
 import sys
-import tempfile
 import time
 
 import torch
@@ -156,7 +155,7 @@ def measure_round(world: World, seeds: list[int], steps: int, plan: PruningPlan,
 def tiny_wan_world(args) -> World:
     from scripts import tiny_image_reward, tiny_models
 
-    base = comfy_runtime.prepare_base_directory(pathlib.Path(tempfile.mkdtemp(prefix="cachedsearch_bench_")))
+    base = comfy_runtime.prepare_base_directory(comfy_runtime.scratch_directory("cachedsearch_bench_"))
     tiny_models.generate_tiny_models(base / "models")
     tiny_image_reward.write_tiny_image_reward(base / "models" / "image_reward")
     mapping = comfy_runtime.load_in_process(base).NODE_CLASS_MAPPINGS
@@ -205,7 +204,7 @@ def shapes_world(args) -> World:
     from scripts import ball_spot_world
     from bench.train_tiny_wan import DEFAULT_OUT, TRAINING_SHIFT
 
-    base = comfy_runtime.prepare_base_directory(pathlib.Path(tempfile.mkdtemp(prefix="cachedsearch_bench_")))
+    base = comfy_runtime.prepare_base_directory(comfy_runtime.scratch_directory("cachedsearch_bench_"))
     (base / "models" / "diffusion_models" / DEFAULT_OUT.name).symlink_to(DEFAULT_OUT.resolve())
     mapping = comfy_runtime.load_in_process(base).NODE_CLASS_MAPPINGS
 

@@ -17,7 +17,6 @@ import argparse
 import logging
 import pathlib
 import sys
-import tempfile
 import time
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -51,7 +50,7 @@ def main() -> None:
 
     import torch
 
-    base = pathlib.Path(tempfile.mkdtemp(prefix="cachedsearch_bench_"))
+    base = comfy_runtime.scratch_directory("cachedsearch_bench_")
     tiny_models.generate_tiny_models(base / "models")  # the test conditioning nodes live beside them
     nodes = comfy_runtime.load_in_process(base)
     extension = comfy_runtime.loaded_extension(base)

@@ -18,7 +18,6 @@ import logging
 import pathlib
 import subprocess
 import sys
-import tempfile
 import time
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -94,7 +93,7 @@ def main() -> None:
         print(*peak_rss_growth(sample))
         return
 
-    base = pathlib.Path(tempfile.mkdtemp(prefix="cachedsearch_bench_"))
+    base = comfy_runtime.scratch_directory("cachedsearch_bench_")
     tiny_models.generate_tiny_models(base / "models")
     run, model, cached, settings = load(base, args)
     run("KSampler", model=model, seed=0, **settings)  # warm-up

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import pathlib
 import sys
-import tempfile
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -26,7 +25,7 @@ def main() -> None:
     args = parser.parse_args()
     import psutil
 
-    base = pathlib.Path(tempfile.mkdtemp(prefix="cachedsearch_memory_"))
+    base = comfy_runtime.scratch_directory("cachedsearch_memory_")
     comfy_runtime.prepare_base_directory(base)
     tiny_models.generate_tiny_models(base / "models")
     with comfy_runtime.ComfyServer(base) as server:

@@ -16,7 +16,6 @@ import argparse
 import logging
 import pathlib
 import sys
-import tempfile
 import time
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -39,7 +38,7 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=17)
     args = parser.parse_args()
 
-    base = pathlib.Path(tempfile.mkdtemp(prefix="cachedsearch_bench_"))
+    base = comfy_runtime.scratch_directory("cachedsearch_bench_")
     tiny_models.generate_tiny_models(base / "models")
     logging.disable(logging.INFO)
     mapping = comfy_runtime.load_in_process(base).NODE_CLASS_MAPPINGS

@@ -17,7 +17,6 @@ import pathlib
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 import torch
@@ -27,10 +26,11 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from bench.search_cost import peak_rss_growth  # noqa: E402
 from cachedsearch_core.image_reward import ImageReward, ImageRewardArchitecture, load_tokenizer  # noqa: E402
+from scripts import comfy_runtime  # noqa: E402
 
 
 def build(dtype: torch.dtype) -> ImageReward:
-    folder = pathlib.Path(tempfile.mkdtemp(prefix="cachedsearch_vocab_"))
+    folder = comfy_runtime.scratch_directory("cachedsearch_vocab_")
     words = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     words += [f"word{i}" for i in range(30522 - len(words))]
     (folder / "vocab.txt").write_text("\n".join(words) + "\n")

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import pathlib
 import sys
-import tempfile
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -601,7 +600,7 @@ def build(object_info: dict) -> dict[str, tuple[dict, dict]]:
 
 
 def main() -> None:
-    base = pathlib.Path(tempfile.mkdtemp(prefix="cachedsearch_workflows_"))
+    base = comfy_runtime.scratch_directory("cachedsearch_workflows_")
     server = comfy_runtime.ComfyServer(base)
     for pack in (node_packs.DISTRIBUTED, node_packs.GGUF):  # for the workflows that use these packs' nodes
         archive = pack.find_archive()

@@ -11,12 +11,15 @@ the test-only synthetic-conditioning pack:
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import os
 import pathlib
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -38,6 +41,13 @@ def comfyui_root() -> pathlib.Path:
     if not (root / "main.py").exists():
         raise RuntimeError(f"No ComfyUI at {root}: run `bash scripts/setup_env.sh` or set COMFYUI_PATH")
     return root
+
+
+def scratch_directory(prefix: str) -> pathlib.Path:
+    """A new temporary folder that is removed when this process exits (benchmarks copy GBs of weights into theirs)."""
+    folder = pathlib.Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def prepare_base_directory(base_dir: pathlib.Path) -> pathlib.Path:

@@ -1,16 +1,26 @@
 // Debian's headless Chromium in a fresh profile, as every browser script here opens it. Returns {context, page}.
-import { mkdtempSync } from "node:fs";
+// The profile is a temporary folder, removed when the context closes (every script closes it in `finally`).
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 
 export async function openChromium(viewport = { width: 1600, height: 1000 }) {
-  const context = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), "cachedsearch-chromium-")), {
-    executablePath: "/usr/bin/chromium",
-    headless: true,
-    viewport,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-      "--disable-sync", "--no-first-run"],
-  });
+  const profile = mkdtempSync(join(tmpdir(), "cachedsearch-chromium-"));
+  const removeProfile = () => rmSync(profile, { recursive: true, force: true });
+  let context;
+  try {
+    context = await chromium.launchPersistentContext(profile, {
+      executablePath: "/usr/bin/chromium",
+      headless: true,
+      viewport,
+      args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"],
+    });
+  } catch (error) {
+    removeProfile();
+    throw error;
+  }
+  context.on("close", removeProfile);
   return { context, page: context.pages()[0] ?? (await context.newPage()) };
 }
