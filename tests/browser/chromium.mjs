@@ -1,5 +1,6 @@
 // Debian's headless Chromium in a fresh profile, as every browser script here opens it. Returns {context, page}.
-// The profile is a temporary folder, removed when the context closes (every script closes it in `finally`).
+// The profile is a temporary folder, removed once context.close() has ended Chromium (every script closes it in
+// `finally`).
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -7,7 +8,7 @@ import { chromium } from "playwright-core";
 
 export async function openChromium(viewport = { width: 1600, height: 1000 }) {
   const profile = mkdtempSync(join(tmpdir(), "cachedsearch-chromium-"));
-  const removeProfile = () => rmSync(profile, { recursive: true, force: true });
+  const removeProfile = () => rmSync(profile, { recursive: true, force: true, maxRetries: 5 });
   let context;
   try {
     context = await chromium.launchPersistentContext(profile, {
@@ -21,6 +22,13 @@ export async function openChromium(viewport = { width: 1600, height: 1000 }) {
     removeProfile();
     throw error;
   }
-  context.on("close", removeProfile);
+  const close = context.close.bind(context);
+  context.close = async (...options) => {
+    try {
+      await close(...options);
+    } finally {
+      removeProfile();
+    }
+  };
   return { context, page: context.pages()[0] ?? (await context.newPage()) };
 }
