@@ -1,10 +1,11 @@
 """The frontend extension in headless Debian Chromium against the real server, on a frontend matrix: the
 frontend package this runtime pins (1.32.9 on ComfyUI 0.3.75, 1.49.6 on 0.33.0) and the newest published one
-(--front-end-root), each with Nodes 2.0 (Comfy.VueNodes.Enabled) off and on. The full flow (a search, a pick,
-the wait view, reload, re-queue, seed ranges, an earlier run) and a live run of every shipped workflow (tiny
-weights, N = 8, 16-digit seeds) run once, on the pinned frontend in classic mode; every combination then loads
-the shipped workflows as saved after those runs (their results in the payload the panels read) and checks that
-nothing overlaps or clips, and plays and enlarges a stored draft."""
+(--front-end-root), each with Nodes 2.0 (Comfy.VueNodes.Enabled) off and on. Every combination runs a search
+through the Run button, clicks "Commit this" on a draft the verifier did not choose and answers and cancels the
+wait mode; it loads the shipped workflows as saved after a run (their results in the payload the panels read),
+checks that nothing overlaps or clips, and plays and enlarges a stored draft. The rest of the full flow (reload,
+re-queue, seed ranges, an earlier run, combined verifiers) runs once, on the pinned frontend in classic mode; a
+live run of a shipped workflow (tiny weights, N = 8, 16-digit seeds) is checked on the newest frontend, classic."""
 
 import copy
 import importlib.metadata
@@ -241,7 +242,7 @@ def check_ui(server, tmp_path, frontend: str, full: bool, vue_nodes: bool, live_
               "tiny_workflow": str(tmp_path / "tiny.json"), "tiny_workflow_fixed": str(tmp_path / "tiny_fixed.json"),
               "stored_workflow": str(tmp_path / "stored.json"), "missing_node_probes": list(missing_node_probes),
               "candidates": CANDIDATES, "first_seed": FIRST_SEED,
-              "full": full,
+              "full": full, "live_pick": True,
               "screenshot": str(ARTIFACTS / f"verifier_ranking_{combination}.png")}
     if full:
         # ImageReward + VideoScore + Combine Scores: a table per verifier node with each verifier's column
@@ -295,6 +296,55 @@ def assert_picked(queued: dict, source: dict, candidate: int, among: int, mode: 
     assert queued["client_id"] and queued["extra_data"]["extra_pnginfo"]["workflow"]["nodes"]
 
 
+def assert_live_search_and_pick(seen: dict, sampler_panel_live: bool = True) -> str:
+    """The live search through the Run button, "Commit this" on another draft and the wait mode (check_ui.mjs's
+    live_pick part), as the server and the panels report them. `sampler_panel_live`: whether the Sampler's panel
+    can show a live run's drafts in this frontend and renderer."""
+    rows = seen["rows"]
+    assert len(rows) == CANDIDATES and [row["winner"] for row in rows].count(True) == 1
+    assert rows[0]["winner"] and rows[0]["score"] == max(row["score"] for row in rows)  # ranked, winner first
+    served = seen["served"]  # the Verifier's UI payload as the server sent it over the websocket
+    assert len(served) == CANDIDATES
+    shown = {row["seed"]: row["score"] for row in rows}
+    assert shown == {row["seed"]: pytest.approx(row["score"]) for row in served}
+    winner = max(served, key=lambda row: row["score"])
+    assert [row["seed"] for row in rows if row["winner"]] == [winner["seed"]] and winner["winner"]
+    delivered = (f"delivered seed {winner['seed']} (candidate {winner['candidate']}, commit); picked by the verifier; "
+                 "search cost")
+    assert delivered in " ".join(seen["panels"])
+    if sampler_panel_live:
+        assert any(panel.startswith("3 drafts, ") and "per draft" in panel for panel in seen["panels"]), seen["panels"]
+    assert seen["overlay"]
+    # "Commit this" on a row the verifier did not choose re-queues that run's exact prompt (not the graph, whose
+    # seed `randomize` has changed since) with the pick; the search and the verifier come from ComfyUI's cache
+    pick = seen["pick"]
+    source = pick["sourcePrompt"]
+    assert pick["candidate"] != winner["candidate"] and 1 <= pick["candidate"] <= CANDIDATES
+    assert_picked(pick["queued"], source, pick["candidate"], CANDIDATES, "commit")
+    assert pick["end"] == "execution_success"
+    assert {key_of(source, "CachedSearchSampler"), key_of(source, "CachedSearchVerifier")} <= set(pick["cached"])
+    assert key_of(source, "CachedSearchRecommit") not in pick["cached"]
+    delivery = pick["executed"][key_of(source, "CachedSearchRecommit")]["cachedsearch_delivery"][0]
+    assert (delivery["candidate"], delivery["seed"], delivery["picked_by"]) == (pick["candidate"], pick["seed"], "you")
+    assert f"picked by you: candidate {pick['candidate']} (seed {pick['seed']})" in " ".join(pick["panels"])
+    # the wait mode, live: the Recommit waits in the run, Keep on a draft answers it and that run delivers the
+    # draft from the cached search; Cancel ends a wait and the next run completes
+    wait = seen["wait"]
+    assert "Waiting for your pick among 3 drafts (the verifier's choice is candidate" in wait["banner"]
+    assert wait["end"] == "execution_success" and not wait["afterAnswer"]
+    assert {key_of(source, "CachedSearchSampler"), key_of(source, "CachedSearchVerifier")} <= set(wait["cached"])
+    assert wait["recommit"] not in wait["cached"]
+    assert (wait["delivery"]["candidate"], wait["delivery"]["seed"], wait["delivery"]["picked_by"]) == \
+        (pick["candidate"], pick["seed"], "you")
+    assert f"picked by you: candidate {pick['candidate']} (seed {pick['seed']})" in " ".join(wait["panels"])
+    assert wait["cancelEnd"] == "execution_interrupted" and not wait["afterCancel"]
+    assert wait["nextEnd"] == "execution_success"
+    # right after the live search (the frontend's progress text and image preview share the node's height) nothing is
+    # clipped either: each panel asks for its content plus the DOM widget's margins
+    assert seen["clippedAfterRun"] == []
+    return delivered
+
+
 @pytest.mark.skipif(not os.environ.get("CACHEDSEARCH_LIVE_LAYOUT_TESTS"),
                     reason="runs every shipped workflow at N = 8 in Chromium (tens of minutes on a small CPU) and has "
                     "not yet completed here; set CACHEDSEARCH_LIVE_LAYOUT_TESTS=1 to run")
@@ -321,20 +371,7 @@ def test_shipped_workflows_fit_after_a_live_run(comfy_server, tmp_path):
 def test_results_appear_in_the_browser_survive_a_reload_and_a_cached_requeue(comfy_server, tmp_path):
     seen = check_ui(comfy_server, tmp_path, "pinned", full=True, vue_nodes=False)
     assert seen["toleranceErrors"] == []
-    rows = seen["rows"]
-    assert len(rows) == CANDIDATES and [row["winner"] for row in rows].count(True) == 1
-    assert rows[0]["winner"] and rows[0]["score"] == max(row["score"] for row in rows)  # ranked, winner first
-    served = seen["served"]  # the Verifier's UI payload as the server sent it over the websocket
-    assert len(served) == CANDIDATES
-    shown = {row["seed"]: row["score"] for row in rows}
-    assert shown == {row["seed"]: pytest.approx(row["score"]) for row in served}
-    winner = max(served, key=lambda row: row["score"])
-    assert [row["seed"] for row in rows if row["winner"]] == [winner["seed"]] and winner["winner"]
-    delivered = (f"delivered seed {winner['seed']} (candidate {winner['candidate']}, commit); picked by the verifier; "
-                 "search cost")
-    assert delivered in " ".join(seen["panels"])
-    assert any(panel.startswith("3 drafts, ") and "per draft" in panel for panel in seen["panels"])
-    assert seen["overlay"]
+    delivered = assert_live_search_and_pick(seen)
     assert seen["rowsAfterReload"] == CANDIDATES
     # a freshly loaded copy queued again is served from ComfyUI's cache, and still shows that search
     assert seen["reusedRows"] == CANDIDATES
@@ -344,30 +381,6 @@ def test_results_appear_in_the_browser_survive_a_reload_and_a_cached_requeue(com
     assert first == list(range(FIRST_SEED, FIRST_SEED + CANDIDATES))
     assert len(second) == CANDIDATES and not set(first) & set(second)
     assert (ARTIFACTS / f"verifier_ranking_{frontend_version('pinned')}_classic.png").stat().st_size > 0
-    # "Commit this" on a row the verifier did not choose re-queues that run's exact prompt (not the graph, whose
-    # seed `randomize` has changed since) with the pick; the search and the verifier come from ComfyUI's cache
-    pick = seen["pick"]
-    source = pick["sourcePrompt"]
-    assert pick["candidate"] != winner["candidate"] and 1 <= pick["candidate"] <= CANDIDATES
-    assert_picked(pick["queued"], source, pick["candidate"], CANDIDATES, "commit")
-    assert pick["end"] == "execution_success"
-    assert {key_of(source, "CachedSearchSampler"), key_of(source, "CachedSearchVerifier")} <= set(pick["cached"])
-    assert key_of(source, "CachedSearchRecommit") not in pick["cached"]
-    delivery = pick["executed"][key_of(source, "CachedSearchRecommit")]["cachedsearch_delivery"][0]
-    assert (delivery["candidate"], delivery["seed"], delivery["picked_by"]) == (pick["candidate"], pick["seed"], "you")
-    assert f"picked by you: candidate {pick['candidate']} (seed {pick['seed']})" in " ".join(pick["panels"])
-    # the wait mode, live: the Recommit waits in the run, Keep on a draft answers it and that run delivers the
-    # draft from the cached search; Cancel ends a wait and the next run completes
-    wait = seen["wait"]
-    assert "Waiting for your pick among 3 drafts (the verifier's choice is candidate" in wait["banner"]
-    assert wait["end"] == "execution_success" and not wait["afterAnswer"]
-    assert {key_of(source, "CachedSearchSampler"), key_of(source, "CachedSearchVerifier")} <= set(wait["cached"])
-    assert wait["recommit"] not in wait["cached"]
-    assert (wait["delivery"]["candidate"], wait["delivery"]["seed"], wait["delivery"]["picked_by"]) == \
-        (pick["candidate"], pick["seed"], "you")
-    assert f"picked by you: candidate {pick['candidate']} (seed {pick['seed']})" in " ".join(wait["panels"])
-    assert wait["cancelEnd"] == "execution_interrupted" and not wait["afterCancel"]
-    assert wait["nextEnd"] == "execution_success"
     # the panels show the newest of the two queued searches; the earlier one opens from the history, says a pick
     # there drafts it again, and its pick queues that search's own prompt (its seed)
     earlier = seen["earlier"]
@@ -393,15 +406,18 @@ def test_results_appear_in_the_browser_survive_a_reload_and_a_cached_requeue(com
         assert row["columns"]["VideoScore"] == pytest.approx(video_by_seed[row["seed"]], abs=1e-3)
     for row in video_rows:
         assert row["score"] == pytest.approx(sum(row["columns"][a] for a in aspects) / 5, abs=2e-3)
-    # right after the live run (the frontend's progress text and image preview share the node's height) nothing is
-    # clipped either: each panel asks for its content plus the DOM widget's margins
-    assert seen["clippedAfterRun"] == []
 
 
 @pytest.mark.parametrize("frontend, vue_nodes", [("pinned", True), ("newest", False), ("newest", True)])
-def test_workflows_and_stored_results_on_each_frontend_and_node_renderer(request, tmp_path, frontend, vue_nodes):
+def test_workflows_stored_results_and_a_live_pick_on_each_frontend_and_node_renderer(request, tmp_path, frontend,
+                                                                                       vue_nodes):
     server = request.getfixturevalue("comfy_server" if frontend == "pinned" else "newest_frontend_server")
     seen = check_ui(server, tmp_path, frontend, full=False, vue_nodes=vue_nodes,
                     live_layout=frontend == "newest" and not vue_nodes)
+    # Nodes 2.0 on frontend 1.32.9 (an early version of it) mostly stops redrawing the Sampler's widgets once the
+    # frontend has added its own progress text there during the run: neither that text nor the Sampler's panel
+    # appears (3 of 4 runs here), while the Verifier's table, whose buttons pick, and the Recommit's summary do.
+    # Stored results show on every combination (above); 1.49.6 and 1.58.1 show the live summary.
+    assert_live_search_and_pick(seen, sampler_panel_live=not (vue_nodes and frontend_version(frontend) == "1.32.9"))
     if frontend == "newest":
         assert seen["frontend"] == NEWEST_FRONTEND.name.split("-")[1]
