@@ -4,8 +4,9 @@ frontend package this runtime pins (1.32.9 on ComfyUI 0.3.75, 1.49.6 on 0.33.0) 
 through the Run button, clicks "Commit this" on a draft the verifier did not choose and answers and cancels the
 wait mode; it loads the shipped workflows as saved after a run (their results in the payload the panels read),
 checks that nothing overlaps or clips, and plays and enlarges a stored draft. The rest of the full flow (reload,
-re-queue, seed ranges, an earlier run, combined verifiers) runs once, on the pinned frontend in classic mode; a
-live run of a shipped workflow (tiny weights, N = 8, 16-digit seeds) is checked on the newest frontend, classic."""
+re-queue, seed ranges, an earlier run, combined verifiers) runs once, on the pinned frontend in classic mode. Every
+shipped workflow (tiny weights, N = 8, 16-digit seeds) is also run live and its layout checked right after the run,
+on the pinned frontend in classic mode and on the newest with Nodes 2.0 (the Wan 2.1 one on the newest, classic)."""
 
 import copy
 import importlib.metadata
@@ -161,7 +162,7 @@ def shipped_results(name: str, frames: list[dict]) -> dict:
         "recommit": {"text": ["report"], "cachedsearch_delivery": [{
             "seed": seeds[2], "candidate": 3, "mode": "commit", "num_candidates": SHIPPED_CANDIDATES,
             "commit_seconds": 95.5, "relative_cost": 0.6123, "picked_by": "you", "pick_among": SHIPPED_CANDIDATES,
-            "verifier_choice": {"candidate": 4, "seed": seeds[3]}, "frames": frames}]},
+            "verifier_choice": {"candidate": 4, "seed": seeds[3]}}]},
     }
 
 
@@ -327,6 +328,9 @@ def assert_live_search_and_pick(seen: dict, sampler_panel_live: bool = True) -> 
     delivery = pick["executed"][key_of(source, "CachedSearchRecommit")]["cachedsearch_delivery"][0]
     assert (delivery["candidate"], delivery["seed"], delivery["picked_by"]) == (pick["candidate"], pick["seed"], "you")
     assert f"picked by you: candidate {pick['candidate']} (seed {pick['seed']})" in " ".join(pick["panels"])
+    # the picked seed's video, decoded and saved by the workflow's own nodes in that run
+    saved = pick["executed"][key_of(source, "SaveVideo")]["images"]
+    assert len(saved) == 1 and (saved[0]["subfolder"], saved[0]["filename"][:9]) == ("cachedsearch", "wan21_t2v")
     # the wait mode, live: the Recommit waits in the run, Keep on a draft answers it and that run delivers the
     # draft from the cached search; Cancel ends a wait and the next run completes
     wait = seen["wait"]
@@ -345,24 +349,26 @@ def assert_live_search_and_pick(seen: dict, sampler_panel_live: bool = True) -> 
     return delivered
 
 
-@pytest.mark.skipif(not os.environ.get("CACHEDSEARCH_LIVE_LAYOUT_TESTS"),
-                    reason="runs every shipped workflow at N = 8 in Chromium (tens of minutes on a small CPU) and has "
-                    "not yet completed here; set CACHEDSEARCH_LIVE_LAYOUT_TESTS=1 to run")
-@pytest.mark.timeout(1800)  # seven searches of 8 drafts
-def test_shipped_workflows_fit_after_a_live_run(comfy_server, tmp_path):
-    """Every shipped workflow on tiny weights (N = 8, 16-digit seeds) run through the Run button on the pinned
-    frontend in classic mode: right after the run (the frontend's own progress text, image and video previews
-    included) nothing overlaps, leaves its group or clips."""
-    object_info = comfy_server.get("/object_info")
+@pytest.mark.timeout(1800)  # eleven searches of 8 drafts (about 5 minutes here)
+@pytest.mark.parametrize("frontend, vue_nodes", [("pinned", False), ("newest", True)])
+def test_shipped_workflows_fit_after_a_live_run(request, tmp_path, frontend, vue_nodes):
+    """Every shipped workflow on tiny weights (N = 8, 16-digit seeds, the shipped `randomize`) run through the Run
+    button, on the pinned frontend in classic mode and on the newest with Nodes 2.0: right after the run (the
+    frontend's own progress text, image and video previews included) nothing overlaps, leaves its group or clips."""
+    server = request.getfixturevalue("comfy_server" if frontend == "pinned" else "newest_frontend_server")
+    object_info = server.get("/object_info")
     ARTIFACTS.mkdir(exist_ok=True)
+    combination = f"{frontend_version(frontend)}_{'nodes2' if vue_nodes else 'classic'}"
     checks = []
     for name in SHIPPED:
         (tmp_path / f"{name}.json").write_text(json.dumps(tiny_shipped(name, object_info)))
         checks.append({"name": name, "workflow": str(tmp_path / f"{name}.json"), "live": True,
-                       "screenshot": str(ARTIFACTS / f"layout_{name}_{frontend_version('pinned')}_classic_live.png")})
-    seen = run_browser(comfy_server, {"workflows": [], "after_run": checks, "missing_node_probes": []},
-                       tmp_path / "config.json", vue_nodes=False)
+                       "screenshot": str(ARTIFACTS / f"layout_{name}_{combination}_live.png")})
+    seen = run_browser(server, {"workflows": [], "after_run": checks, "missing_node_probes": []},
+                       tmp_path / "config.json", vue_nodes=vue_nodes)
+    assert seen["vueNodes"] in (vue_nodes, None)
     assert set(seen["layout"]) == set(SHIPPED)
+    assert all(problems["measuredOnDom"] == vue_nodes for problems in seen["layout"].values())
     assert_fits(seen["layout"])
     assert seen["extensionErrors"] == []
 

@@ -475,16 +475,10 @@ function renderDelivery(node, output) {
   const chooser = chooserLine(delivery);
   const text = `delivered seed ${delivery.seed} (candidate ${delivery.candidate}, ${delivery.mode})` +
     `${chooser ? `; ${chooser}` : ""}; ${cost}${budget}`;
+  // The delivered video itself shows where the workflow decodes and saves it (its Save Video node).
   const content = element("div");
   content.append(element("div", text, "cachedsearch-summary"));
-  const frames = framesOf(delivery);
-  if (frames.length) {
-    const player = createPlayer(frames, "the delivered video: click to enlarge");
-    player.classList.add("cachedsearch-delivered");
-    player.addEventListener("click", () => showLarge(frames, `delivered: ${text}`));
-    content.append(player);
-  }
-  show(node, content, (width) => 8 + LINE_HEIGHT * wrappedLines(text, width) + (frames.length ? 40 : 0));
+  show(node, content, (width) => 8 + LINE_HEIGHT * wrappedLines(text, width));
   return true;
 }
 
