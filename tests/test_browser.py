@@ -252,6 +252,9 @@ def check_ui(server, tmp_path, frontend: str, full: bool, vue_nodes: bool, live_
                                            object_info)
         (tmp_path / "combined.json").write_text(json.dumps(api_to_gui(combined, object_info, combined_layout)))
         config["combined_workflow"] = str(tmp_path / "combined.json")
+    # The live search must run every node: the same graph queued by an earlier combination on this server would be
+    # served from ComfyUI's cache, and 0.3.75 then sends the Verifier no "executed".
+    server.reset_caches()
     seen = run_browser(server, config, tmp_path / "config.json", vue_nodes)
     # every combination: shipped workflows load cleanly, stored results show, unclipped at the default width
     assert seen["vueNodes"] in (vue_nodes, None)
@@ -364,6 +367,7 @@ def test_shipped_workflows_fit_after_a_live_run(request, tmp_path, frontend, vue
         (tmp_path / f"{name}.json").write_text(json.dumps(tiny_shipped(name, object_info)))
         checks.append({"name": name, "workflow": str(tmp_path / f"{name}.json"), "live": True,
                        "screenshot": str(ARTIFACTS / f"layout_{name}_{combination}_live.png")})
+    server.reset_caches()  # every workflow really runs, whatever ran on this server before
     seen = run_browser(server, {"workflows": [], "after_run": checks, "missing_node_probes": []},
                        tmp_path / "config.json", vue_nodes=vue_nodes)
     assert seen["vueNodes"] in (vue_nodes, None)

@@ -8,6 +8,7 @@ import pathlib
 import re
 import shutil
 import subprocess
+import tempfile
 import urllib.request
 
 import pytest
@@ -134,20 +135,21 @@ def newest_frontend_docs_server(start_comfy_server):
 @pytest.mark.skipif(not browser_available() and os.environ.get("CI") != "true",
                     reason="needs Debian's chromium and `npm ci` in tests/browser (scripts/test.sh installs both)")
 @pytest.mark.parametrize("frontend", ["pinned", "newest"])
-def test_node_docs_panel_shows_the_page(request, frontend, tmp_path):
+def test_node_docs_panel_shows_the_page(request, frontend):
     """Selecting the node and pressing the selection toolbox's info button shows its web/docs page."""
     server = request.getfixturevalue("comfy_server" if frontend == "pinned" else "newest_frontend_docs_server")
     server.request("POST", "/settings/Comfy.TutorialCompleted", True)
     server.request("POST", "/settings/Comfy.Canvas.SelectionToolbox", True)  # its default; the info button is on it
     ARTIFACTS.mkdir(exist_ok=True)
     screenshot = ARTIFACTS / f"node_docs_{frontend}.png"
-    scratch = tmp_path / "tmp"  # the script's temporary folder: its Chromium profile must not outlive it
-    scratch.mkdir()
-    completed = subprocess.run(["node", str(BROWSER_TESTS / "check_node_docs.mjs"), server.url, PANEL_NODE,
-                                str(screenshot)], capture_output=True, text=True, timeout=600,
-                               env={**os.environ, "TMPDIR": str(scratch)})
-    assert completed.returncode == 0, completed.stderr[-4000:]
-    assert list(scratch.glob("cachedsearch-chromium-*")) == []
+    # The script's temporary folder, where its Chromium profile must not outlive it; short, since Chromium puts a
+    # socket in the profile and a socket's path has at most 107 characters.
+    with tempfile.TemporaryDirectory(prefix="cs-") as scratch:
+        completed = subprocess.run(["node", str(BROWSER_TESTS / "check_node_docs.mjs"), server.url, PANEL_NODE,
+                                    str(screenshot)], capture_output=True, text=True, timeout=600,
+                                   env={**os.environ, "TMPDIR": scratch})
+        assert completed.returncode == 0, completed.stderr[-4000:]
+        assert list(pathlib.Path(scratch).glob("cachedsearch-chromium-*")) == []
     seen = json.loads(completed.stdout.strip().splitlines()[-1])
     if seen["panel"] is None:
         pytest.skip(f"frontend {seen['frontend']} has no selection toolbox, so no info button for the node docs panel")
