@@ -1,7 +1,6 @@
 // Loads the example workflows and runs a tiny search in headless Debian Chromium against a real
 // ComfyUI server; prints one JSON object with what it saw. Usage: node check_ui.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { openChromium } from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
@@ -393,7 +392,6 @@ try {
   }
 
   if (config.full) {
-
     result.toleranceErrors = await page.evaluate(() => {
       const errors = [];
       for (const type of ["CachedSearchVerifier", "CachedSearchSampler", "CachedSearchSamplerAdvanced", "CachedSearchRecommit"]) {
