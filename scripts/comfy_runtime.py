@@ -156,7 +156,7 @@ class ComfyServer:
                 self.get("/system_stats")
                 return
             except (urllib.error.URLError, ConnectionError):
-                time.sleep(0.5)
+                time.sleep(0.2)  # polls the condition; the deadline below bounds it
         self.stop()
         raise ServerError(f"ComfyUI did not answer within {timeout}s; see {self.log_path}")
 
@@ -208,8 +208,8 @@ class ComfyServer:
                 return history[prompt_id]
             if self.process is None or self.process.poll() is not None:
                 raise ServerError(f"ComfyUI exited while running {prompt_id}:\n{self.log_tail()}")
-            time.sleep(0.2)
-        raise ServerError(f"prompt {prompt_id} did not finish within {timeout}s")
+            time.sleep(0.2)  # polls the condition; the deadline bounds it
+        raise ServerError(f"prompt {prompt_id} did not finish within {timeout}s (no /history entry):\n{self.log_tail()}")
 
     def run_prompt(self, graph: dict, timeout: float = 600.0, progress=None) -> dict:
         """Queue ``graph`` and wait for it; ``progress(node, value, maximum)`` gets the server's progress events."""
@@ -294,11 +294,21 @@ class ComfyServer:
                     pending.discard(prompt_id)
         return [self.wait_for(prompt_id, timeout) for prompt_id in prompt_ids]
 
-    def reset_caches(self) -> None:
-        """Make the server forget every cached node output and loaded model (POST /free), as a restart would."""
-        self.request("POST", "/free", {"unload_models": True, "free_memory": True})
-        # An idle worker applies the flags as soon as this wakes it; a prompt queued before that would run first.
-        time.sleep(1.0)
+    def reset_caches(self, timeout: float = 300.0) -> None:
+        """Make the server forget every cached node output and loaded model (POST /free), as a restart would, and
+        return only once it has.
+
+        The worker applies /free's flags between two prompts: at once when it is idle, else after the prompt it is
+        running. A barrier prompt queued behind the flags therefore finishes only after they are applied, or just
+        before the worker applies them, in the same loop pass, before it takes the next prompt."""
+        status, body = self.request("POST", "/free", {"unload_models": True, "free_memory": True})
+        if status != 200:
+            raise ServerError(f"POST /free -> {status}: {body}")
+        barrier = {"barrier": {"class_type": "CachedSearchTestQueueBarrier", "inputs": {"token": uuid.uuid4().hex}}}
+        try:
+            self.run_prompt(barrier, timeout=timeout)
+        except ServerError as error:
+            raise ServerError(f"the server did not finish a barrier prompt after POST /free: {error}") from error
 
     def interrupt(self, prompt_id: str | None = None) -> None:
         """Cancel the running prompt, or only ``prompt_id`` if it is the one running."""

@@ -1,4 +1,4 @@
-"""Test-only ComfyUI nodes: synthetic text conditioning.
+"""Test-only ComfyUI nodes: synthetic text conditioning, latent frames and a queue barrier.
 
 Real text encoders (umt5-xxl, llava-llama3) cannot be made tiny, so tests and
 the tiny-weight demo feed the diffusion models CONDITIONING of the right
@@ -70,6 +70,26 @@ class LatentFrames:
         return (frames.repeat_interleave(8, dim=1).repeat_interleave(8, dim=2),)
 
 
-NODE_CLASS_MAPPINGS = {"CachedSearchTestConditioning": SyntheticConditioning, "CachedSearchTestLatentFrames": LatentFrames}
+class QueueBarrier:
+    """An output node that does nothing: a prompt of it alone finishes once the worker has handled everything
+    queued before it, and the worker applies POST /free's flags before it takes the next prompt."""
+
+    CATEGORY = "CachedSearch/testing"
+    FUNCTION = "mark"
+    RETURN_TYPES = ()
+    OUTPUT_NODE = True
+    DESCRIPTION = "Test-only: finishes at once; the test client queues it to know the worker is past a point."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"token": ("STRING", {"default": "", "tooltip": "Any text; a new one per barrier."})}}
+
+    def mark(self, token):
+        return {"ui": {"token": [token]}}
+
+
+NODE_CLASS_MAPPINGS = {"CachedSearchTestConditioning": SyntheticConditioning, "CachedSearchTestLatentFrames": LatentFrames,
+                       "CachedSearchTestQueueBarrier": QueueBarrier}
 NODE_DISPLAY_NAME_MAPPINGS = {"CachedSearchTestConditioning": "Synthetic Conditioning (CachedSearch tests)",
-                              "CachedSearchTestLatentFrames": "Latent Frames (CachedSearch tests)"}
+                              "CachedSearchTestLatentFrames": "Latent Frames (CachedSearch tests)",
+                              "CachedSearchTestQueueBarrier": "Queue Barrier (CachedSearch tests)"}
