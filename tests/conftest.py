@@ -1,7 +1,10 @@
 """Fixtures on the real ComfyUI runtime: in-process nodes and a live server."""
 
+import os
 import pathlib
+import shutil
 import sys
+import tempfile
 
 import pytest
 
@@ -13,6 +16,45 @@ from scripts import comfy_runtime, node_packs, tiny_image_reward, tiny_models, t
 
 # ComfyUI-GGUF goes into every test ComfyUI when its snapshot is here (the GGUF tests skip without it).
 GGUF_ARCHIVE = node_packs.GGUF.find_archive()
+
+
+# Tiers: what a test needs beyond Python. Markers are given here from the fixtures a test uses, so they cannot
+# drift from what it really starts; tests that start a server or a browser some other way mark themselves.
+SERVER_FIXTURES = {"comfy_server", "start_comfy_server", "base_with_models"}
+IN_PROCESS_FIXTURES = {"engine"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if fixtures & SERVER_FIXTURES:
+            item.add_marker(pytest.mark.server)
+        if fixtures & IN_PROCESS_FIXTURES:
+            item.add_marker(pytest.mark.comfy)
+
+
+# The fast tier (scripts/test.sh --fast) runs what is marked none of server, browser or slow, in under two minutes;
+# a test over these times without the slow marker is listed at the end of the run (a report, not a failure: time
+# depends on the machine).
+FAST_TIER_TEST_SECONDS = 5
+SLOW_SECONDS = 60
+_unmarked_slow = []
+
+
+def pytest_runtest_logreport(report):
+    if report.when != "call" or "slow" in report.keywords:
+        return
+    in_fast_tier = "server" not in report.keywords and "browser" not in report.keywords
+    if report.duration > SLOW_SECONDS or (in_fast_tier and report.duration > FAST_TIER_TEST_SECONDS):
+        _unmarked_slow.append((report.nodeid, report.duration))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _unmarked_slow:
+        terminalreporter.section(f"not marked slow, yet over {SLOW_SECONDS} s (or {FAST_TIER_TEST_SECONDS} s in the "
+                                 "fast tier) here")
+        for nodeid, seconds in _unmarked_slow:
+            terminalreporter.write_line(f"{seconds:7.1f} s  {nodeid}")
 
 
 def pytest_report_header(config):
@@ -30,21 +72,56 @@ PLACEHOLDER_MODEL_FILES = (
 )
 
 
-@pytest.fixture(scope="session")
-def tiny_models_dir(tmp_path_factory) -> pathlib.Path:
-    """Tiny random-weight checkpoints in ComfyUI's models layout, generated once per session."""
-    models = tmp_path_factory.mktemp("tiny_models")
+# Generated checkpoints are kept between runs (the fast tier would spend a third of its time making them), keyed by
+# everything they are made from: the generators, this file, the ComfyUI they are made with, torch.
+TINY_MODEL_SOURCES = ("scripts/tiny_models.py", "scripts/tiny_image_reward.py", "scripts/tiny_video_score.py",
+                      "tests/conftest.py")
+TINY_MODEL_CACHE = REPO_ROOT / ".cache" / "tiny-models"
+TINY_MODEL_CACHE_KEPT = 4  # two runtimes, and the sets of the previous version of the generators
+
+
+def _write_tiny_models(models: pathlib.Path) -> None:
     tiny_models.generate_tiny_models(models)
     tiny_image_reward.write_tiny_image_reward(models / "image_reward")
     tiny_image_reward.write_tiny_clip(models / "clip_score" / "tiny-clip")
     tiny_video_score.write_tiny_video_score(models / "video_score" / "VideoScore-v1.1")
     # The HunyuanVideo VAE cannot be made tiny (its width is fixed in ComfyUI); the tiny Wan 2.1 VAE decodes the
     # same 16-channel, 4x temporal / 8x spatial latents and stands in under the official file name.
-    (models / "vae" / "hunyuan_video_vae_bf16.safetensors").symlink_to(models / "vae" / tiny_models.WAN21_VAE_FILE)
+    (models / "vae" / "hunyuan_video_vae_bf16.safetensors").symlink_to(tiny_models.WAN21_VAE_FILE)
     # Listed so workflow files validate against the server's file lists; never loaded (too large to make tiny).
     for listed_only in PLACEHOLDER_MODEL_FILES:
         (models / listed_only).parent.mkdir(parents=True, exist_ok=True)
         (models / listed_only).touch()
+
+
+@pytest.fixture(scope="session")
+def tiny_models_dir() -> pathlib.Path:
+    """Tiny random-weight checkpoints in ComfyUI's models layout, generated once for what they are made from."""
+    import hashlib
+
+    import torch
+
+    root = comfy_runtime.comfyui_root()
+    key = hashlib.sha256()
+    for source in TINY_MODEL_SOURCES:
+        key.update((REPO_ROOT / source).read_bytes())
+    key.update(f"{root} {(root / 'comfyui_version.py').read_bytes()!r} {torch.__version__}".encode())
+    models = TINY_MODEL_CACHE / key.hexdigest()[:16]
+    if not models.is_dir():
+        # Written beside and renamed into place, so a run that stops half-way or a second run at the same time never
+        # sees a partial folder.
+        TINY_MODEL_CACHE.mkdir(parents=True, exist_ok=True)
+        partial = pathlib.Path(tempfile.mkdtemp(prefix="partial-", dir=TINY_MODEL_CACHE))
+        _write_tiny_models(partial)
+        try:
+            partial.rename(models)
+        except OSError:  # another run finished the same folder first
+            shutil.rmtree(partial)
+    models.touch()  # last used, for the clean-up below
+    older = sorted((folder for folder in TINY_MODEL_CACHE.iterdir() if not folder.name.startswith("partial-")),
+                   key=lambda folder: folder.stat().st_mtime, reverse=True)[TINY_MODEL_CACHE_KEPT:]
+    for stale in older:
+        shutil.rmtree(stale, ignore_errors=True)
     return models
 
 
@@ -232,6 +309,17 @@ def comfy_server(tmp_path_factory, tiny_models_dir):
     server.start()
     yield server
     server.stop()
+
+
+NEWEST_FRONTEND = REPO_ROOT / ".runtimes" / "frontend-1.58.1"  # fetched by scripts/setup_browser.sh
+
+
+@pytest.fixture(scope="session")
+def newest_frontend_server(start_comfy_server):
+    """One server for the whole run that serves the newest published frontend (--front-end-root)."""
+    if not (NEWEST_FRONTEND / "index.html").exists() and os.environ.get("CI") != "true":
+        pytest.skip(f"no {NEWEST_FRONTEND}: run scripts/setup_browser.sh")
+    return start_comfy_server("comfy_newest_frontend", ["--front-end-root", str(NEWEST_FRONTEND)])
 
 
 @pytest.fixture(scope="session")

@@ -48,6 +48,7 @@ def collect_statistics(engine, model):
     return observed, sink
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family, cfg", [("wan", 5.0), ("hunyuan", 1.0), ("hunyuan", 4.0)])
 @pytest.mark.parametrize("settings", [dict(mode="off"), dict(mode="adaptive", tau=0.0)])
 def test_cache_that_skips_nothing_is_bit_identical_to_plain_ksampler(engine, request, family, cfg, settings):
@@ -73,6 +74,7 @@ def test_adaptive_cache_skips_and_counts_each_branch(engine, request, family, cf
     assert not statistics.steps_skipped & {0, 1, 2, 13, 14, 15}  # warmup and cooldown
 
 
+@pytest.mark.slow
 def test_separate_branch_calls_keep_separate_state(engine, wan):
     model, positive, _ = wan
     # 8 vs 7 tokens cannot be padded into one batch, so cond and uncond arrive in separate calls
@@ -87,6 +89,7 @@ def test_separate_branch_calls_keep_separate_state(engine, wan):
     assert torch.equal(ksampler(engine, apply_cache(engine, model, tau=0.0), positive, negative), reference)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler, calls", [("heun", 31), ("dpmpp_2s_ancestral", 31), ("uni_pc", 16)])
 def test_multi_call_samplers_are_counted_per_step(engine, wan, sampler, calls):
     model, positive, negative = wan

@@ -84,6 +84,7 @@ def test_audit_rollouts_of_an_example_workflow_run_on_the_real_server(comfy_serv
     assert easy[2] == 12
 
 
+@pytest.mark.slow
 def test_the_model_trained_here_follows_its_prompts(engine):
     """The committed ball-and-spot model follows its prompts better than chance: its ball matches the prompt's ball
     far better than the same clip judged against another ball colour. (The spot is drawn for few seeds; README.)"""

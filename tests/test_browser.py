@@ -6,7 +6,8 @@ wait mode; it loads the shipped workflows as saved after a run (their results in
 checks that nothing overlaps or clips, and plays and enlarges a stored draft. The rest of the full flow (reload,
 re-queue, seed ranges, an earlier run, combined verifiers) runs once, on the pinned frontend in classic mode. Every
 shipped workflow (tiny weights, N = 8, 16-digit seeds) is also run live and its layout checked right after the run,
-on the pinned frontend in classic mode and on the newest with Nodes 2.0 (the Wan 2.1 one on the newest, classic)."""
+on the pinned frontend in classic mode and on the newest with Nodes 2.0, each once across the runtime matrix
+(CACHEDSEARCH_LIVE_LAYOUT); the other combinations run the Wan 2.1 one live."""
 
 import copy
 import importlib.metadata
@@ -21,6 +22,7 @@ import pytest
 from scripts.graphs import combined_verifier_search, tiny_workflow_variant
 from PIL import Image, ImageDraw
 
+from conftest import NEWEST_FRONTEND
 from scripts import node_packs
 from scripts.workflow_format import api_to_gui, column_layout, gui_to_api
 
@@ -28,7 +30,6 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 BROWSER_TESTS = REPO_ROOT / "tests" / "browser"
 ARTIFACTS = REPO_ROOT / "test-artifacts"
 CHROMIUM = "/usr/bin/chromium"
-NEWEST_FRONTEND = REPO_ROOT / ".runtimes" / "frontend-1.58.1"  # fetched by scripts/setup_browser.sh
 CANDIDATES = 3
 FIRST_SEED = 1000
 UNKNOWN_NODE_TYPE = "CachedSearchNodeNoExtensionProvides"
@@ -51,17 +52,10 @@ def browser_available() -> bool:
         shutil.which("node") is not None
 
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(
     not browser_available() and os.environ.get("CI") != "true",
     reason="needs Debian's chromium and `npm ci` in tests/browser (scripts/test.sh installs both when run as root)",
-)
-
-
-@pytest.fixture(scope="module")
-def newest_frontend_server(start_comfy_server):
-    if not (NEWEST_FRONTEND / "index.html").exists() and os.environ.get("CI") != "true":
-        pytest.skip(f"no {NEWEST_FRONTEND}: run scripts/setup_browser.sh")
-    return start_comfy_server("comfy_newest_frontend", ["--front-end-root", str(NEWEST_FRONTEND)])
+)]
 
 
 def write_frames(server) -> list[dict]:
@@ -352,12 +346,26 @@ def assert_live_search_and_pick(seen: dict, sampler_panel_live: bool = True) -> 
     return delivered
 
 
-@pytest.mark.timeout(1800)  # eleven searches of 8 drafts (about 5 minutes here)
+def live_layout_combinations() -> set[str]:
+    """Where every shipped workflow runs live in this run: CACHEDSEARCH_LIVE_LAYOUT (comma-separated, e.g.
+    "pinned-classic"), which scripts/test.sh sets so that across the runtime matrix each combination runs once;
+    unset, both."""
+    chosen = os.environ.get("CACHEDSEARCH_LIVE_LAYOUT", "pinned-classic,newest-nodes2")
+    return {combination.strip() for combination in chosen.split(",") if combination.strip()}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # twelve searches of 8 drafts (about 5 minutes here)
 @pytest.mark.parametrize("frontend, vue_nodes", [("pinned", False), ("newest", True)])
 def test_shipped_workflows_fit_after_a_live_run(request, tmp_path, frontend, vue_nodes):
     """Every shipped workflow on tiny weights (N = 8, 16-digit seeds, the shipped `randomize`) run through the Run
     button, on the pinned frontend in classic mode and on the newest with Nodes 2.0: right after the run (the
-    frontend's own progress text, image and video previews included) nothing overlaps, leaves its group or clips."""
+    frontend's own progress text, image and video previews included) nothing overlaps, leaves its group or clips.
+    The other combinations run the Wan 2.1 workflow live (check_ui's live_layout)."""
+    combination = f"{frontend}-{'nodes2' if vue_nodes else 'classic'}"
+    if combination not in live_layout_combinations():
+        pytest.skip(f"{combination} runs every shipped workflow live on another runtime of the matrix "
+                    "(CACHEDSEARCH_LIVE_LAYOUT)")
     server = request.getfixturevalue("comfy_server" if frontend == "pinned" else "newest_frontend_server")
     object_info = server.get("/object_info")
     ARTIFACTS.mkdir(exist_ok=True)
@@ -377,9 +385,10 @@ def test_shipped_workflows_fit_after_a_live_run(request, tmp_path, frontend, vue
     assert seen["extensionErrors"] == []
 
 
-@pytest.mark.timeout(1800)  # five searches, a pick and a combined-verifier search
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # five searches, a pick, a combined-verifier search and the Wan 2.1 workflow live
 def test_results_appear_in_the_browser_survive_a_reload_and_a_cached_requeue(comfy_server, tmp_path):
-    seen = check_ui(comfy_server, tmp_path, "pinned", full=True, vue_nodes=False)
+    seen = check_ui(comfy_server, tmp_path, "pinned", full=True, vue_nodes=False, live_layout=True)
     assert seen["toleranceErrors"] == []
     delivered = assert_live_search_and_pick(seen)
     assert seen["rowsAfterReload"] == CANDIDATES
@@ -418,6 +427,7 @@ def test_results_appear_in_the_browser_survive_a_reload_and_a_cached_requeue(com
         assert row["score"] == pytest.approx(sum(row["columns"][a] for a in aspects) / 5, abs=2e-3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("frontend, vue_nodes", [("pinned", True), ("newest", False), ("newest", True)])
 def test_workflows_stored_results_and_a_live_pick_on_each_frontend_and_node_renderer(request, tmp_path, frontend,
                                                                                        vue_nodes):

@@ -6,6 +6,8 @@ import torch
 from cachedsearch_core.budget import BudgetPlan, budget_width
 from scripts.tiny_models import WAN21_T2V_FILE
 
+pytestmark = pytest.mark.slow  # in process, but several seconds a test: not in the fast tier
+
 LATENT = dict(width=32, height=32, length=5, batch_size=1)
 SETTINGS = dict(steps=8, cfg=5.0, sampler_name="euler", scheduler="simple", denoise=1.0)
 SKIPPING = dict(mode="adaptive", tau=0.15, warmup_steps=1, cooldown_steps=1, static_interval=2)

@@ -44,6 +44,7 @@ def ksampler(engine, model, positive, negative, latent, seed):
                       denoise=1.0)["samples"]
 
 
+@pytest.mark.slow
 def test_model_that_never_calls_the_wrapper_is_reported_in_the_search_and_runs_uncached(engine, wan, caplog):
     model, positive, negative, latent = wan
     bypassing = model.clone()

@@ -8,12 +8,14 @@ import json
 import subprocess
 
 import pytest
-from test_browser import ARTIFACTS, BROWSER_TESTS, NEWEST_FRONTEND, browser_available, newest_frontend_server  # noqa: F401
+from conftest import NEWEST_FRONTEND
+from test_browser import ARTIFACTS, BROWSER_TESTS, browser_available
 
 from scripts.graphs import calibrate_a14b, calibrate_wan
 from scripts.workflow_format import api_to_gui
 
-pytestmark = pytest.mark.skipif(not browser_available(), reason="needs Debian's chromium and `npm ci` in tests/browser")
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not browser_available(), reason="needs Debian's chromium and `npm ci` in tests/browser")]
 
 SEED = 20
 STORED_ROWS = [
@@ -101,6 +103,7 @@ def check_calibrate(server, tmp_path, frontend: str, vue_nodes: bool, cancel: bo
     return seen
 
 
+@pytest.mark.slow
 def test_calibration_panel_live_with_cancel_on_the_pinned_frontend(comfy_server, tmp_path):
     """(That the run after a cancel measures what an uninterrupted one does is checked over HTTP in
     tests/test_calibrate_comfy.py.)"""

@@ -20,6 +20,8 @@ from bench.audit import cache_window
 from bench.train_tiny_wan import DEFAULT_OUT as WORLD_MODEL, TRAINING_SHIFT
 from scripts.graphs import calibrate_wan, cached_wan_sampling
 
+pytestmark = pytest.mark.slow  # in process, but several seconds a test: not in the fast tier
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 WORLD_PROMPT = 0  # ball_spot_world.PROMPTS[0], the prompt bench/audit.py --calibration 0 runs
 WORLD_RUN = {"seeds": 3, "steps": 8, "taus": (0.1, 0.3, 0.8), "cfg": 4.0, "target": 0.9}

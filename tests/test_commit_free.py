@@ -7,6 +7,8 @@ from conftest import InProcessComfy
 
 from scripts.tiny_models import WAN21_VAE_FILE, WAN22_A14B_FILES, WAN22_A14B_LORA_FILES
 
+pytestmark = pytest.mark.slow  # in process, but several seconds a test: not in the fast tier
+
 STEPS = 6
 SETTINGS = dict(steps=STEPS, cfg=5.0, sampler_name="euler", scheduler="simple", denoise=1.0)
 SEED = 500

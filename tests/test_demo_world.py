@@ -5,6 +5,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 import torch
 from PIL import Image
 
@@ -70,6 +71,7 @@ def test_render_shows_the_ball_and_its_spot():
     assert red > 0.4 and red > 2 * max(green, blue)
 
 
+@pytest.mark.server  # the demo starts its own ComfyUI server
 def test_the_main_demo_searches_the_trained_model_and_draws_a_contact_sheet(tmp_path):
     candidates = 3
     sheet = tmp_path / "sheet.png"

@@ -17,7 +17,6 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 NODE_DOCS = REPO_ROOT / "web" / "docs"
 BROWSER_TESTS = REPO_ROOT / "tests" / "browser"
 ARTIFACTS = REPO_ROOT / "test-artifacts"
-NEWEST_FRONTEND = REPO_ROOT / ".runtimes" / "frontend-1.58.1"  # fetched by scripts/setup_browser.sh
 CHROMIUM = "/usr/bin/chromium"
 README_MAX_LINES = 300
 PANEL_NODE = "CachedSearchSampler"
@@ -125,19 +124,13 @@ def browser_available() -> bool:
         shutil.which("node") is not None
 
 
-@pytest.fixture(scope="module")
-def newest_frontend_docs_server(start_comfy_server):
-    if not (NEWEST_FRONTEND / "index.html").exists() and os.environ.get("CI") != "true":
-        pytest.skip(f"no {NEWEST_FRONTEND}: run scripts/setup_browser.sh")
-    return start_comfy_server("comfy_newest_frontend_docs", ["--front-end-root", str(NEWEST_FRONTEND)])
-
-
+@pytest.mark.browser
 @pytest.mark.skipif(not browser_available() and os.environ.get("CI") != "true",
                     reason="needs Debian's chromium and `npm ci` in tests/browser (scripts/test.sh installs both)")
 @pytest.mark.parametrize("frontend", ["pinned", "newest"])
 def test_node_docs_panel_shows_the_page(request, frontend):
     """Selecting the node and pressing the selection toolbox's info button shows its web/docs page."""
-    server = request.getfixturevalue("comfy_server" if frontend == "pinned" else "newest_frontend_docs_server")
+    server = request.getfixturevalue("comfy_server" if frontend == "pinned" else "newest_frontend_server")
     server.request("POST", "/settings/Comfy.TutorialCompleted", True)
     server.request("POST", "/settings/Comfy.Canvas.SelectionToolbox", True)  # its default; the info button is on it
     ARTIFACTS.mkdir(exist_ok=True)

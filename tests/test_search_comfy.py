@@ -142,6 +142,7 @@ def test_keep_returns_exactly_the_winners_draft(engine, families):
 
 
 
+@pytest.mark.slow
 def test_panel_rows_cost_and_preview_vae_frames_over_a_real_search(engine, families, vae_decodes):
     """Without preview_vae nothing is decoded; with it every draft is decoded once and its row shows at most 8 small
     frames equal to VAEDecode of that draft. The cost's calls are the transformer calls the search computed."""
@@ -217,6 +218,7 @@ def test_noise_mask_latent_is_searched_like_ksampler(engine, families):
                            ksampler(engine, model, positive, negative, masked, SEED + index, denoise=0.8))
 
 
+@pytest.mark.slow
 def test_image_to_video_conditioning_is_searched_and_committed_exactly(engine):
     model = engine.one("UNETLoader", unet_name=WAN21_I2V_FILE, weight_dtype="default")
     vae = engine.one("VAELoader", vae_name=WAN21_VAE_FILE)
@@ -250,6 +252,7 @@ def test_latent_batch_above_one_is_rejected_with_advice(engine, families):
         search(engine, model, positive, negative, empty_latent(engine, batch_size=2))
 
 
+@pytest.mark.slow
 def test_ranking_must_match_the_candidates(engine, families):
     model, positive, negative, _ = families["wan"]
     _, candidates, _ = search(engine, model, positive, negative, empty_latent(engine), n=2)

@@ -5,6 +5,8 @@ import torch
 
 from scripts.tiny_models import WAN21_VAE_FILE, WAN22_A14B_FILES, WAN22_A14B_LORA_FILES, WAN22_TI2V_FILE
 
+pytestmark = pytest.mark.slow  # in process, but several seconds a test: not in the fast tier
+
 LATENT = dict(width=32, height=32, length=5, batch_size=1)
 SEED = 70
 OFF = dict(mode="off", tau=0.5, warmup_steps=0, cooldown_steps=0, static_interval=2)

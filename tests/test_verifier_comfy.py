@@ -5,6 +5,8 @@ import pathlib
 import pytest
 import torch
 
+pytestmark = pytest.mark.slow  # in process, but several seconds a test: not in the fast tier
+
 
 PROMPT = "a red ball on the grass"
 

@@ -8,6 +8,8 @@ from cachedsearch_core.combine import combine_rankings
 from cachedsearch_core.video_score import ASPECTS, AVERAGE
 from scripts.graphs import combined_verifier_search
 
+pytestmark = pytest.mark.slow  # in process, but several seconds a test: not in the fast tier
+
 PROMPT = "a red ball on the grass"
 
 

@@ -150,6 +150,7 @@ def frames(server, entry):
 
 @pytest.mark.parametrize("name, pooled", [("cachedsearch_wan21_t2v", False), ("cachedsearch_hunyuan_t2v", True),
                                           ("cachedsearch_wan22_ti2v", False), ("cachedsearch_wan21_t2v_pruned", False)])
+@pytest.mark.slow
 def test_workflow_runs_end_to_end_and_delivers_the_stock_result_for_the_winner(comfy_server, name, pooled):
     _, api = load(name)
     graph = tiny_workflow_variant(api, pooled)
