@@ -2,7 +2,7 @@
 // a live calibration fills the node's table and Apply Cache's line, Cancel stops a calibration and the next one
 // completes. Prints one JSON object with what it saw. Usage: node check_calibrate.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
-import { openChromium } from "./chromium.mjs";
+import { openChromium, settled } from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
@@ -69,7 +69,7 @@ try {
   await loadWorkflow(config.stored_workflow);
   await page.waitForFunction(() => document.querySelectorAll(".cachedsearch-calibration tr.tau").length >= 1, null,
     { timeout: 60000 });
-  await page.waitForTimeout(500);
+  await settled(page, "the stored calibration");
   result.stored = await tableRows();
   result.storedPanels = await panelTexts();
   result.clipped.push(...(await clipped()));
@@ -80,7 +80,7 @@ try {
   result.liveOutcome = await queueCalibration(config.seed, 0);
   await page.waitForFunction(() => document.querySelectorAll(".cachedsearch-calibration tr.tau").length >= 1, null,
     { timeout: 60000 });
-  await page.waitForTimeout(500);
+  await settled(page, "the live calibration's table");
   result.live = await tableRows();
   result.livePanels = await panelTexts();
   result.clipped.push(...(await clipped()));
@@ -92,7 +92,7 @@ try {
   result.requeuedOutcome = await queueCalibration(config.seed, 0);
   await page.waitForFunction(() => document.querySelectorAll(".cachedsearch-calibration tr.tau").length >= 1, null,
     { timeout: 30000 }).catch(() => {});
-  await page.waitForTimeout(1000);
+  await settled(page, "the re-queued calibration");
   result.requeued = await tableRows();
   result.requeuedPanels = await panelTexts();
 
@@ -101,7 +101,7 @@ try {
     await loadWorkflow(config.live_workflow);
     result.cancelled = await queueCalibration(config.seed + 100, config.cancel_after_progress);
     result.afterCancelOutcome = await queueCalibration(config.seed + 100, 0);
-    await page.waitForTimeout(500);
+    await settled(page, "the calibration after a cancel");
     result.afterCancel = await tableRows();
     await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_after_cancel.png") });
   }

@@ -1,7 +1,7 @@
 // Loads the example workflows and runs a tiny search in headless Debian Chromium against a real
 // ComfyUI server; prints one JSON object with what it saw. Usage: node check_ui.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
-import { openChromium } from "./chromium.mjs";
+import { openChromium, settled } from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
@@ -117,7 +117,7 @@ async function fitGraphInView() {
     canvas.ds.offset[1] = 120 / scale - top;
     canvas.setDirty(true, true);
   });
-  await page.waitForTimeout(600);
+  await settled(page, "the whole graph in view");
 }
 
 // The canvas at 100 % with the nodes of `types` (the first found) at its top left, for a readable screenshot.
@@ -131,7 +131,7 @@ async function zoomTo(types) {
     canvas.ds.offset[1] = 160 - node.pos[1];
     canvas.setDirty(true, true);
   }, types);
-  await page.waitForTimeout(600);
+  await settled(page, `zoom to ${types[0]}`);
 }
 
 async function checkLayout(label, screenshot) {
@@ -152,7 +152,7 @@ async function runAndWait(timeout = 600000) {
     api.addEventListener("execution_error", ({ detail }) => reject(new Error(JSON.stringify(detail).slice(0, 2000))), { once: true });
     window.app.queuePrompt(0, 1);
   }));
-  await page.waitForTimeout(800);
+  await settled(page, "the panels after a run");
 }
 
 // The body of the next POST /prompt the page sends, and that run, to its end: {body, cached, executed, end}.
@@ -176,25 +176,29 @@ async function nextQueuedRun(start, timeout = 600000) {
   const answer = await response;
   const body = JSON.parse(answer.request().postData());
   const promptId = (await answer.json()).prompt_id;
-  // what the panel said once the prompt was queued (its panels are drawn again when the run ends)
-  await page.waitForTimeout(300);
-  const status = await page.$$eval(".cachedsearch-status", (lines) => lines.map((l) => l.textContent).join(" ").trim());
   await page.waitForFunction((id) => window.cachedsearchRuns[id]?.end, promptId, { timeout });
-  return { body, promptId, status, ...(await page.evaluate((id) => window.cachedsearchRuns[id], promptId)) };
+  await settled(page, `the panels after run ${promptId}`);
+  return { body, promptId, ...(await page.evaluate((id) => window.cachedsearchRuns[id], promptId)) };
 }
 
 // Until the server has no prompt running or pending (the runs' panels are shown by then).
 async function waitForIdleQueue(timeout = 600000) {
   const deadline = Date.now() + timeout;
-  while (Date.now() < deadline) {
+  for (;;) {
     const idle = await page.evaluate(async () => {
       const queue = await (await window.comfyAPI.api.api.fetchApi("/queue")).json();
       return queue.queue_running.length === 0 && queue.queue_pending.length === 0;
     });
     if (idle) break;
-    await page.waitForTimeout(500);
+    if (Date.now() > deadline) throw new Error(`the server's queue was not empty after ${timeout} ms`);
+    await page.evaluate(() => new Promise((resolve) => {  // the next status message, or a second at most
+      const api = window.comfyAPI.api.api;
+      const done = () => { api.removeEventListener("status", done); resolve(); };
+      api.addEventListener("status", done);
+      setTimeout(done, 1000);
+    }));
   }
-  await page.waitForTimeout(800);
+  await settled(page, "the panels once the queue is empty");
 }
 
 async function draftSeedsOfNextRuns(count) {
@@ -237,6 +241,20 @@ async function loadWorkflow(workflow) {
   }, workflow);
 }
 
+// Until the small player `selector` has moved on `count` frames (its ticker runs on its own timer).
+async function waitForFramesOf(selector, count, timeout = 10000) {
+  await page.evaluate(([selector, count, timeout]) => new Promise((resolve, reject) => {
+    const element = document.querySelector(selector);
+    let seen = 0;
+    const observer = new MutationObserver(() => {
+      seen += 1;
+      if (seen >= count) { observer.disconnect(); resolve(); }
+    });
+    observer.observe(element, { attributes: true, attributeFilter: ["data-frame"] });
+    setTimeout(() => { observer.disconnect(); reject(new Error(`${selector} showed ${seen} of ${count} frames`)); }, timeout);
+  }), [selector, count, timeout]);
+}
+
 const candidateRows = () => page.$$eval(".cachedsearch-panel tr.candidate", (rows) =>
   rows.map((row) => ({ seed: Number(row.dataset.seed), score: Number(row.dataset.score), winner: row.classList.contains("winner") })));
 
@@ -255,7 +273,7 @@ try {
   for (const path of config.workflows) {
     consoleMessages.length = 0;
     result.missing[path] = await loadWorkflow(JSON.parse(readFileSync(path, "utf8")));
-    await page.waitForTimeout(300);
+    await settled(page, `loading ${path}`);
     result.loadWarnings[path] = [...consoleMessages];
   }
 
@@ -263,7 +281,7 @@ try {
   // overlaps, nothing is clipped, nothing leaves its group.
   for (const check of config.after_run ?? []) {
     await loadWorkflow(JSON.parse(readFileSync(check.workflow, "utf8")));
-    await page.waitForTimeout(500);
+    await settled(page, `loading ${check.name}`);
     if (check.live) await runAndWait();
     await checkLayout(check.name, check.screenshot);
   }
@@ -272,7 +290,7 @@ try {
   if (config.stored_workflow) {
   await loadWorkflow(JSON.parse(readFileSync(config.stored_workflow, "utf8")));
   await page.waitForFunction(() => document.querySelectorAll(".cachedsearch-summary").length >= 2, null, { timeout: 60000 });
-  await page.waitForTimeout(500);
+  await settled(page, "the stored results");
   result.storedPanels = await panelTexts();
   result.clipped.push(...(await clippedPanels()));
   await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_stored.png") });
@@ -282,20 +300,24 @@ try {
   if (await page.$(player)) {
     const frameNow = () => page.$eval(player, (img) => Number(img.dataset.frame));
     const first = await frameNow();
-    await page.waitForTimeout(700);
+    const loops = await page.waitForFunction(([selector, first]) =>
+      Number(document.querySelector(selector).dataset.frame) !== first, [player, first], { timeout: 10000 })
+      .then(() => true, () => false);
     const counter = () => page.$eval(".cachedsearch-frame-counter", (element) => element.textContent);
-    const seen = { frames: await page.$eval(player, (img) => Number(img.dataset.frames)), loops: first !== await frameNow() };
+    const seen = { frames: await page.$eval(player, (img) => Number(img.dataset.frames)), loops };
     await page.$eval(player, (img) => img.click()); // it may lie outside the viewport
     seen.overlay = (await page.$(".cachedsearch-overlay img.cachedsearch-large")) !== null;
     seen.picks = await page.$$eval(".cachedsearch-overlay .cachedsearch-picks button", (buttons) => buttons.map((b) => b.textContent));
     await page.click(".cachedsearch-overlay .cachedsearch-play");
     seen.paused = await counter();
-    await page.waitForTimeout(400);
+    // still paused while the small player in the table plays on: wait until it has shown two more frames
+    await waitForFramesOf(player, 2);
     seen.stillPaused = await counter();
     await page.click(".cachedsearch-overlay .cachedsearch-next");
     seen.stepped = await counter();
     await page.click(".cachedsearch-overlay .cachedsearch-play");
-    await page.waitForTimeout(400);
+    await page.waitForFunction((stepped) => document.querySelector(".cachedsearch-frame-counter").textContent !== stepped,
+      seen.stepped, { timeout: 10000 }).catch(() => {});  // a counter that never moves fails the test's check
     seen.playing = await counter();
     await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_enlarged.png") });
     await page.keyboard.press("Escape");
@@ -317,7 +339,7 @@ try {
       config.candidates, { timeout: 300000 });
     await page.waitForFunction(() => [...document.querySelectorAll(".cachedsearch-panel")]
       .some((panel) => panel.textContent.startsWith("delivered seed")), null, { timeout: 300000 });
-    await page.waitForTimeout(500);
+    await settled(page, "the panels after the live search");
     result.panels = await panelTexts();
     result.clippedAfterRun = await clippedPanels();
     result.rows = await candidateRows();
@@ -341,11 +363,9 @@ try {
       ({ candidate: Number(row.dataset.candidate), seed: Number(row.dataset.seed) }));
     const picked = await nextQueuedRun(() => page.click(
       `.cachedsearch-panel tr.candidate[data-candidate="${target.candidate}"] button.cachedsearch-pick-commit`, { force: true }));
-    await page.waitForTimeout(800);
     result.pick = { ...target, source, sourcePrompt: await page.evaluate(async (id) =>
       (await (await window.comfyAPI.api.api.fetchApi(`/history/${id}`)).json())[id]?.prompt?.[2], source.promptId),
     queued: picked.body, cached: picked.cached, executed: picked.executed, end: picked.end,
-    status: picked.status,
     panels: await panelTexts() };
     await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_picked.png") });
 
@@ -376,7 +396,6 @@ try {
     await zoomTo(["CachedSearchVerifier"]);
     await page.click(`.cachedsearch-panel tr.candidate[data-candidate="${target.candidate}"] button.cachedsearch-pick-keep`, { force: true });
     const answered = await answeredRun;
-    await page.waitForTimeout(800);
     Object.assign(wait, { end: answered.end, cached: answered.cached,
       delivery: answered.executed[recommitId]?.cachedsearch_delivery?.[0] ?? null, panels: await panelTexts(),
       afterAnswer: (await banner()) !== null });
@@ -384,7 +403,6 @@ try {
     await page.waitForSelector(".cachedsearch-wait", { timeout: 120000 });
     await page.evaluate(() => window.comfyAPI.api.api.interrupt()); // what the Cancel button does
     wait.cancelEnd = (await cancelledRun).end;
-    await page.waitForTimeout(500);
     wait.afterCancel = (await banner()) !== null;
     await setInputs({ wait_for_pick: false });
     wait.nextEnd = (await nextQueuedRun(queueGraph)).end;

@@ -32,3 +32,35 @@ export async function openChromium(viewport = { width: 1600, height: 1000 }) {
   };
   return { context, page: context.pages()[0] ?? (await context.newPage()) };
 }
+
+// Resolves once the page has drawn and stopped moving: the canvas's zoom and offset and the boxes of every node
+// element, result panel, wait banner and large view unchanged over three animation frames. The browser scripts
+// wait on this instead of a fixed time after a load, a zoom or a run's last event; `what` names the step in the
+// error when it does not settle within `timeout` ms.
+export async function settled(page, what, timeout = 30000) {
+  const stable = await page.evaluate(async (timeout) => {
+    const frame = () => new Promise((resolve) => requestAnimationFrame(resolve));
+    const signature = () => {
+      const canvas = window.app?.canvas;
+      const boxes = [...document.querySelectorAll(
+        "[data-node-id], .cachedsearch-panel, .cachedsearch-wait, .cachedsearch-overlay, .cachedsearch-calibration")]
+        .map((element) => {
+          const box = element.getBoundingClientRect();
+          return [box.x, box.y, box.width, box.height];
+        });
+      return JSON.stringify([canvas ? [canvas.ds.scale, ...canvas.ds.offset] : null, boxes]);
+    };
+    const deadline = performance.now() + timeout;
+    let previous = null;
+    let unchanged = 0;
+    while (performance.now() < deadline) {
+      await frame();
+      const now = signature();
+      unchanged = now === previous ? unchanged + 1 : 0;
+      if (unchanged >= 2) return true;
+      previous = now;
+    }
+    return false;
+  }, timeout);
+  if (!stable) throw new Error(`${what}: the page was still changing after ${timeout} ms`);
+}

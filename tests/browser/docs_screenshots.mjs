@@ -2,7 +2,7 @@
 // server in headless Debian Chromium, queues it, waits until Recommit shows the delivered seed, and saves the whole
 // graph and a close-up of one node once the run has finished. Usage: node docs_screenshots.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
-import { openChromium } from "./chromium.mjs";
+import { openChromium, settled } from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
@@ -47,7 +47,7 @@ try {
   if (ended !== "execution_success") throw new Error(`the run ended with ${ended}`);
   await page.waitForFunction(() => [...document.querySelectorAll(".cachedsearch-panel")]
     .some((panel) => panel.textContent.startsWith("delivered seed")), null, { timeout: 60000 });
-  await page.waitForTimeout(1000);
+  await settled(page, "the panels after the run");
 
   // The whole graph: every group (the nodes grow with their results, so the bounds are read after the run).
   const bounds = await page.evaluate(() => {
@@ -59,7 +59,7 @@ try {
     return [left, top, right - left, bottom - top];
   });
   await showArea(bounds, 20);
-  await page.waitForTimeout(1000);
+  await settled(page, "the whole graph in view");
   await page.screenshot({ path: config.graph_png });
 
   // One node close up, cut out of the page around its title bar and body.
@@ -68,7 +68,7 @@ try {
     return [found.pos[0], found.pos[1] - 30, found.size[0], found.size[1] + 30];
   }, config.close_up_type);
   const placed = await showArea(node, 40);
-  await page.waitForTimeout(1000);
+  await settled(page, "the close-up in view");
   const pad = 12;
   await page.screenshot({
     path: config.close_up_png,
