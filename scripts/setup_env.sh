@@ -89,5 +89,18 @@ for ((index = 0; index < count; index++)); do
       *) echo "[setup] COMFYUI_PATH=$comfyui_dir has no main.py; point it at a ComfyUI checkout" >&2; exit 1 ;;
     esac
   fi
-  setup_venv "${RUNTIME_VENVS[$index]}" "$comfyui_dir"
 done
+# The venvs side by side: each install mostly unpacks wheels (torch is 5.5 GB unpacked), one core each.
+pids=()
+for ((index = 0; index < count; index++)); do
+  setup_venv "${RUNTIME_VENVS[$index]}" "${RUNTIME_DIRS[$index]}" &
+  pids+=($!)
+done
+status=0
+for pid in "${pids[@]}"; do
+  wait "$pid" || status=1
+done
+if [ "$status" -ne 0 ]; then
+  echo "[setup] a venv could not be set up (its error is above)" >&2
+  exit 1
+fi
