@@ -45,6 +45,7 @@ from ..cachedsearch_core.combine import VerifierCombination
 from ..cachedsearch_core.image_reward import mean_frame_score
 from ..cachedsearch_core.video_score import AspectWeights, VideoScore, sample_frame_indices
 from .cache_patch import attach_step_cache
+from .full_compute import check_full_compute, full_compute_model
 from .search import CandidateState, KSamplerStage, SearchProgress, StagedRecipe, progress_text_sender, run_stage
 from .search_nodes import _check_latent, _check_same_latent_format, _split_step_message, official_expert_stages
 from .ui_results import SHOW_RESULTS_WHEN_CACHED
@@ -200,9 +201,10 @@ def _plan_message(make_plan) -> str | bool:
 
 def _cached(model, warmup_steps: int, cooldown_steps: int, tau: float | None):
     """A clone of ``model`` with the step cache: adaptive at ``tau``, or mode off for None (bit-identical to no
-    cache, and it counts the transformer calls, so multi-call samplers are costed right)."""
+    cache). Any other cache CachedSearch knows on ``model`` (an EasyCache) is detached first, so the full arm is
+    full compute and each tau arm measures this cache alone."""
     mode = "off" if tau is None else "adaptive"
-    return attach_step_cache(model, StepCacheConfig(mode=mode, tau=tau or 0.0, warmup_steps=warmup_steps,
+    return attach_step_cache(full_compute_model(model), StepCacheConfig(mode=mode, tau=tau or 0.0, warmup_steps=warmup_steps,
                                                     cooldown_steps=cooldown_steps))
 
 
@@ -415,6 +417,11 @@ def _remember(hidden, calibration, key_of, *model_inputs) -> list[str]:
     return ["", f"Remembered for {key}: Apply Cache on this setup shows it."]
 
 
+# The model input of each stage, for a single-stage and a two-expert calibration.
+_MODEL_INPUTS = {1: ("model",), 2: tuple(_EXPERT_INPUTS)}
+_FULL_ARM_ADVICE = "Connect the model without that cache: Calibrate applies its own cache on a copy."
+
+
 class _Rollouts:
     """Runs a calibration's rollouts one at a time on one progress bar (each the stock sampling calls of its
     recipe's stages), scores each as it finishes and keeps only its score, seconds and call counts. An arm's scores
@@ -440,6 +447,9 @@ class _Rollouts:
             state = CandidateState(seed, recipe.latent)
             for stage_index in range(len(recipe.stages)):
                 (state,) = run_stage(recipe, stage_index, [state], self.progress)
+                if arm == FULL_ARM:
+                    check_full_compute(state.stage_calls[-1], recipe.stages[stage_index].patcher,
+                                       _MODEL_INPUTS[len(recipe.stages)][stage_index], _FULL_ARM_ADVICE)
             scores.append(self.judge.score(state.latent))
             drafts.append(state.draft())
         for seed, score, draft in zip(self.seeds, self.judge.combine(scores), drafts):
