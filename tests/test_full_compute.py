@@ -64,6 +64,8 @@ def test_a_comfyui_cache_explores_and_the_commit_is_the_stock_ksampler(engine, w
     assert not torch.equal(drafts["samples"][1:2], stock(engine, wan, SEED + 1))  # the drafts are cached
     skipped = [draft.calls_skipped for draft in candidates.drafts]
     assert all(count > 0 for count in skipped)
+    # Asked in the unit computed: a LazyCache skip of a whole model evaluation is one (batched) call.
+    assert all(draft.calls_computed + draft.calls_skipped == STEPS for draft in candidates.drafts)
     assert sum(draft.calls_computed for draft in candidates.drafts) == searched  # our count, not the engine's log
     assert f"3 candidate(s), {cache} (reuse_threshold 2)" in report.splitlines()[0]
     assert f"{skipped[1]}/{STEPS} (" in report.splitlines()[3]
@@ -78,6 +80,45 @@ def test_a_comfyui_cache_explores_and_the_commit_is_the_stock_ksampler(engine, w
     # The pick commit likewise, for a candidate the verifier did not choose.
     (picked, picked_seed, _) = recommit(engine, candidates, "0.1 0.3 0.2", pick=3, pick_among=3).result
     assert picked_seed == SEED + 2 and torch.equal(picked["samples"], stock(engine, wan, SEED + 2))
+
+
+@pytest.mark.parametrize("cache", list(FOREIGN_CACHES))
+def test_a_comfyui_cache_explores_for_the_advanced_sampler(engine, wan, cache):
+    model, positive, negative, latent = wan
+    sampler = engine.one("KSamplerSelect", sampler_name="euler")
+    sigmas = engine.one("BasicScheduler", model=model, scheduler="simple", steps=STEPS, denoise=1.0)
+    cached = engine.one(cache, model=model, **FOREIGN_CACHES[cache])
+    guider = engine.one("CFGGuider", model=cached, positive=positive, negative=negative, cfg=5.0)
+    _, candidates, _ = engine.run("CachedSearchSamplerAdvanced", guider=guider, sampler=sampler, sigmas=sigmas,
+                                  latent_image=latent, seed=SEED, num_candidates=2)
+    assert all(draft.calls_skipped > 0 for draft in candidates.drafts)
+    delivered, _, _ = recommit(engine, candidates, "0 1").result
+    stock_guider = engine.one("CFGGuider", model=model, positive=positive, negative=negative, cfg=5.0)
+    reference = engine.run("SamplerCustomAdvanced", noise=engine.one("RandomNoise", noise_seed=SEED + 1),
+                           guider=stock_guider, sampler=sampler, sigmas=sigmas, latent_image=latent)[0]["samples"]
+    assert torch.equal(delivered["samples"], reference)
+
+
+def test_easycache_on_both_experts_explores_and_the_commit_is_the_official_graph(engine, wan):
+    from scripts.tiny_models import WAN22_A14B_FILES
+
+    _, positive, negative, _ = wan
+    latent = engine.one("EmptyHunyuanLatentVideo", width=32, height=32, length=5, batch_size=1)
+    high, low = (engine.one("ModelSamplingSD3", shift=5.0, model=engine.one("UNETLoader", unet_name=name,
+                                                                              weight_dtype="default"))
+                 for name in WAN22_A14B_FILES["t2v"])
+    cached_high, cached_low = (engine.one("EasyCache", model=model, **FOREIGN_CACHES["EasyCache"])
+                               for model in (high, low))
+    experts = dict(steps=STEPS, split_step=4, cfg=3.5)
+    _, candidates, report = engine.run("CachedSearchSamplerExperts", model_high=cached_high, model_low=cached_low,
+                                       positive=positive, negative=negative, latent_image=latent, seed=SEED,
+                                       num_candidates=2, sampler_name="euler", scheduler="simple", **experts)
+    assert "high noise: EasyCache (reuse_threshold 2)" in report
+    assert sum(draft.calls_skipped for draft in candidates.drafts) > 0
+    assert all(draft.calls_computed + draft.calls_skipped == STEPS for draft in candidates.drafts)
+    delivered, seed, _ = recommit(engine, candidates, "0 1").result
+    reference = engine.two_expert_graph(high, low, positive, negative, latent, seed, **experts)
+    assert torch.equal(delivered["samples"], reference["samples"])
 
 
 @pytest.mark.parametrize("cache", list(FOREIGN_CACHES))
