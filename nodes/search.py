@@ -288,7 +288,8 @@ class SearchCandidates:
         return self.recipe.names if len(self.recipe.stages) > 1 else ()
 
     def cost(self, commit_seconds: float | None = None, commit_calls: int | None = None) -> CallsCost:
-        """The search's transformer calls and seconds against full best-of-N, with a commit's once one ran."""
+        """The search's transformer calls and seconds against full best-of-N, with a commit's once one ran (before,
+        a full rollout's, or none when every draft already is its seed's full-compute result)."""
         dropped = self.pruning.pruned if self.pruning is not None else ()
         search_calls = sum(draft.calls_computed for draft in self.drafts) + sum(
             candidate.draft.calls_computed for candidate in dropped)
@@ -298,6 +299,8 @@ class SearchCandidates:
         if self.budget is not None:
             search_calls += self.budget.stopped_draft_calls
         rollout_calls = max(draft.calls_computed + draft.calls_skipped for draft in self.drafts)
+        if commit_calls is None and all(self.draft_is_full_compute(index) for index in range(len(self.drafts))):
+            commit_calls = 0  # whichever draft wins, its commit delivers it as it is
         return CallsCost(self.width, search_calls, rollout_calls, search_seconds, commit_seconds or None,
                          commit_calls)
 

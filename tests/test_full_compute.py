@@ -121,22 +121,37 @@ def test_easycache_on_both_experts_explores_and_the_commit_is_the_official_graph
     assert torch.equal(delivered["samples"], reference["samples"])
 
 
-@pytest.mark.parametrize("cache", list(FOREIGN_CACHES))
-def test_the_sampler_and_recommit_tell_one_cost_in_transformer_calls(engine, wan, cache):
-    cached = engine.one(cache, model=wan[0], **FOREIGN_CACHES[cache])
+def pruning_plan(engine):
+    from scripts.tiny_models import WAN21_VAE_FILE
+
+    verifier = engine.one("CachedSearchLoadImageReward", ckpt_name="ImageReward.pt", dtype="fp32")
+    return engine.one("CachedSearchPruningPlan", vae=engine.one("VAELoader", vae_name=WAN21_VAE_FILE),
+                      verifier=verifier, prompt="a red ball", keep=2, prune_fraction=0.5, prune_step=STEPS // 2,
+                      preview_frames=2)
+
+
+COST_CASES = {"EasyCache": ("EasyCache", False), "LazyCache": ("LazyCache", False),
+              "pruned, EasyCache": ("EasyCache", True), "free commit, no cache": (None, False)}
+
+
+@pytest.mark.parametrize("case", list(COST_CASES))
+def test_the_sampler_and_recommit_tell_one_cost_in_transformer_calls(engine, wan, case):
+    cache, pruned = COST_CASES[case]
+    model = wan[0] if cache is None else engine.one(cache, model=wan[0], **FOREIGN_CACHES[cache])
+    pruning = pruning_plan(engine) if pruned else None
     with patch_embeddings_counted(wan[0]) as calls:
-        sampled = search(engine, cached, wan)
-        committed = recommit(engine, sampled.result[1], "0.3 0.1 0.2")
-        full_rollout = len(calls)
+        sampled = search(engine, model, wan, pruning=pruning)
+        committed = recommit(engine, sampled.result[1], "0.3 0.1" if pruned else "0.3 0.1 0.2")
+        counted = len(calls)
         stock(engine, wan, SEED)
-        full_rollout = len(calls) - full_rollout
+        full_rollout = len(calls) - counted
     (cost,) = sampled.ui["cachedsearch_cost"]
     (delivery,) = committed.ui["cachedsearch_delivery"]
-    counted = (len(calls) - full_rollout) / (3 * full_rollout)
-    assert cost["calls_ratio_with_commit"] == delivery["calls_ratio"] == pytest.approx(counted)
-    assert delivery["calls_ratio"] < 1
+    assert cost["calls_ratio_with_commit"] == delivery["calls_ratio"] == pytest.approx(counted / (3 * full_rollout))
+    assert (delivery["calls_ratio"] == 1) is (cache is None)  # a free commit: the search cost full best-of-3
     report = committed.result[2]
-    assert f"with the commit ({full_rollout}) {len(calls) - full_rollout} ({100 * counted:.1f} %)" in report
+    commit_calls = 0 if cache is None else full_rollout
+    assert f"with the commit ({commit_calls}) {counted} ({100 * counted / (3 * full_rollout):.1f} %)" in report
 
 
 def skipping_every_other_call(model):
