@@ -208,7 +208,8 @@ def search_report(
         line = (f"commit 0 s; full rollout {full_seconds:.2f} s (the drafts that skipped nothing); gamma (mean draft "
                 f"/ full rollout) {cost.gamma:.2f}")
         if survivors_of is None:
-            line += f"; cost vs full best-of-{len(drafts)} {100 * cost.relative_cost:.1f} % (the drafts alone)"
+            line += (f"; cost vs full best-of-{len(drafts)} in seconds measured on this machine "
+                     f"{100 * cost.relative_cost:.1f} % (the drafts alone)")
         else:
             line += f" over the {len(drafts)} surviving drafts of {survivors_of}"
         lines.append(line)
@@ -216,7 +217,8 @@ def search_report(
         cost = SearchCost(len(drafts), mean_draft, commit_seconds)
         line = f"commit {commit_seconds:.2f} s; gamma (mean draft / commit) {cost.gamma:.2f}"
         if survivors_of is None:
-            line += (f"; cost vs full best-of-{len(drafts)} {100 * cost.relative_cost:.1f} %; break-even width "
+            line += (f"; cost vs full best-of-{len(drafts)} in seconds measured on this machine "
+                     f"{100 * cost.relative_cost:.1f} %; break-even width "
                      f"N* = {cost.break_even_width:.2f}")
         else:
             line += f" over the {len(drafts)} surviving drafts of {survivors_of}"

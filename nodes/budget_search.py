@@ -4,7 +4,6 @@ Video Diffusion", Sec. 3.3)."""
 
 from __future__ import annotations
 
-import dataclasses
 import time
 
 import torch
@@ -17,7 +16,6 @@ from .search import (
     SearchProgress,
     StagedRecipe,
     describe_cache,
-    metered,
     run_stage,
 )
 
@@ -34,8 +32,6 @@ def run_budget_search(recipe: StagedRecipe, seed: int, plan: BudgetPlan, announc
     """
     seeds = candidate_seeds(seed, plan.max_candidates)
     ledger = BudgetLedger(plan)
-    recipe_metered = dataclasses.replace(recipe, stages=tuple(
-        metered(stage, lambda: ledger.before_computed_call(clock())) for stage in recipe.stages))
     progress = SearchProgress(plan.max_candidates * recipe.steps)
     finished = []
     for index, candidate_seed in enumerate(seeds):
@@ -47,7 +43,8 @@ def run_budget_search(recipe: StagedRecipe, seed: int, plan: BudgetPlan, announc
         ledger.start_draft(clock())
         try:
             for stage_index in range(len(recipe.stages)):
-                (state,) = run_stage(recipe_metered, stage_index, [state], progress)
+                (state,) = run_stage(recipe, stage_index, [state], progress,
+                                     on_computed_call=lambda: ledger.before_computed_call(clock()))
             ledger.finish_draft(state.draft().calls_skipped, clock())
         except BudgetSpent:
             break

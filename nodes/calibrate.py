@@ -43,12 +43,20 @@ from ..cachedsearch_core.calibration import (
 )
 from ..cachedsearch_core.combine import VerifierCombination
 from ..cachedsearch_core.image_reward import mean_frame_score
-from ..cachedsearch_core.video_score import AspectWeights, VideoScore, sample_frame_indices
+from ..cachedsearch_core.video_score import AVERAGE, AspectWeights, VideoScore, sample_frame_indices
 from .cache_patch import attach_step_cache
+from .full_compute import check_full_compute, full_compute_model
+from .pick import ADVANCED_INPUT
 from .search import CandidateState, KSamplerStage, SearchProgress, StagedRecipe, progress_text_sender, run_stage
 from .search_nodes import _check_latent, _check_same_latent_format, _split_step_message, official_expert_stages
 from .ui_results import SHOW_RESULTS_WHEN_CACHED
-from .verifier_nodes import CombinedVerifier, Verifier, VideoVerifier
+from .verifier_nodes import (
+    DEFAULT_ASPECT_WEIGHTS,
+    CombinedVerifier,
+    Verifier,
+    VideoVerifier,
+    video_score_ranking_inputs,
+)
 
 MEMORY_FILE = os.path.join("cachedsearch", "calibrations.json")
 # Inputs of a KSampler-style node that make a calibration's setup.
@@ -174,6 +182,12 @@ def _judging_inputs() -> list:
     ]
 
 
+def _ranking_inputs() -> list:
+    """A VideoScore verifier judges as the search's VideoScore Verifier ranks. Last, so a saved workflow's widget
+    values keep their places."""
+    return video_score_ranking_inputs(optional=True, **ADVANCED_INPUT)
+
+
 def _frames_input():
     return io.Int.Input("frames_per_candidate", default=8, min=1, max=256,
                         tooltip="K frames the verifier scores per rollout, as on the Verifier node (a VideoScore "
@@ -200,10 +214,11 @@ def _plan_message(make_plan) -> str | bool:
 
 def _cached(model, warmup_steps: int, cooldown_steps: int, tau: float | None):
     """A clone of ``model`` with the step cache: adaptive at ``tau``, or mode off for None (bit-identical to no
-    cache, and it counts the transformer calls, so multi-call samplers are costed right)."""
+    cache). Any other cache CachedSearch knows on ``model`` (an EasyCache) is detached first, so the full arm is
+    full compute and each tau arm measures this cache alone."""
     mode = "off" if tau is None else "adaptive"
-    return attach_step_cache(model, StepCacheConfig(mode=mode, tau=tau or 0.0, warmup_steps=warmup_steps,
-                                                    cooldown_steps=cooldown_steps))
+    config = StepCacheConfig(mode=mode, tau=tau or 0.0, warmup_steps=warmup_steps, cooldown_steps=cooldown_steps)
+    return attach_step_cache(full_compute_model(model), config)
 
 
 class Calibrate(io.ComfyNode):
@@ -235,6 +250,7 @@ class Calibrate(io.ComfyNode):
                 *_judging_inputs(),
                 *_cache_window_inputs(),
                 _frames_input(),
+                *_ranking_inputs(),
             ],
             outputs=[
                 io.Float.Output(display_name="tau", tooltip="The recommended tau (0: leave the cache off); wire it "
@@ -258,7 +274,7 @@ class Calibrate(io.ComfyNode):
     @classmethod
     def execute(cls, model, positive, negative, latent_image, vae, verifier, prompt, first_seed, seeds, steps, cfg,
                 sampler_name, scheduler, denoise, taus, capture_target, warmup_steps, cooldown_steps,
-                frames_per_candidate) -> io.NodeOutput:
+                frames_per_candidate, rank_by=AVERAGE, aspect_weights=DEFAULT_ASPECT_WEIGHTS) -> io.NodeOutput:
         plan = CalibrationPlan(parse_taus(taus), seeds, first_seed, capture_target)
         if not 0.0 < denoise <= 1.0:
             raise ValueError(cls.validate_inputs(denoise=denoise))
@@ -270,7 +286,8 @@ class Calibrate(io.ComfyNode):
                                        latent_image)
 
         rollouts = _Rollouts(cls.hidden.unique_id, plan.seed_list, plan.rollouts, stage.step_count,
-                             _Judge(vae, verifier, prompt, frames_per_candidate, latent_image), plan.cost(steps))
+                             _Judge(vae, verifier, prompt, frames_per_candidate, latent_image, rank_by,
+                                    aspect_weights), plan.cost(steps))
         rollouts.run(FULL_ARM, "full compute", recipe(None))
         for tau in plan.taus:
             rollouts.run(tau_arm(tau), tau_arm(tau), recipe(tau))
@@ -321,6 +338,7 @@ class CalibrateExperts(io.ComfyNode):
                 *_cache_window_inputs("_high", 2, 1, " of the high-noise expert's steps"),
                 *_cache_window_inputs("_low", 1, 2, " of the low-noise expert's steps"),
                 _frames_input(),
+                *_ranking_inputs(),
             ],
             outputs=[
                 io.Float.Output(display_name="tau_high", tooltip="The high-noise expert's recommended tau (0: leave "
@@ -350,7 +368,7 @@ class CalibrateExperts(io.ComfyNode):
     def execute(cls, model_high, model_low, positive, negative, latent_image, vae, verifier, prompt, first_seed, seeds,
                 steps, split_step, cfg, sampler_name, scheduler, taus_high, taus_low, capture_target,
                 warmup_steps_high, cooldown_steps_high, warmup_steps_low, cooldown_steps_low,
-                frames_per_candidate) -> io.NodeOutput:
+                frames_per_candidate, rank_by=AVERAGE, aspect_weights=DEFAULT_ASPECT_WEIGHTS) -> io.NodeOutput:
         message = cls.validate_inputs(steps=steps, split_step=split_step)
         if message is not True:
             raise ValueError(message)
@@ -368,7 +386,8 @@ class CalibrateExperts(io.ComfyNode):
                                 latent_image, EXPERTS)
 
         rollouts = _Rollouts(cls.hidden.unique_id, plan.seed_list, plan.rollouts, steps,
-                             _Judge(vae, verifier, prompt, frames_per_candidate, latent_image), plan.cost(steps))
+                             _Judge(vae, verifier, prompt, frames_per_candidate, latent_image, rank_by,
+                                    aspect_weights), plan.cost(steps))
         rollouts.run(FULL_ARM, "full compute", recipe(None, None))
         for tau in plan.high.taus:
             arm = expert_arm_prefix(HIGH_NOISE) + tau_arm(tau)
@@ -415,6 +434,11 @@ def _remember(hidden, calibration, key_of, *model_inputs) -> list[str]:
     return ["", f"Remembered for {key}: Apply Cache on this setup shows it."]
 
 
+# The model input of each stage, for a single-stage and a two-expert calibration.
+_MODEL_INPUTS = {1: ("model",), 2: tuple(_EXPERT_INPUTS)}
+_FULL_ARM_ADVICE = "Connect the model without that cache: Calibrate applies its own cache on a copy."
+
+
 class _Rollouts:
     """Runs a calibration's rollouts one at a time on one progress bar (each the stock sampling calls of its
     recipe's stages), scores each as it finishes and keeps only its score, seconds and call counts. An arm's scores
@@ -440,6 +464,9 @@ class _Rollouts:
             state = CandidateState(seed, recipe.latent)
             for stage_index in range(len(recipe.stages)):
                 (state,) = run_stage(recipe, stage_index, [state], self.progress)
+                if arm == FULL_ARM:
+                    check_full_compute(state.stage_calls[-1], recipe.stages[stage_index].patcher,
+                                       _MODEL_INPUTS[len(recipe.stages)][stage_index], _FULL_ARM_ADVICE)
             scores.append(self.judge.score(state.latent))
             drafts.append(state.draft())
         for seed, score, draft in zip(self.seeds, self.judge.combine(scores), drafts):
@@ -452,19 +479,22 @@ class _Rollouts:
 
     def header(self, settings: str, verifier, full_seconds: float) -> list[str]:
         return [f"CachedSearch calibration: seeds {self.seeds[0]}-{self.seeds[-1]}, {settings}; verifier "
-                f"{verifier.name}",
+                f"{self.judge.name(verifier)}",
                 f"cost: {self.cost}; took {time.perf_counter() - self.start:.1f} s (a full rollout "
                 f"{full_seconds:.2f} s)", ""]
 
 
 class _Judge:
     """Scores a rollout's latent as the search's verifier nodes score a draft decoded by VAEDecode: an image
-    verifier as the Verifier node (``mean_frame_score`` over K frames), VideoScore as the VideoScore Verifier (the
-    average of its five aspects over up to K strided frames), several as Combine Scores combines them. Tried first on
-    the input latent, so a verifier that cannot read the VAE's frames fails before any rollout is spent."""
+    verifier as the Verifier node (``mean_frame_score`` over K frames), VideoScore as the VideoScore Verifier (its
+    aspects over up to K strided frames, ranked by the same rank_by and weights), several as Combine Scores combines
+    them. Tried first on the input latent, so a verifier that cannot read the VAE's frames fails before any rollout is
+    spent."""
 
-    def __init__(self, vae, verifier, prompt: str, frames_per_candidate: int, latent_image: dict):
+    def __init__(self, vae, verifier, prompt: str, frames_per_candidate: int, latent_image: dict,
+                 rank_by: str, aspect_weights: str):
         self.vae, self.prompt, self.frames = vae, prompt, frames_per_candidate
+        self.rank_by, self.aspect_weights = rank_by, AspectWeights.parse(rank_by, aspect_weights)
         self.combination = verifier if isinstance(verifier, VerifierCombination) else None
         self.verifiers = self.combination.verifiers if self.combination is not None else (verifier,)
         self.decoder = comfy_nodes.VAEDecode()
@@ -480,10 +510,21 @@ class _Judge:
                                  f"({error}); connect a verifier and a VAE that belong together (a video model's VAE "
                                  "with ImageReward, a CLIP verifier or VideoScore)") from error
 
+    @staticmethod
+    def _is_video_score(verifier) -> bool:
+        return isinstance(getattr(verifier, "verifier", None), VideoScore)
+
+    def name(self, verifier) -> str:
+        """The verifier's name, and how VideoScore ranks when not by its average."""
+        if self.rank_by == AVERAGE or not any(map(self._is_video_score, self.verifiers)):
+            return verifier.name
+        weights = f" {', '.join(f'{w:g}' for w in self.aspect_weights.weights)}" if self.rank_by == "weighted" else ""
+        return f"{verifier.name}, VideoScore ranked by {self.rank_by}{weights}"
+
     def _score_frames(self, verifier, frames) -> float:
-        if isinstance(getattr(verifier, "verifier", None), VideoScore):
+        if self._is_video_score(verifier):
             picks = sample_frame_indices(frames.shape[0], self.frames)
-            return AspectWeights().combine(verifier.score_clip(self.prompt, frames[picks])).item()
+            return self.aspect_weights.combine(verifier.score_clip(self.prompt, frames[picks])).item()
         return mean_frame_score(verifier.score, self.prompt, frames, self.frames)
 
     def score(self, latent: dict) -> tuple[float, ...]:

@@ -18,7 +18,7 @@ import comfy.model_management
 from comfy_api.latest import io
 
 from ..cachedsearch_core.pick import MODES, Pick, PickChoices, VERIFIERS_CHOICE
-from .search import CandidateState, SearchCandidates, SearchProgress, commit, metered, run_stage
+from .search import Commit, SearchCandidates, commit, run_full_compute
 
 ROUTE = "/cachedsearch/pick"
 AWAITING_PICK_EVENT = "cachedsearch.awaiting_pick"
@@ -35,21 +35,12 @@ def pick_choices(candidates: SearchCandidates) -> PickChoices:
     return PickChoices(tuple(candidates.seeds), tuple(range(len(candidates))))
 
 
-def commit_pick(candidates: SearchCandidates, pick: Pick, model=None, on_computed_call=None) -> tuple[dict, float]:
+def commit_pick(candidates: SearchCandidates, pick: Pick, model=None) -> Commit:
     """The picked candidate generated at full compute: ``commit`` for a finished draft; for a candidate a pruned
     search stopped, its seed run the same way through every stage (the draft's record ends at the prune step)."""
     if pick.draft_index is not None:
-        return commit(candidates, pick.draft_index, model, on_computed_call=on_computed_call)
-    recipe = candidates.recipe.without_cache(model)
-    if on_computed_call is not None:
-        recipe = dataclasses.replace(recipe, stages=tuple(metered(stage, on_computed_call)
-                                                          for stage in recipe.stages))
-    progress = SearchProgress(recipe.steps)
-    state = CandidateState(pick.seed, recipe.latent)
-    start = time.perf_counter()
-    for stage_index in range(len(recipe.stages)):
-        (state,) = run_stage(recipe, stage_index, [state], progress)
-    return state.latent, time.perf_counter() - start
+        return commit(candidates, pick.draft_index, model)
+    return run_full_compute(candidates.recipe, pick.seed, model)
 
 
 class PickRefused(Exception):

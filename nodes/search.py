@@ -16,7 +16,6 @@ import dataclasses
 import time
 from typing import Protocol
 
-import comfy.patcher_extension
 import comfy.utils
 import nodes as comfy_nodes
 import torch
@@ -27,7 +26,8 @@ from ..cachedsearch_core.search import full_rollout_seconds
 from ..cachedsearch_core.budget import BudgetOutcome, BudgetUnit
 from ..cachedsearch_core.panels import CallsCost, candidate_number, candidate_rows
 from ..cachedsearch_core.pruning import PrunedCandidate, PruningOutcome, PruningPlan, survivors
-from .cache_patch import STATISTICS_CALLBACK_OPTION, TRAJECTORY_POSITION_OPTION, detach_step_cache, step_cache_config
+from .cache_patch import STATISTICS_CALLBACK_OPTION, TRAJECTORY_POSITION_OPTION, step_cache_config
+from .full_compute import CallMeter, cache_engines_on, check_full_compute, full_compute_model
 
 
 class Stage(Protocol):
@@ -147,14 +147,15 @@ class StagedRecipe:
         return tuple(ends)
 
     def without_cache(self, model=None) -> StagedRecipe:
-        """Every stage on a cache-free clone of its model (or of ``model``, for a trajectory on one model)."""
+        """Every stage on a clone of its model (or of ``model``, for a trajectory on one model) without any step
+        cache CachedSearch knows (``full_compute_model``)."""
         if model is not None and len({id(stage.patcher) for stage in self.stages}) > 1:
             raise ValueError(
                 f"model: this search ran {len(self.stages)} stages on different models ({', '.join(self.names)}); "
                 "leave model unconnected so each stage recommits on its own model"
             )
         return dataclasses.replace(self, stages=tuple(
-            stage.with_model(detach_step_cache(model if model is not None else stage.patcher))
+            stage.with_model(full_compute_model(model if model is not None else stage.patcher))
             for stage in self.stages
         ))
 
@@ -220,7 +221,9 @@ class SearchProgress:
 def _describe_stage_cache(model) -> str:
     config = step_cache_config(model)
     if config is None:
-        return "no cache"
+        engines = [engine.describe(model) for engine in cache_engines_on(model)]
+        # A foreign cache's skips are counted by CachedSearch's own meter, as its own cache's are.
+        return f"{' + '.join(engines)}, skipped calls counted by CachedSearch" if engines else "no cache"
     if config.mode.value == "off":
         return "cache off"
     setting = f"tau {config.tau:g}" if config.mode.value == "adaptive" else f"every {config.static_interval} steps"
@@ -285,7 +288,8 @@ class SearchCandidates:
         return self.recipe.names if len(self.recipe.stages) > 1 else ()
 
     def cost(self, commit_seconds: float | None = None, commit_calls: int | None = None) -> CallsCost:
-        """The search's transformer calls and seconds against full best-of-N, with a commit's once one ran."""
+        """The search's transformer calls and seconds against full best-of-N, with a commit's once one ran (before,
+        a full rollout's, or none when every draft already is its seed's full-compute result)."""
         dropped = self.pruning.pruned if self.pruning is not None else ()
         search_calls = sum(draft.calls_computed for draft in self.drafts) + sum(
             candidate.draft.calls_computed for candidate in dropped)
@@ -295,6 +299,8 @@ class SearchCandidates:
         if self.budget is not None:
             search_calls += self.budget.stopped_draft_calls
         rollout_calls = max(draft.calls_computed + draft.calls_skipped for draft in self.drafts)
+        if commit_calls is None and all(self.draft_is_full_compute(index) for index in range(len(self.drafts))):
+            commit_calls = 0  # whichever draft wins, its commit delivers it as it is
         return CallsCost(self.width, search_calls, rollout_calls, search_seconds, commit_seconds or None,
                          commit_calls)
 
@@ -304,16 +310,18 @@ class SearchCandidates:
         report = search_report(self.drafts, self.cache_description, ranking, mode, commit_seconds, self.stage_names,
                                survivors_of=width, numbers=self.candidate_numbers)
         lines = report.splitlines()
+        # Transformer calls lead (exact, the figure both panels show); the seconds line after them is measured here.
+        lines.insert(len(lines) - 1, self.cost(commit_seconds, commit_calls).line(with_seconds=False))
         if self.pruning is not None:
             pruning_lines = self.pruning.report_lines()
             relative = self.relative_cost(commit_seconds)
             if relative is not None:
                 pruning_lines.append(f"pruned search with commit (all drafts, previews, commit) cost "
-                                     f"{100 * relative:.1f} % of full best-of-{width}")
+                                     f"{100 * relative:.1f} % of full best-of-{width} in seconds measured on this "
+                                     "machine")
             lines = [*lines[:1], *pruning_lines, *lines[1:]]
         if self.budget is not None:
             lines += self.budget.lines(self.budget_commit_cost(commit_seconds, commit_calls))
-        lines.append(self.cost(commit_seconds, commit_calls).line(with_seconds=False))
         return "\n".join(lines)
 
     def draft_is_full_compute(self, index: int, model=None) -> bool:
@@ -416,22 +424,26 @@ def progress_text_sender(node_id):
     return lambda text: server.send_progress_text(text, node_id)
 
 
-def _observed(stage: Stage, statistics: list) -> Stage:
-    """The stage on a clone of its model that reports each sampling run's cache statistics into ``statistics``."""
-    model = stage.patcher.clone()
+def _observed(stage: Stage, statistics: list, meter: CallMeter) -> Stage:
+    """The stage on a clone of its model that reports each sampling run's cache statistics into ``statistics`` and
+    whose transformer calls ``meter`` counts."""
+    model = meter.attach(stage.patcher)
     model.model_options["transformer_options"][STATISTICS_CALLBACK_OPTION] = statistics.append
     return stage.with_model(model)
 
 
 def run_stage(recipe: StagedRecipe, stage_index: int, states: list[CandidateState], progress: SearchProgress,
-              announce=None) -> list[CandidateState]:
+              announce=None, on_computed_call=None) -> list[CandidateState]:
     """Advance every candidate through one stage, one candidate at a time, each run with fresh cache state.
 
     This is the stage boundary: before and after it all candidates stand at the same step, so a search can stop
-    there, score the candidates' latents and resume any subset of them with the next stage.
+    there, score the candidates' latents and resume any subset of them with the next stage. Each candidate's calls
+    are counted by a ``CallMeter`` whatever cache runs on the model; ``on_computed_call()``, if given, runs before
+    each computed call.
     """
     statistics = []
-    stage = _observed(recipe.stages[stage_index], statistics)
+    meter = CallMeter(on_computed_call)
+    stage = _observed(recipe.stages[stage_index], statistics, meter)
     stage_label = f"{recipe.names[stage_index]} ({stage_index + 1} / {len(recipe.stages)}), " \
         if len(recipe.stages) > 1 else ""
     advanced = []
@@ -440,10 +452,10 @@ def run_stage(recipe: StagedRecipe, stage_index: int, states: list[CandidateStat
             announce(f"{stage_label}draft {index + 1} / {len(states)} (seed {state.seed})")
         statistics.clear()
         start = time.perf_counter()
-        with progress.stage(stage.step_count):
+        meter.take()
+        with progress.stage(stage.step_count), meter.counting(stage.patcher):
             latent = stage.run(state.latent, state.seed)
-        calls = StageCalls(computed=sum(s.calls_computed for s in statistics),
-                           skipped=sum(s.calls_skipped for s in statistics))
+        calls = meter.take()
         inactive_reason = next((s.inactive_reason for s in statistics if s.inactive_reason), None)
         advanced.append(dataclasses.replace(
             state, latent=latent, seconds=state.seconds + time.perf_counter() - start,
@@ -469,54 +481,41 @@ def run_search(recipe: StagedRecipe, seeds: list[int], announce=None) -> SearchC
                             torch.cat([state.latent["samples"] for state in states]), describe_cache(recipe), entries)
 
 
-METER_WRAPPER_KEY = "cachedsearch_call_meter"
+@dataclasses.dataclass(frozen=True)
+class Commit:
+    """A delivered full-compute rollout: the last stage's stock output latent, its seconds and the transformer calls
+    it computed (0 and 0.0 for a free commit, which delivered a draft that already was the full-compute result)."""
+
+    latent: dict
+    seconds: float
+    calls: int
 
 
-def metered(stage: Stage, on_computed_call) -> Stage:
-    """The stage on a clone of its model that calls ``on_computed_call()`` before each transformer call it computes.
-
-    The meter's wrapper is added after the step cache's, so it runs inside it: calls the cache skips never reach it.
-    """
-    model = stage.patcher.clone()
-
-    def meter(executor, *args, **kwargs):
-        on_computed_call()
-        return executor(*args, **kwargs)
-
-    model.add_wrapper_with_key(comfy.patcher_extension.WrappersMP.DIFFUSION_MODEL, METER_WRAPPER_KEY, meter)
-    return stage.with_model(model)
+FULL_COMPUTE_ADVICE = ("Connect the model without that cache to Recommit's model input (the model before the cache "
+                       "node), so the commit runs at full compute.")
 
 
-class CallCounter:
-    """Counts the transformer calls a metered stage computes."""
-
-    def __init__(self):
-        self.calls = 0
-
-    def __call__(self) -> None:
-        self.calls += 1
-
-
-def commit(candidates: SearchCandidates, winner: int, model=None, on_computed_call=None) -> tuple[dict, float]:
-    """Regenerate the winner's seed through every stage at full compute (caches removed, on clones).
-
-    Returns the last stage's stock output latent and the seconds it took. ``on_computed_call``, if given, is
-    called before each transformer call (a ``CallCounter`` measures the commit's calls). A draft that already is the
-    full-compute result (``SearchCandidates.draft_is_full_compute``) is delivered as it is, nothing sampled: the
-    commit is free, 0.0 seconds and no call.
-    """
-    if candidates.draft_is_full_compute(winner, model):
-        return candidates.latent(candidates.draft_latents[winner : winner + 1].clone()), 0.0
-    recipe = candidates.recipe.without_cache(model)
-    if on_computed_call is not None:
-        recipe = dataclasses.replace(recipe, stages=tuple(metered(stage, on_computed_call)
-                                                          for stage in recipe.stages))
+def run_full_compute(recipe: StagedRecipe, seed: int, model=None) -> Commit:
+    """``seed`` through every stage of ``recipe`` at full compute: every known cache detached (on clones), every
+    call counted, and refused when fewer calls were computed than the sampler asked for (a cache CachedSearch does
+    not know is still on the model)."""
+    recipe = recipe.without_cache(model)
     progress = SearchProgress(recipe.steps)
-    state = CandidateState(candidates.drafts[winner].seed, recipe.latent)
+    state = CandidateState(seed, recipe.latent)
     start = time.perf_counter()
     for stage_index in range(len(recipe.stages)):
         (state,) = run_stage(recipe, stage_index, [state], progress)
-    return state.latent, time.perf_counter() - start
+        check_full_compute(state.stage_calls[-1], recipe.stages[stage_index].patcher, "model", FULL_COMPUTE_ADVICE)
+    return Commit(state.latent, time.perf_counter() - start, state.draft().calls_computed)
+
+
+def commit(candidates: SearchCandidates, winner: int, model=None) -> Commit:
+    """Regenerate the winner's seed through every stage at full compute (``run_full_compute``). A draft that
+    already is the full-compute result (``SearchCandidates.draft_is_full_compute``) is delivered as it is, nothing
+    sampled: the commit is free."""
+    if candidates.draft_is_full_compute(winner, model):
+        return Commit(candidates.latent(candidates.draft_latents[winner : winner + 1].clone()), 0.0, 0)
+    return run_full_compute(candidates.recipe, candidates.drafts[winner].seed, model)
 
 
 def _keeping_x0(stage: Stage, estimates: list) -> Stage:

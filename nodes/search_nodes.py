@@ -10,7 +10,6 @@ from .budget_search import run_budget_search
 from .panel_frames import decode_draft_frames, panel_rows
 from .pick import ADVANCED_INPUT, commit_pick, pick_choices, wait_for_click
 from .search import (
-    CallCounter,
     CustomSamplerStage,
     KSamplerStage,
     SearchCandidates,
@@ -397,17 +396,19 @@ class Recommit(io.ComfyNode):
             pick, mode = wait_for_click(choices, choices.preselected(verifier_winner), mode, pick_timeout,
                                         cls.hidden.unique_id)
         picked = resolve_pick(choices, pick, mode, verifier_winner, pick_among)
-        commit_calls = CallCounter()
         if mode == "keep":
             kept = candidates.draft_latents[picked.draft_index : picked.draft_index + 1].clone()
-            delivered, commit_seconds = candidates.latent(kept), None
+            delivered, commit_seconds, measured_calls = candidates.latent(kept), None, None
         else:
-            delivered, commit_seconds = commit_pick(candidates, picked, model, on_computed_call=commit_calls)
-        measured_calls = commit_calls.calls if commit_seconds is not None else None
+            committed = commit_pick(candidates, picked, model)
+            delivered, commit_seconds, measured_calls = committed.latent, committed.seconds, committed.calls
         report = with_pick_line(candidates.report(ranking, mode, commit_seconds, measured_calls), picked,
                                 commit_free=commit_seconds == 0.0)
+        # The headline is the Sampler's figure with the commit, in transformer calls; seconds are measured here.
+        calls_ratio = candidates.cost(commit_seconds, measured_calls).calls_ratio_with_commit \
+            if commit_seconds is not None else None
         delivery = picked.delivery_fields(len(choices)) | {
-            "num_candidates": len(choices), "commit_seconds": commit_seconds,
+            "num_candidates": len(choices), "commit_seconds": commit_seconds, "calls_ratio": calls_ratio,
             "relative_cost": candidates.relative_cost(commit_seconds)}
         if candidates.budget is not None:
             delivery["budget"] = candidates.budget.as_dict() | {

@@ -323,6 +323,27 @@ class LoadVideoScore(io.ComfyNode):
         return io.NodeOutput(ManagedVerifier(model, model.network, "VideoScore-v1.1"))
 
 
+DEFAULT_ASPECT_WEIGHTS = "1, 1, 1, 1, 1"
+
+
+def video_score_ranking_inputs(**options) -> list:
+    """How VideoScore's five aspects make one score: the VideoScore Verifier's inputs, which Calibrate repeats so a
+    calibration judges as the search does."""
+    return [
+        io.Combo.Input("rank_by", options=[AVERAGE, *ASPECTS, "weighted"], default=AVERAGE, **options,
+                       tooltip="Which score ranks: the mean of the five aspects (the report's choice), one "
+                       "aspect, or 'weighted' with aspect_weights."),
+        io.String.Input("aspect_weights", default=DEFAULT_ASPECT_WEIGHTS, **options,
+                        tooltip="For rank_by = weighted: five non-negative numbers in the order visual "
+                        "quality, temporal consistency, dynamic degree, text-to-video alignment, factual "
+                        "consistency."),
+    ]
+
+
+def video_score_label(rank_by: str) -> str:
+    return "VideoScore" if rank_by == AVERAGE else f"VideoScore ({rank_by})"
+
+
 class ScoreVideos(io.ComfyNode):
     @classmethod
     def define_schema(cls) -> io.Schema:
@@ -341,13 +362,7 @@ class ScoreVideos(io.ComfyNode):
                              tooltip="Frames the judge reads per candidate (all of them if the clip is shorter). "
                              f"The report uses {REPORT_FRAMES}; VideoScore-v1.1 reads up to {MAX_FRAMES}. Cost grows "
                              "with the count (64 tokens per frame)."),
-                io.Combo.Input("rank_by", options=[AVERAGE, *ASPECTS, "weighted"], default=AVERAGE,
-                               tooltip="Which score ranks: the mean of the five aspects (the report's choice), one "
-                               "aspect, or 'weighted' with aspect_weights."),
-                io.String.Input("aspect_weights", default="1, 1, 1, 1, 1",
-                                tooltip="For rank_by = weighted: five non-negative numbers in the order visual "
-                                "quality, temporal consistency, dynamic degree, text-to-video alignment, factual "
-                                "consistency."),
+                *video_score_ranking_inputs(),
             ],
             outputs=[
                 RankingType.Output(display_name="ranking", tooltip="Scores and winner for Recommit or Combine Scores."),
@@ -366,7 +381,7 @@ class ScoreVideos(io.ComfyNode):
             aspects = verifier.score_clip(prompt, images[[index * per_candidate + pick for pick in picks]])
             return weights.combine(aspects).item(), dict(zip(ASPECTS, aspects.tolist()))
 
-        label = "VideoScore" if rank_by == AVERAGE else f"VideoScore ({rank_by})"
+        label = video_score_label(rank_by)
         return _ranking_output(cls, images, candidates, per_candidate, label, score, picks)
 
 

@@ -219,9 +219,15 @@ def test_cancel_mid_search_leaves_nothing_behind(engine, wan):
         comfy.model_management.interrupt_current_processing(False)
     assert counts["runs"] == 2
     assert comfy.utils.PROGRESS_BAR_HOOK is None
-    meter_key = engine.extension.nodes.search.METER_WRAPPER_KEY
+    full_compute = engine.extension.nodes.full_compute
     for model in (cached, pressing):
-        assert not model.get_wrappers(comfy.patcher_extension.WrappersMP.DIFFUSION_MODEL, meter_key)
+        for wrapper_type in (comfy.patcher_extension.WrappersMP.PREDICT_NOISE,
+                             comfy.patcher_extension.WrappersMP.DIFFUSION_MODEL):
+            assert not model.get_wrappers(wrapper_type, full_compute.METER_KEY)
+            options = model.model_options["transformer_options"].get("wrappers", {})
+            assert full_compute.METER_KEY not in options.get(wrapper_type, {})
+    # The meter's hook on the shared transformer block went with the cancel.
+    assert not full_compute.first_transformer_block(cached)._forward_pre_hooks
     drafts, candidates, report = search(engine, wan, budget=budget)
     assert torch.equal(drafts["samples"], clean_drafts["samples"])
     assert candidates.budget == clean_candidates.budget

@@ -266,6 +266,49 @@ def test_a_videoscore_verifier_drives_the_calibration(engine):
     assert row["skipped"] == 0 and row["top1"][0] == 1.0 and row["capture"][0] == 1.0 and row["recommended"]
 
 
+def test_a_videoscore_verifier_ranked_by_one_aspect_scores_as_the_videoscore_verifier(engine, monkeypatch):
+    """Calibrate's full-arm scores with rank_by one aspect are the VideoScore Verifier's scores, set the same way,
+    of the same seeds' full rollouts (a search on the plain model, whose drafts are full rollouts)."""
+    from cachedsearch_core.audit import FULL_ARM
+    from scripts.tiny_models import WAN21_VAE_FILE
+
+    ScoreStore = engine.extension.cachedsearch_core.audit.ScoreStore  # the loaded extension's, which Calibrate uses
+    model, positive, negative, latent = engine.tiny_wan_t2v()
+    vae = engine.one("VAELoader", vae_name=WAN21_VAE_FILE)
+    verifier = engine.one("CachedSearchLoadVideoScore", model_folder="VideoScore-v1.1", dtype="default")
+    stored = []
+    original_add = ScoreStore.add
+
+    def recording_add(store, arm, prompt, seed, score, *args, **kwargs):
+        stored.append((arm, seed, score))
+        original_add(store, arm, prompt, seed, score, *args, **kwargs)
+
+    monkeypatch.setattr(ScoreStore, "add", recording_add)
+    settings = dict(steps=4, cfg=5.0, sampler_name="euler", scheduler="simple", denoise=1.0)
+    aspect = "text-to-video alignment"
+
+    def calibrate(rank_by):
+        stored.clear()
+        output = engine.output(
+            "CachedSearchCalibrate", model=model, positive=positive, negative=negative, latent_image=latent,
+            vae=vae, verifier=verifier, prompt="a red ball", first_seed=0, seeds=2, taus="0.0001",
+            capture_target=0.9, warmup_steps=1, cooldown_steps=1, frames_per_candidate=4, rank_by=rank_by,
+            aspect_weights="1, 1, 1, 1, 1", **settings)
+        return output.result[1], {seed: score for arm, seed, score in stored if arm == FULL_ARM}
+
+    report, by_aspect = calibrate(aspect)
+    assert f"verifier VideoScore-v1.1, VideoScore ranked by {aspect}" in report
+    drafts, candidates, _ = engine.run("CachedSearchSampler", model=model, positive=positive, negative=negative,
+                                       latent_image=latent, seed=0, num_candidates=2, **settings)
+    with torch.inference_mode():
+        ranking, _ = engine.nodes["CachedSearchVideoVerifier"].execute(
+            images=engine.one("VAEDecode", samples=drafts, vae=vae), candidates=candidates, prompt="a red ball",
+            verifier=verifier, max_frames=4, rank_by=aspect, aspect_weights="1, 1, 1, 1, 1").result
+    assert [by_aspect[seed] for seed in (0, 1)] == pytest.approx(list(ranking.scores), abs=1e-5)
+    _, by_average = calibrate("average of the five aspects")
+    assert [by_average[seed] for seed in (0, 1)] != pytest.approx(list(ranking.scores), abs=1e-5)
+
+
 def test_a_combined_verifier_that_cannot_read_the_vaes_frames_is_named_before_any_rollout(engine):
     from scripts.comfy_runtime import run_node
     from scripts.tiny_models import WAN21_VAE_FILE

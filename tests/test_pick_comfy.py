@@ -64,10 +64,10 @@ def test_a_pick_against_the_verifier_commits_exactly_the_stock_ksampler_of_that_
     assert "picked by you: candidate 3 (seed 142); the verifier preferred candidate 2 (seed 141); delivered by " \
            "recommit at full compute" in report.splitlines()
     assert not any(line.startswith("winner:") for line in report.splitlines())
-    assert delivery | {"commit_seconds": None, "relative_cost": None} == {
+    assert delivery | {"commit_seconds": None, "relative_cost": None, "calls_ratio": None} == {
         "candidate": 3, "seed": SEED + 2, "mode": "commit", "picked_by": "you",
         "verifier_choice": {"candidate": 2, "seed": SEED + 1}, "pick_among": 3, "num_candidates": 3,
-        "commit_seconds": None, "relative_cost": None}
+        "commit_seconds": None, "relative_cost": None, "calls_ratio": None}
 
     (kept, kept_seed, kept_report), kept_delivery = recommit(engine, candidates, pick=2, mode="keep")
     assert kept_seed == SEED + 1 and torch.equal(kept["samples"], drafts["samples"][1:2])  # no ranking needed

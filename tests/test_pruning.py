@@ -109,7 +109,7 @@ def test_scripted_previews_keep_exact_survivors_and_continue_without_recomputing
     assert not torch.equal(unpruned[0], unpruned[1])
 
     # The winner's commit equals a stock KSampler of its seed.
-    delivered, _ = search.commit(result.candidates, 1)
+    delivered = search.commit(result.candidates, 1).latent
     model, positive, negative, latent = wan
     stock = engine.one("KSampler", model=model, positive=positive, negative=negative, latent_image=latent,
                        seed=SEED + 3, steps=STEPS, cfg=5.0, sampler_name="euler", scheduler="simple", denoise=1.0)

@@ -73,7 +73,8 @@ def test_report_lists_candidates_scores_winner_and_cost():
     assert lines[2].split() == ["1", "7", "0.2000", "26/50", "(52%)", "1.00"]
     assert lines[3].split() == ["*", "2", "8", "0.4000", "25/50", "(50%)", "1.00"]
     assert "winner: candidate 2, seed 8, delivered by recommit at full compute" in text
-    assert "gamma (mean draft / commit) 0.50; cost vs full best-of-2 100.0 %; break-even width N* = 2.00" in text
+    assert ("gamma (mean draft / commit) 0.50; cost vs full best-of-2 in seconds measured on this machine 100.0 %; "
+            "break-even width N* = 2.00") in text
 
 
 def test_report_of_pruned_survivors_leaves_the_full_best_of_n_comparison_to_the_pruning_lines():
@@ -126,6 +127,6 @@ def test_report_of_a_free_commit_says_so_and_measures_the_full_rollout_by_the_dr
     assert "winner: candidate 1, seed 7, delivered by its draft, which computed every call (commit free)" in text
     # C_f = mean of the two full drafts (2.1 s); the drafts alone cost 5.2 s of best-of-3's 6.3 s.
     assert "full rollout 2.10 s (the drafts that skipped nothing)" in text
-    assert "cost vs full best-of-3 82.5 % (the drafts alone)" in text
+    assert "cost vs full best-of-3 in seconds measured on this machine 82.5 % (the drafts alone)" in text
     real_commit = search_report(drafts, "cache", Ranking((0.5, 0.2, 0.4)), "commit", commit_seconds=2.0)
     assert "commit free" not in real_commit and "delivered by recommit at full compute" in real_commit

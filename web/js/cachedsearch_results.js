@@ -468,9 +468,17 @@ function chooserLine(delivery) {
 function renderDelivery(node, output) {
   const delivery = output.cachedsearch_delivery?.[0];
   if (!delivery) return false;
-  const cost = typeof delivery.relative_cost === "number"
-    ? `search cost ${(100 * delivery.relative_cost).toFixed(1)}% of full best-of-${delivery.num_candidates} in time`
-    : "no commit: drafts only";
+  // Transformer calls first (exact: the Sampler's figure with the commit), then the time measured on this machine;
+  // a run stored before calls_ratio existed carries the time only.
+  const time = typeof delivery.relative_cost === "number" ? `${(100 * delivery.relative_cost).toFixed(1)}%` : "";
+  const best = `full best-of-${delivery.num_candidates}`;
+  let cost = "no commit: drafts only";
+  if (typeof delivery.calls_ratio === "number") {
+    cost = `search cost ${(100 * delivery.calls_ratio).toFixed(1)}% of ${best}'s transformer calls` +
+      (time ? ` (${time} in time measured on this machine)` : "");
+  } else if (time) {
+    cost = `search cost ${time} of ${best} in time`;
+  }
   const budget = budgetLine(delivery.budget, delivery.budget?.measured_commit);
   const chooser = chooserLine(delivery);
   const text = `delivered seed ${delivery.seed} (candidate ${delivery.candidate}, ${delivery.mode})` +

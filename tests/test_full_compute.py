@@ -1,0 +1,217 @@
+"""Full compute, checked: ComfyUI's EasyCache and LazyCache explore in front of the Sampler and the commit is still
+the stock KSampler bit for bit; a cache CachedSearch does not know is refused; Calibrate's full arm is full compute
+whatever cache is on its input; the Sampler and Recommit tell one cost (in process, CPU, tiny random-weight models)."""
+
+import contextlib
+
+import pytest
+import torch
+
+STEPS = 8
+SETTINGS = dict(steps=STEPS, cfg=5.0, sampler_name="euler", scheduler="simple", denoise=1.0)
+SEED = 700
+# reuse_threshold 2 skips about half the steps of the tiny Wan (0.3 skips none: its changes are large).
+FOREIGN_CACHES = {name: dict(reuse_threshold=2.0, start_percent=0.0, end_percent=1.0, verbose=False)
+                  for name in ("EasyCache", "LazyCache")}
+
+
+@pytest.fixture(scope="module")
+def wan(engine):
+    return engine.tiny_wan_t2v()
+
+
+def node_output(engine, node_id, **inputs):
+    """The node's whole output (results and UI payload), run as ComfyUI's executor runs a V3 node."""
+    with torch.inference_mode():
+        return engine.nodes[node_id].PREPARE_CLASS_CLONE({}).execute(**inputs)
+
+
+def search(engine, model, wan, n=3, **settings):
+    _, positive, negative, latent = wan
+    return node_output(engine, "CachedSearchSampler", model=model, positive=positive, negative=negative,
+                       latent_image=latent, seed=SEED, num_candidates=n, **(SETTINGS | settings))
+
+
+def stock(engine, wan, seed, model=None):
+    base, positive, negative, latent = wan
+    return engine.one("KSampler", model=model or base, positive=positive, negative=negative, latent_image=latent,
+                      seed=seed, **SETTINGS)["samples"]
+
+
+def recommit(engine, candidates, scores, **inputs):
+    ranking = engine.one("CachedSearchRankingFromScores", candidates=candidates, scores=scores)
+    return node_output(engine, "CachedSearchRecommit", candidates=candidates, ranking=ranking,
+                       **(dict(mode="commit") | inputs))
+
+
+@contextlib.contextmanager
+def patch_embeddings_counted(model):
+    """Transformer calls counted at the patch embedding, independently of the extension's own meter."""
+    calls = []
+    handle = model.model.diffusion_model.patch_embedding.register_forward_pre_hook(lambda *_: calls.append(1))
+    try:
+        yield calls
+    finally:
+        handle.remove()
+
+
+@pytest.mark.parametrize("cache", list(FOREIGN_CACHES))
+def test_a_comfyui_cache_explores_and_the_commit_is_the_stock_ksampler(engine, wan, cache):
+    cached = engine.one(cache, model=wan[0], **FOREIGN_CACHES[cache])
+    with patch_embeddings_counted(wan[0]) as calls:
+        drafts, candidates, report = search(engine, cached, wan).result
+    searched = len(calls)
+    assert not torch.equal(drafts["samples"][1:2], stock(engine, wan, SEED + 1))  # the drafts are cached
+    skipped = [draft.calls_skipped for draft in candidates.drafts]
+    assert all(count > 0 for count in skipped)
+    # Asked in the unit computed: a LazyCache skip of a whole model evaluation is one (batched) call.
+    assert all(draft.calls_computed + draft.calls_skipped == STEPS for draft in candidates.drafts)
+    assert sum(draft.calls_computed for draft in candidates.drafts) == searched  # our count, not the engine's log
+    assert f"3 candidate(s), {cache} (reuse_threshold 2)" in report.splitlines()[0]
+    assert f"{skipped[1]}/{STEPS} (" in report.splitlines()[3]
+
+    # Recommit with its model unconnected detaches the engine: the commit is the stock KSampler bit for bit.
+    with patch_embeddings_counted(wan[0]) as calls:
+        output = recommit(engine, candidates, "0.1 0.3 0.2")
+    delivered, seed, _ = output.result
+    assert seed == SEED + 1 and torch.equal(delivered["samples"], stock(engine, wan, SEED + 1))
+    assert len(calls) == STEPS  # cond and uncond batched: one call per step
+
+    # The pick commit likewise, for a candidate the verifier did not choose.
+    (picked, picked_seed, _) = recommit(engine, candidates, "0.1 0.3 0.2", pick=3, pick_among=3).result
+    assert picked_seed == SEED + 2 and torch.equal(picked["samples"], stock(engine, wan, SEED + 2))
+
+
+@pytest.mark.parametrize("cache", list(FOREIGN_CACHES))
+def test_a_comfyui_cache_explores_for_the_advanced_sampler(engine, wan, cache):
+    model, positive, negative, latent = wan
+    sampler = engine.one("KSamplerSelect", sampler_name="euler")
+    sigmas = engine.one("BasicScheduler", model=model, scheduler="simple", steps=STEPS, denoise=1.0)
+    cached = engine.one(cache, model=model, **FOREIGN_CACHES[cache])
+    guider = engine.one("CFGGuider", model=cached, positive=positive, negative=negative, cfg=5.0)
+    _, candidates, _ = engine.run("CachedSearchSamplerAdvanced", guider=guider, sampler=sampler, sigmas=sigmas,
+                                  latent_image=latent, seed=SEED, num_candidates=2)
+    assert all(draft.calls_skipped > 0 for draft in candidates.drafts)
+    delivered, _, _ = recommit(engine, candidates, "0 1").result
+    stock_guider = engine.one("CFGGuider", model=model, positive=positive, negative=negative, cfg=5.0)
+    reference = engine.run("SamplerCustomAdvanced", noise=engine.one("RandomNoise", noise_seed=SEED + 1),
+                           guider=stock_guider, sampler=sampler, sigmas=sigmas, latent_image=latent)[0]["samples"]
+    assert torch.equal(delivered["samples"], reference)
+
+
+def test_easycache_on_both_experts_explores_and_the_commit_is_the_official_graph(engine, wan):
+    from scripts.tiny_models import WAN22_A14B_FILES
+
+    _, positive, negative, _ = wan
+    latent = engine.one("EmptyHunyuanLatentVideo", width=32, height=32, length=5, batch_size=1)
+    high, low = (engine.one("ModelSamplingSD3", shift=5.0, model=engine.one("UNETLoader", unet_name=name,
+                                                                              weight_dtype="default"))
+                 for name in WAN22_A14B_FILES["t2v"])
+    cached_high, cached_low = (engine.one("EasyCache", model=model, **FOREIGN_CACHES["EasyCache"])
+                               for model in (high, low))
+    experts = dict(steps=STEPS, split_step=4, cfg=3.5)
+    _, candidates, report = engine.run("CachedSearchSamplerExperts", model_high=cached_high, model_low=cached_low,
+                                       positive=positive, negative=negative, latent_image=latent, seed=SEED,
+                                       num_candidates=2, sampler_name="euler", scheduler="simple", **experts)
+    assert "high noise: EasyCache (reuse_threshold 2)" in report
+    assert sum(draft.calls_skipped for draft in candidates.drafts) > 0
+    assert all(draft.calls_computed + draft.calls_skipped == STEPS for draft in candidates.drafts)
+    delivered, seed, _ = recommit(engine, candidates, "0 1").result
+    reference = engine.two_expert_graph(high, low, positive, negative, latent, seed, **experts)
+    assert torch.equal(delivered["samples"], reference["samples"])
+
+
+def pruning_plan(engine):
+    from scripts.tiny_models import WAN21_VAE_FILE
+
+    verifier = engine.one("CachedSearchLoadImageReward", ckpt_name="ImageReward.pt", dtype="fp32")
+    return engine.one("CachedSearchPruningPlan", vae=engine.one("VAELoader", vae_name=WAN21_VAE_FILE),
+                      verifier=verifier, prompt="a red ball", keep=2, prune_fraction=0.5, prune_step=STEPS // 2,
+                      preview_frames=2)
+
+
+COST_CASES = {"EasyCache": ("EasyCache", False), "LazyCache": ("LazyCache", False),
+              "pruned, EasyCache": ("EasyCache", True), "free commit, no cache": (None, False)}
+
+
+@pytest.mark.parametrize("case", list(COST_CASES))
+def test_the_sampler_and_recommit_tell_one_cost_in_transformer_calls(engine, wan, case):
+    cache, pruned = COST_CASES[case]
+    model = wan[0] if cache is None else engine.one(cache, model=wan[0], **FOREIGN_CACHES[cache])
+    pruning = pruning_plan(engine) if pruned else None
+    with patch_embeddings_counted(wan[0]) as calls:
+        sampled = search(engine, model, wan, pruning=pruning)
+        committed = recommit(engine, sampled.result[1], "0.3 0.1" if pruned else "0.3 0.1 0.2")
+        counted = len(calls)
+        stock(engine, wan, SEED)
+        full_rollout = len(calls) - counted
+    (cost,) = sampled.ui["cachedsearch_cost"]
+    (delivery,) = committed.ui["cachedsearch_delivery"]
+    assert cost["calls_ratio_with_commit"] == delivery["calls_ratio"] == pytest.approx(counted / (3 * full_rollout))
+    assert (delivery["calls_ratio"] == 1) is (cache is None)  # a free commit: the search cost full best-of-3
+    report = committed.result[2]
+    commit_calls = 0 if cache is None else full_rollout
+    assert f"with the commit ({commit_calls}) {counted} ({100 * counted / (3 * full_rollout):.1f} %)" in report
+
+
+def skipping_every_other_call(model):
+    """A clone of ``model`` with a keyed DIFFUSION_MODEL wrapper CachedSearch does not know, which skips every
+    other transformer call by returning the previous output."""
+    import comfy.patcher_extension
+
+    previous = []
+
+    def skip(executor, *args, **kwargs):
+        if len(previous) % 2 == 1:
+            previous.append(previous[-1])
+            return previous[-1]
+        previous.append(executor(*args, **kwargs))
+        return previous[-1]
+
+    skipping = model.clone()
+    skipping.add_wrapper_with_key(comfy.patcher_extension.WrappersMP.DIFFUSION_MODEL, "test_skip_every_other", skip)
+    return skipping
+
+
+def test_a_cache_it_does_not_know_is_refused_unless_the_plain_model_is_connected(engine, wan):
+    drafts, candidates, _ = search(engine, skipping_every_other_call(wan[0]), wan, n=2).result
+    assert [draft.calls_skipped for draft in candidates.drafts] == [STEPS // 2] * 2
+    with pytest.raises(ValueError, match=r"model: this rollout must be full compute but computed 4 of the 8 "
+                       r"transformer calls.*diffusion_model/test_skip_every_other.*Recommit's model input"):
+        recommit(engine, candidates, "1 0")
+    delivered, _, _ = recommit(engine, candidates, "1 0", model=wan[0]).result
+    assert torch.equal(delivered["samples"], stock(engine, wan, SEED))
+
+
+class FrameRecorder:
+    """A verifier that records the frames it is given and scores them by their mean."""
+
+    name = "frame recorder"
+
+    def __init__(self):
+        self.frames = []
+
+    def score(self, prompt, frames):
+        self.frames.append(frames.clone())
+        return frames.mean(dim=(1, 2, 3))
+
+
+def test_calibrates_full_arm_is_full_compute_with_easycache_on_its_input(engine, wan):
+    from cachedsearch_core.image_reward import mean_frame_score
+    from scripts.tiny_models import WAN21_VAE_FILE
+
+    model, positive, negative, latent = wan
+    vae = engine.one("VAELoader", vae_name=WAN21_VAE_FILE)
+    recorder, seeds = FrameRecorder(), 2
+    engine.output("CachedSearchCalibrate", model=engine.one("EasyCache", model=model, **FOREIGN_CACHES["EasyCache"]),
+                  positive=positive, negative=negative, latent_image=latent, vae=vae, verifier=recorder,
+                  prompt="a red ball", first_seed=SEED, seeds=seeds, taus="0.5", capture_target=0.9, warmup_steps=1,
+                  cooldown_steps=1, frames_per_candidate=4, **SETTINGS)
+    full_arm = recorder.frames[1 : 1 + seeds]  # after the check on the input latent
+    expected = FrameRecorder()
+    for seed in range(SEED, SEED + seeds):
+        mean_frame_score(expected.score, "a red ball", engine.one("VAEDecode", samples={"samples": stock(
+            engine, wan, seed)}, vae=vae), 4)
+    assert all(torch.equal(got, want) for got, want in zip(full_arm, expected.frames, strict=True))
+    cached = stock(engine, wan, SEED, model=engine.one("EasyCache", model=model, **FOREIGN_CACHES["EasyCache"]))
+    assert not torch.equal(cached, stock(engine, wan, SEED))  # so the full arm would differ with EasyCache left on
