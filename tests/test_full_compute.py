@@ -7,6 +7,8 @@ import contextlib
 import pytest
 import torch
 
+pytestmark = pytest.mark.slow  # in process, but several seconds a test: not in the fast tier
+
 STEPS = 8
 SETTINGS = dict(steps=STEPS, cfg=5.0, sampler_name="euler", scheduler="simple", denoise=1.0)
 SEED = 700
