@@ -127,7 +127,7 @@ def measure_round(world: World, seeds: list[int], steps: int, plan: PruningPlan,
         candidates = search.run_search(cached, seeds)
         cost.explore_seconds = time.perf_counter() - start
         cost.calls, cost.computed = _calls(candidates.drafts)
-        _, cost.commit_seconds = search.commit(candidates, score(cost, candidates.draft_latents))
+        cost.commit_seconds = search.commit(candidates, score(cost, candidates.draft_latents)).seconds
         cost.commit_calls = calls_per_rollout
 
     def run_pruned(cost: ArmCost) -> None:
@@ -141,7 +141,7 @@ def measure_round(world: World, seeds: list[int], steps: int, plan: PruningPlan,
         pruned = search.run_pruned_search(cached, seeds, plan, timed_previews)
         cost.explore_seconds = time.perf_counter() - start
         cost.calls, cost.computed = _calls([*pruned.candidates.drafts, *(c.draft for c in pruned.pruned)])
-        _, cost.commit_seconds = search.commit(pruned.candidates, score(cost, pruned.candidates.draft_latents))
+        cost.commit_seconds = search.commit(pruned.candidates, score(cost, pruned.candidates.draft_latents)).seconds
         cost.commit_calls = calls_per_rollout
         survivor_indices.extend(pruned.survivor_indices)
 
