@@ -1,5 +1,9 @@
-"""Framework-free core of CachedSearch: the step cache, search bookkeeping and
-cost model. Imports torch and the standard library only, never ComfyUI."""
+"""Framework-free core of CachedSearch, never importing ComfyUI: the step cache, the search's bookkeeping and cost,
+pruning and budget plans, calibration, the pick, the verifiers and the distributed search's wire format.
+
+This top level re-exports the step cache and the search bookkeeping, which need torch and the standard library
+only; the other modules are imported by name and may need numpy, safetensors (the draft exchange) or transformers
+(the verifiers, imported when a verifier is built)."""
 
 from .search import (
     MAX_CANDIDATES,

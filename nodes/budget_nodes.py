@@ -6,8 +6,7 @@ from comfy_api.latest import io
 
 from ..cachedsearch_core import MAX_CANDIDATES
 from ..cachedsearch_core.budget import BudgetPlan, BudgetUnit
-
-BudgetType = io.Custom("CACHEDSEARCH_BUDGET")
+from .types import BudgetType
 
 _WALL_TIME_NOTE = (
     "wall time: the measured draft seconds, with the drafts' computed-call fraction predicting what the full-compute "

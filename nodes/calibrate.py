@@ -15,9 +15,10 @@ import time
 import comfy.model_management
 import comfy.samplers
 import folder_paths
-import nodes as comfy_nodes
 import torch
 from comfy_api.latest import io
+
+import nodes as comfy_nodes
 
 from ..cachedsearch_core import StepCacheConfig
 from ..cachedsearch_core.audit import FULL_ARM, ScoreStore, tau_arm
@@ -26,9 +27,9 @@ from ..cachedsearch_core.calibration import (
     DEFAULT_SEEDS,
     DEFAULT_TAUS,
     EXPERTS,
-    MIN_SEEDS_FOR_INTERVALS,
     HIGH_NOISE,
     LOW_NOISE,
+    MIN_SEEDS_FOR_INTERVALS,
     Calibration,
     CalibrationMemory,
     CalibrationPlan,
@@ -46,17 +47,11 @@ from ..cachedsearch_core.image_reward import mean_frame_score
 from ..cachedsearch_core.video_score import AVERAGE, AspectWeights, VideoScore, sample_frame_indices
 from .cache_patch import attach_step_cache
 from .full_compute import check_full_compute, full_compute_model
-from .pick import ADVANCED_INPUT
+from .input_checks import check_latent, check_same_latent_format, split_step_message
 from .search import CandidateState, KSamplerStage, SearchProgress, StagedRecipe, progress_text_sender, run_stage
-from .search_nodes import _check_latent, _check_same_latent_format, _split_step_message, official_expert_stages
-from .ui_results import SHOW_RESULTS_WHEN_CACHED
-from .verifier_nodes import (
-    DEFAULT_ASPECT_WEIGHTS,
-    CombinedVerifier,
-    Verifier,
-    VideoVerifier,
-    video_score_ranking_inputs,
-)
+from .search_nodes import official_expert_stages
+from .types import ADVANCED_INPUT, SHOW_RESULTS_WHEN_CACHED, CombinedVerifier, Verifier, VideoVerifier
+from .verifier_nodes import DEFAULT_ASPECT_WEIGHTS, video_score_ranking_inputs
 
 MEMORY_FILE = os.path.join("cachedsearch", "calibrations.json")
 # Inputs of a KSampler-style node that make a calibration's setup.
@@ -278,7 +273,7 @@ class Calibrate(io.ComfyNode):
         plan = CalibrationPlan(parse_taus(taus), seeds, first_seed, capture_target)
         if not 0.0 < denoise <= 1.0:
             raise ValueError(cls.validate_inputs(denoise=denoise))
-        _check_latent(latent_image)
+        check_latent(latent_image)
         stage = KSamplerStage(model, positive, negative, steps, cfg, sampler_name, scheduler, denoise)
 
         def recipe(tau):
@@ -357,7 +352,7 @@ class CalibrateExperts(io.ComfyNode):
     @classmethod
     def validate_inputs(cls, taus_high=None, taus_low=None, seeds=None, first_seed=None, capture_target=None,
                         steps=None, split_step=None):
-        message = _split_step_message(steps, split_step)
+        message = split_step_message(steps, split_step)
         if message is not True or None in (taus_high, taus_low, seeds, first_seed, capture_target):
             return message
         return _plan_message(lambda: ExpertsPlan.create(parse_taus(taus_high, "taus_high"),
@@ -374,8 +369,8 @@ class CalibrateExperts(io.ComfyNode):
             raise ValueError(message)
         plan = ExpertsPlan.create(parse_taus(taus_high, "taus_high"), parse_taus(taus_low, "taus_low"), seeds,
                                   first_seed, capture_target)
-        _check_latent(latent_image)
-        _check_same_latent_format(model_high, model_low)
+        check_latent(latent_image)
+        check_same_latent_format(model_high, model_low)
         # The official graph, as CachedSearch Sampler (High/Low Experts) runs it.
         high, low = official_expert_stages(model_high, model_low, positive, negative, steps, split_step, cfg,
                                            sampler_name, scheduler)

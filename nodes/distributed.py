@@ -31,8 +31,10 @@ from comfy_api.latest import io
 from ..cachedsearch_core import candidate_seeds
 from ..cachedsearch_core.draft_exchange import DraftInbox, DraftMessage, decode_draft, encode_draft
 from ..cachedsearch_core.seed_slices import SeedSlice, seed_slices, slice_of
+from .input_checks import check_latent
+from .prompt_server import prompt_server
 from .search import KSamplerStage, SearchCandidates, StagedRecipe, progress_text_sender, run_search
-from .search_nodes import SearchSampler, _check_latent, _search_output
+from .search_nodes import SearchSampler, search_output
 
 NODE_ID = "CachedSearchDistributedSampler"
 SINGLE_MACHINE_INPUTS = ("pruning", "budget")
@@ -365,7 +367,7 @@ class DistributedSearchSampler(io.ComfyNode):
         message = cls.validate_inputs(seed, num_candidates, denoise)
         if message is not True:
             raise ValueError(message)
-        _check_latent(latent_image)
+        check_latent(latent_image)
         stage = KSamplerStage(model, positive, negative, steps, cfg, sampler_name, scheduler, denoise)
         recipe = StagedRecipe.single(stage, latent_image)
         announce = progress_text_sender(cls.hidden.unique_id)
@@ -387,20 +389,17 @@ class DistributedSearchSampler(io.ComfyNode):
                                               announce)
             else:
                 candidates = search_as_master(recipe, setup, slices, worker_timeout, announce)
-        output = _search_output(candidates, preview_vae, announce)
+        output = search_output(candidates, preview_vae, announce)
         return io.NodeOutput(*output.result, torch.zeros(1, 1, 1, 3), ui=output.ui)
 
 
 def register_server_hooks() -> None:
     """The draft and heartbeat routes and the on-prompt handler, on the running ComfyUI server (if any)."""
-    try:
-        from aiohttp import web
-        from server import PromptServer
-    except ImportError:
-        return
-    server = getattr(PromptServer, "instance", None)
+    server = prompt_server()
     if server is None:
         return
+    from aiohttp import web  # a server runs on aiohttp
+
     server.add_on_prompt_handler(attach_distributed_setup)
 
     @server.routes.post(f"{ROUTE}/draft")

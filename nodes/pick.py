@@ -10,22 +10,19 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import inspect
 import threading
 import time
 
 import comfy.model_management
-from comfy_api.latest import io
 
-from ..cachedsearch_core.pick import MODES, Pick, PickChoices, VERIFIERS_CHOICE
+from ..cachedsearch_core.pick import MODES, VERIFIERS_CHOICE, Pick, PickChoices
+from .prompt_server import prompt_server
 from .search import Commit, SearchCandidates, commit, run_full_compute
 
 ROUTE = "/cachedsearch/pick"
 AWAITING_PICK_EVENT = "cachedsearch.awaiting_pick"
 POLL_SECONDS = 0.1
 
-# ComfyUI 0.33 can fold inputs marked advanced away on the node; 0.3.75's inputs have no such field.
-ADVANCED_INPUT = {"advanced": True} if "advanced" in inspect.signature(io.Int.Input.__init__).parameters else {}
 
 
 def pick_choices(candidates: SearchCandidates) -> PickChoices:
@@ -127,11 +124,7 @@ def _await_answer(entry: WaitingPick, timeout_seconds: int) -> tuple[int, str] |
 def wait_for_click(choices: PickChoices, preselected: int, mode: str, timeout_seconds: int, node_id) -> tuple[int, str]:
     """The pick and mode the artist clicks on the panel, while the run waits; on time-out the pre-selected
     candidate as the verifier's choice (pick 0) in the node's mode."""
-    try:
-        from server import PromptServer
-    except ImportError:
-        PromptServer = None
-    server = getattr(PromptServer, "instance", None)
+    server = prompt_server()
     if server is None or node_id is None:
         raise ValueError("wait_for_pick: there is no ComfyUI server to click a draft on (this run has no GUI); set "
                          "wait_for_pick to false and set pick instead")
@@ -154,14 +147,10 @@ def wait_for_click(choices: PickChoices, preselected: int, mode: str, timeout_se
 
 def register_pick_routes() -> None:
     """POST and GET /cachedsearch/pick on the running ComfyUI server (if any)."""
-    try:
-        from aiohttp import web
-        from server import PromptServer
-    except ImportError:
-        return
-    server = getattr(PromptServer, "instance", None)
+    server = prompt_server()
     if server is None:
         return
+    from aiohttp import web  # a server runs on aiohttp
 
     @server.routes.post(ROUTE)
     async def post_pick(request):

@@ -15,8 +15,7 @@ from ..cachedsearch_core.pruning import CacheWindow, PruningPlan, preview_frame_
 from .cache_patch import step_cache_config
 from .panel_frames import save_panel_frames
 from .search import SearchCandidates, StagedRecipe, run_pruned_search
-from .search_nodes import PruningPlanType
-from .verifier_nodes import Verifier
+from .types import PruningPlanType, Verifier
 
 
 def cache_windows(recipe: StagedRecipe) -> list[CacheWindow]:

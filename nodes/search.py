@@ -28,6 +28,7 @@ from ..cachedsearch_core.panels import CallsCost, candidate_number, candidate_ro
 from ..cachedsearch_core.pruning import PrunedCandidate, PruningOutcome, PruningPlan, survivors
 from .cache_patch import STATISTICS_CALLBACK_OPTION, TRAJECTORY_POSITION_OPTION, step_cache_config
 from .full_compute import CallMeter, cache_engines_on, check_full_compute, full_compute_model
+from .prompt_server import prompt_server
 
 
 class Stage(Protocol):
@@ -414,11 +415,7 @@ def pruned_rows(candidates: SearchCandidates) -> list[dict]:
 
 def progress_text_sender(node_id):
     """A function that shows a line of text on the node in the GUI, or None outside a server run."""
-    try:
-        from server import PromptServer
-    except ImportError:
-        return None
-    server = getattr(PromptServer, "instance", None)
+    server = prompt_server()
     if server is None or node_id is None:
         return None
     return lambda text: server.send_progress_text(text, node_id)

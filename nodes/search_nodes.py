@@ -7,8 +7,9 @@ from ..cachedsearch_core import MAX_CANDIDATES, Ranking, candidate_seeds, parse_
 from ..cachedsearch_core.pick import VERIFIERS_CHOICE, resolve_pick, with_pick_line
 from .budget_nodes import budget_input
 from .budget_search import run_budget_search
+from .input_checks import check_latent, check_same_latent_format, split_step_message
 from .panel_frames import decode_draft_frames, panel_rows
-from .pick import ADVANCED_INPUT, commit_pick, pick_choices, wait_for_click
+from .pick import commit_pick, pick_choices, wait_for_click
 from .search import (
     CustomSamplerStage,
     KSamplerStage,
@@ -18,11 +19,7 @@ from .search import (
     pruned_rows,
     run_search,
 )
-from .ui_results import SHOW_RESULTS_WHEN_CACHED
-
-Candidates = io.Custom("CACHEDSEARCH_CANDIDATES")
-RankingType = io.Custom("CACHEDSEARCH_RANKING")
-PruningPlanType = io.Custom("CACHEDSEARCH_PRUNING_PLAN")
+from .types import ADVANCED_INPUT, SHOW_RESULTS_WHEN_CACHED, Candidates, PruningPlanType, RankingType
 
 _SEED_TOOLTIP = (
     "This search covers seeds seed ... seed + num_candidates - 1 (candidate i uses seed + i, so a stock KSampler "
@@ -91,16 +88,7 @@ def _seed_range_message(seed, num_candidates) -> str | bool:
     return True
 
 
-def _check_latent(latent: dict) -> None:
-    batch = latent["samples"].shape[0]
-    if batch != 1:
-        raise ValueError(
-            f"latent_image: has a batch of {batch}; the search draws its own seeds, so give it a batch of 1 "
-            "and set num_candidates instead"
-        )
-
-
-def _search_output(candidates: SearchCandidates, preview_vae=None, announce=None) -> io.NodeOutput:
+def search_output(candidates: SearchCandidates, preview_vae=None, announce=None) -> io.NodeOutput:
     """The sampler's outputs and its panel: every candidate's row (decoded frames with ``preview_vae``) and the
     search's cost against full best-of-N."""
     report = candidates.report()
@@ -161,10 +149,10 @@ class SearchSampler(io.ComfyNode):
         message = cls.validate_inputs(seed, num_candidates, denoise)
         if message is not True:
             raise ValueError(message)
-        _check_latent(latent_image)
+        check_latent(latent_image)
         stage = KSamplerStage(model, positive, negative, steps, cfg, sampler_name, scheduler, denoise)
         announce = progress_text_sender(cls.hidden.unique_id)
-        return _search_output(_explore(StagedRecipe.single(stage, latent_image), seed, num_candidates, announce,
+        return search_output(_explore(StagedRecipe.single(stage, latent_image), seed, num_candidates, announce,
                                        pruning, budget), preview_vae, announce)
 
 
@@ -202,31 +190,13 @@ class SearchSamplerAdvanced(io.ComfyNode):
         message = _seed_range_message(seed, num_candidates)
         if message is not True:
             raise ValueError(message)
-        _check_latent(latent_image)
+        check_latent(latent_image)
         if sigmas.shape[-1] < 2:
             raise ValueError("sigmas: needs at least two values (one step); check the scheduler node's steps")
         recipe = StagedRecipe.single(CustomSamplerStage(guider, sampler, sigmas), latent_image)
         announce = progress_text_sender(cls.hidden.unique_id)
-        return _search_output(_explore(recipe, seed, num_candidates, announce, pruning, budget), preview_vae,
+        return search_output(_explore(recipe, seed, num_candidates, announce, pruning, budget), preview_vae,
                               announce)
-
-
-def _split_step_message(steps, split_step) -> str | bool:
-    if steps is None or split_step is None:
-        return True
-    if not 0 < split_step < steps:
-        return (f"split_step: got {split_step} with steps {steps}; use a step from 1 to {steps - 1} (the high-noise "
-                "expert runs the steps before it, the low-noise expert the rest; the official graph splits 20 at 10)")
-    return True
-
-
-def _check_same_latent_format(model_high, model_low) -> None:
-    high, low = (type(model.model.latent_format) for model in (model_high, model_low))
-    if high is not low:
-        raise ValueError(
-            f"model_low: works on {low.__name__} latents but model_high on {high.__name__} latents; connect the "
-            "high- and low-noise experts of one model (e.g. both Wan 2.2 A14B T2V files)"
-        )
 
 
 def official_expert_stages(model_high, model_low, positive, negative, steps: int, split_step: int, cfg: float,
@@ -285,7 +255,7 @@ class SearchSamplerExperts(io.ComfyNode):
 
     @classmethod
     def validate_inputs(cls, seed=None, num_candidates=None, steps=None, split_step=None):
-        message = _split_step_message(steps, split_step)
+        message = split_step_message(steps, split_step)
         return message if message is not True else _seed_range_message(seed, num_candidates)
 
     @classmethod
@@ -295,13 +265,13 @@ class SearchSamplerExperts(io.ComfyNode):
         message = cls.validate_inputs(seed, num_candidates, steps, split_step)
         if message is not True:
             raise ValueError(message)
-        _check_latent(latent_image)
-        _check_same_latent_format(model_high, model_low)
+        check_latent(latent_image)
+        check_same_latent_format(model_high, model_low)
         recipe = StagedRecipe(official_expert_stages(model_high, model_low, positive, negative, steps, split_step,
                                                      cfg, sampler_name, scheduler),
                               latent_image, ("high noise", "low noise"))
         announce = progress_text_sender(cls.hidden.unique_id)
-        return _search_output(_explore(recipe, seed, num_candidates, announce, pruning, budget), preview_vae,
+        return search_output(_explore(recipe, seed, num_candidates, announce, pruning, budget), preview_vae,
                               announce)
 
 

@@ -26,15 +26,11 @@ from ..cachedsearch_core.video_score import (
 )
 from .panel_frames import panel_rows, save_panel_frames
 from .search import pruned_rows
-from .search_nodes import Candidates, RankingType
-from .ui_results import SHOW_RESULTS_WHEN_CACHED
+from .types import SHOW_RESULTS_WHEN_CACHED, Candidates, CombinedVerifier, RankingType, Verifier, VideoVerifier
 
 VERIFIER_FOLDER = "image_reward"
 CLIP_FOLDER = "clip_score"
 VIDEO_SCORE_FOLDER = "video_score"
-Verifier = io.Custom("CACHEDSEARCH_VERIFIER")
-VideoVerifier = io.Custom("CACHEDSEARCH_VIDEO_VERIFIER")
-CombinedVerifier = io.Custom("CACHEDSEARCH_COMBINED_VERIFIER")
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
