@@ -31,12 +31,11 @@ async function openNodeInfo() {
   });
   // A frontend still starting up can drop the first click (1.49 does, right after the page loads): click until the
   // node is selected, a few times at most.
-  const selected = () => page.evaluate(() => Object.keys(window.app.canvas.selected_nodes ?? {}).length > 0 ||
-    (window.app.canvas.selectedItems?.size ?? 0) > 0);
-  for (let attempt = 0; attempt < 3 && !(await selected()); attempt += 1) {
+  const nodeSelected = () => Object.keys(window.app.canvas.selected_nodes ?? {}).length > 0 ||
+    (window.app.canvas.selectedItems?.size ?? 0) > 0;
+  for (let attempt = 0; attempt < 3 && !(await page.evaluate(nodeSelected)); attempt += 1) {
     await page.mouse.click(title[0], title[1]);
-    await page.waitForFunction(() => Object.keys(window.app.canvas.selected_nodes ?? {}).length > 0 ||
-      (window.app.canvas.selectedItems?.size ?? 0) > 0, null, { timeout: 5000 }).catch(() => {});
+    await page.waitForFunction(nodeSelected, null, { timeout: 5000 }).catch(() => {});
   }
   const info = page.locator("[data-testid='info-button']").first();
   try {
