@@ -292,11 +292,3 @@ def frame_indices(frame_count: int, samples: int) -> list[int]:
     if samples == 1:
         return [frame_count // 2]
     return [math.floor(i * (frame_count - 1) / (samples - 1) + 0.5) for i in range(samples)]
-
-
-def mean_frame_score(score_frames, prompt: str, frames: torch.Tensor, samples: int) -> float:
-    """One candidate's score as the Verifier ranks it: ``score_frames(prompt, frames)`` (one score per frame)
-    averaged over ``samples`` uniformly spaced ``frames`` of the candidate. Pruning previews go through it too, so
-    a preview is judged exactly as a final draft."""
-    picks = frame_indices(frames.shape[0], samples)
-    return score_frames(prompt, frames[picks]).mean().item()

@@ -6,18 +6,9 @@ from __future__ import annotations
 
 import time
 
-import torch
-
 from ..cachedsearch_core import candidate_seeds
 from ..cachedsearch_core.budget import BudgetLedger, BudgetPlan, BudgetSpent, format_cost
-from .search import (
-    CandidateState,
-    SearchCandidates,
-    SearchProgress,
-    StagedRecipe,
-    describe_cache,
-    run_stage,
-)
+from .search import CandidateState, SearchCandidates, SearchProgress, StagedRecipe, candidates_from_states, run_stages
 
 
 def run_budget_search(recipe: StagedRecipe, seed: int, plan: BudgetPlan, announce=None,
@@ -39,18 +30,13 @@ def run_budget_search(recipe: StagedRecipe, seed: int, plan: BudgetPlan, announc
             left = ledger.left_for_drafts()
             budget_left = "" if left is None else f", {format_cost(left, plan.unit)} left for drafts"
             announce(f"budget draft {index + 1} (seed {candidate_seed}{budget_left})")
-        state = CandidateState(candidate_seed, recipe.latent)
         ledger.start_draft(clock())
         try:
-            for stage_index in range(len(recipe.stages)):
-                (state,) = run_stage(recipe, stage_index, [state], progress,
-                                     on_computed_call=lambda: ledger.before_computed_call(clock()))
+            (state,) = run_stages(recipe, [CandidateState(candidate_seed, recipe.latent)], progress,
+                                  on_computed_call=lambda: ledger.before_computed_call(clock()))
             ledger.finish_draft(state.draft().calls_skipped, clock())
         except BudgetSpent:
             break
         finished.append(state)
     progress.finish()
-    entries = {key: value for key, value in finished[0].latent.items() if key not in ("samples", "batch_index")}
-    return SearchCandidates(recipe, tuple(state.draft() for state in finished),
-                            torch.cat([state.latent["samples"] for state in finished]), describe_cache(recipe),
-                            entries, budget=ledger.outcome())
+    return candidates_from_states(recipe, finished, budget=ledger.outcome())

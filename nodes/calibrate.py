@@ -1,9 +1,10 @@
 """CachedSearch Calibrate (one stage, and two experts): which tau keeps this verifier's ranking on this model and
 prompt, and what it saves.
 
-Each rollout is the stock sampling calls of the search's own stages (``search.run_stage``: one KSampler, or Wan 2.2
-A14B's two KSamplerAdvanced), decoded by the stock VAEDecode and scored as the verifier nodes score a draft; only
-its score and costs are kept, so one rollout is in memory at a time. Both nodes run their rollouts through
+Each rollout runs through the search's own trajectory runner (``search.run_stages``: one KSampler, or Wan 2.2
+A14B's two KSamplerAdvanced; the full arm checked to compute every call), is decoded by the stock VAEDecode and
+scored by the verifier nodes' own ``FrameJudge``; only its score and costs are kept, so one rollout is in memory
+at a time. Both nodes run their rollouts through
 ``_Rollouts`` and take their tables from ``cachedsearch_core.calibration`` (the audit's own evaluation).
 """
 
@@ -43,12 +44,20 @@ from ..cachedsearch_core.calibration import (
     together_arm,
 )
 from ..cachedsearch_core.combine import VerifierCombination
-from ..cachedsearch_core.image_reward import mean_frame_score
-from ..cachedsearch_core.video_score import AVERAGE, AspectWeights, VideoScore, sample_frame_indices
+from ..cachedsearch_core.judge import FrameJudge
+from ..cachedsearch_core.video_score import AVERAGE
 from .cache_patch import attach_step_cache
-from .full_compute import check_full_compute, full_compute_model
+from .full_compute import full_compute_model
 from .input_checks import check_latent, check_same_latent_format, split_step_message
-from .search import CandidateState, KSamplerStage, SearchProgress, StagedRecipe, progress_text_sender, run_stage
+from .search import (
+    CandidateState,
+    FullComputeCheck,
+    KSamplerStage,
+    SearchProgress,
+    StagedRecipe,
+    progress_text_sender,
+    run_stages,
+)
 from .search_nodes import official_expert_stages
 from .types import ADVANCED_INPUT, SHOW_RESULTS_WHEN_CACHED, CombinedVerifier, Verifier, VideoVerifier
 from .verifier_nodes import DEFAULT_ASPECT_WEIGHTS, video_score_ranking_inputs
@@ -435,8 +444,7 @@ _FULL_ARM_ADVICE = "Connect the model without that cache: Calibrate applies its 
 
 
 class _Rollouts:
-    """Runs a calibration's rollouts one at a time on one progress bar (each the stock sampling calls of its
-    recipe's stages), scores each as it finishes and keeps only its score, seconds and call counts. An arm's scores
+    """Runs a calibration's rollouts one at a time on one progress bar (``run_stages``), scores each as it finishes and keeps only its score, seconds and call counts. An arm's scores
     enter the store once all its seeds ran: a combined verifier normalises across them, as Combine Scores
     normalises across a search's drafts (an arm is a search of S drafts)."""
 
@@ -453,15 +461,12 @@ class _Rollouts:
     def run(self, arm: str, label: str, recipe: StagedRecipe) -> None:
         scores, drafts = [], []
         for index, seed in enumerate(self.seeds):
-            comfy.model_management.throw_exception_if_processing_interrupted()
             self.done += 1
             self.announce(f"rollout {self.done} / {self.total}: {label}, seed {seed} ({index + 1} / {len(self.seeds)})")
-            state = CandidateState(seed, recipe.latent)
-            for stage_index in range(len(recipe.stages)):
-                (state,) = run_stage(recipe, stage_index, [state], self.progress)
-                if arm == FULL_ARM:
-                    check_full_compute(state.stage_calls[-1], recipe.stages[stage_index].patcher,
-                                       _MODEL_INPUTS[len(recipe.stages)][stage_index], _FULL_ARM_ADVICE)
+            full_compute = FullComputeCheck(_MODEL_INPUTS[len(recipe.stages)], _FULL_ARM_ADVICE) \
+                if arm == FULL_ARM else None
+            (state,) = run_stages(recipe, [CandidateState(seed, recipe.latent)], self.progress,
+                                  full_compute=full_compute)
             scores.append(self.judge.score(state.latent))
             drafts.append(state.draft())
         for seed, score, draft in zip(self.seeds, self.judge.combine(scores), drafts):
@@ -480,52 +485,42 @@ class _Rollouts:
 
 
 class _Judge:
-    """Scores a rollout's latent as the search's verifier nodes score a draft decoded by VAEDecode: an image
-    verifier as the Verifier node (``mean_frame_score`` over K frames), VideoScore as the VideoScore Verifier (its
-    aspects over up to K strided frames, ranked by the same rank_by and weights), several as Combine Scores combines
-    them. Tried first on the input latent, so a verifier that cannot read the VAE's frames fails before any rollout is
-    spent."""
+    """Scores a rollout's latent decoded by the stock VAEDecode as the search's nodes score a draft: each verifier
+    through its ``FrameJudge`` (K frames; VideoScore ranked by the same rank_by and weights as the VideoScore
+    Verifier), several combined as Combine Scores combines them. Tried first on the input latent, so a verifier that
+    cannot read the VAE's frames fails before any rollout is spent."""
 
     def __init__(self, vae, verifier, prompt: str, frames_per_candidate: int, latent_image: dict,
                  rank_by: str, aspect_weights: str):
-        self.vae, self.prompt, self.frames = vae, prompt, frames_per_candidate
-        self.rank_by, self.aspect_weights = rank_by, AspectWeights.parse(rank_by, aspect_weights)
+        self.vae = vae
         self.combination = verifier if isinstance(verifier, VerifierCombination) else None
-        self.verifiers = self.combination.verifiers if self.combination is not None else (verifier,)
+        self.judges = [FrameJudge(part, prompt, frames_per_candidate, rank_by, aspect_weights)
+                       for part in (self.combination.verifiers if self.combination is not None else (verifier,))]
         self.decoder = comfy_nodes.VAEDecode()
         (frames,) = self.decoder.decode(vae, latent_image)
-        for part in self.verifiers:
+        for judge in self.judges:
             try:
-                self._score_frames(part, frames)
+                judge.score(frames)
             except comfy.model_management.InterruptProcessingException:
                 raise
             except Exception as error:
                 within = " (in the combined verifiers)" if self.combination is not None else ""
-                raise ValueError(f"verifier: {part.name}{within} could not score the frames this vae decodes "
-                                 f"({error}); connect a verifier and a VAE that belong together (a video model's VAE "
-                                 "with ImageReward, a CLIP verifier or VideoScore)") from error
-
-    @staticmethod
-    def _is_video_score(verifier) -> bool:
-        return isinstance(getattr(verifier, "verifier", None), VideoScore)
+                raise ValueError(f"verifier: {judge.verifier.name}{within} could not score the frames this vae "
+                                 f"decodes ({error}); connect a verifier and a VAE that belong together (a video "
+                                 "model's VAE with ImageReward, a CLIP verifier or VideoScore)") from error
 
     def name(self, verifier) -> str:
         """The verifier's name, and how VideoScore ranks when not by its average."""
-        if self.rank_by == AVERAGE or not any(map(self._is_video_score, self.verifiers)):
+        ranked = next((judge for judge in self.judges if judge.watches_clips and judge.rank_by != AVERAGE), None)
+        if ranked is None:
             return verifier.name
-        weights = f" {', '.join(f'{w:g}' for w in self.aspect_weights.weights)}" if self.rank_by == "weighted" else ""
-        return f"{verifier.name}, VideoScore ranked by {self.rank_by}{weights}"
-
-    def _score_frames(self, verifier, frames) -> float:
-        if self._is_video_score(verifier):
-            picks = sample_frame_indices(frames.shape[0], self.frames)
-            return self.aspect_weights.combine(verifier.score_clip(self.prompt, frames[picks])).item()
-        return mean_frame_score(verifier.score, self.prompt, frames, self.frames)
+        weights = f" {', '.join(f'{w:g}' for w in ranked.weights.weights)}" if ranked.rank_by == "weighted" else ""
+        return f"{verifier.name}, VideoScore ranked by {ranked.rank_by}{weights}"
 
     def score(self, latent: dict) -> tuple[float, ...]:
         """Each verifier's score of the rollout."""
         (frames,) = self.decoder.decode(self.vae, latent)
-        return tuple(self._score_frames(verifier, frames) for verifier in self.verifiers)
+        return tuple(judge.score(frames)[0] for judge in self.judges)
 
     def combine(self, scores: list[tuple[float, ...]]) -> list[float]:
         """One score per rollout of an arm, from each rollout's verifier scores."""

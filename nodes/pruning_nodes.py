@@ -10,7 +10,8 @@ import comfy.model_management
 import torch
 from comfy_api.latest import io
 
-from ..cachedsearch_core.image_reward import mean_frame_score, require_prompt
+from ..cachedsearch_core.image_reward import require_prompt
+from ..cachedsearch_core.judge import FrameJudge
 from ..cachedsearch_core.pruning import CacheWindow, PruningPlan, preview_frame_indices
 from .cache_patch import step_cache_config
 from .panel_frames import save_panel_frames
@@ -83,7 +84,8 @@ class PreviewPruning:
         plan.check_stages(len(seeds), cache_windows(recipe), latent_frames(recipe.latent))
         # The x0 estimates are in the model's sampling space; the VAE decodes what the sampler outputs.
         model = _stage_at(recipe, plan.prune_step).patcher.model
-
+        # The preview's frames are the K to judge, scored as the Verifier scores a draft's.
+        judge = FrameJudge(self.verifier, self.prompt, plan.preview_frames)
         previews = []
 
         def score_previews(estimates):
@@ -93,7 +95,7 @@ class PreviewPruning:
                 if announce is not None:
                     announce(f"scoring preview {index + 1} / {len(estimates)} at step {plan.prune_step}")
                 frames = decode_preview(self.vae, model.process_latent_out(estimate), plan.preview_frames)
-                scores.append(mean_frame_score(self.verifier.score, self.prompt, frames, plan.preview_frames))
+                scores.append(judge.score(frames)[0])
                 previews.append(tuple(save_panel_frames(frames)))
             return scores
 

@@ -16,6 +16,7 @@ import dataclasses
 import time
 from typing import Protocol
 
+import comfy.model_management
 import comfy.utils
 import nodes as comfy_nodes
 import torch
@@ -429,15 +430,10 @@ def _observed(stage: Stage, statistics: list, meter: CallMeter) -> Stage:
     return stage.with_model(model)
 
 
-def run_stage(recipe: StagedRecipe, stage_index: int, states: list[CandidateState], progress: SearchProgress,
-              announce=None, on_computed_call=None) -> list[CandidateState]:
-    """Advance every candidate through one stage, one candidate at a time, each run with fresh cache state.
-
-    This is the stage boundary: before and after it all candidates stand at the same step, so a search can stop
-    there, score the candidates' latents and resume any subset of them with the next stage. Each candidate's calls
-    are counted by a ``CallMeter`` whatever cache runs on the model; ``on_computed_call()``, if given, runs before
-    each computed call.
-    """
+def _run_stage(recipe: StagedRecipe, stage_index: int, states: list[CandidateState], progress: SearchProgress,
+               announce=None, on_computed_call=None) -> list[CandidateState]:
+    """Advance every candidate through one stage, one candidate at a time, each run with fresh cache state and its
+    calls counted by a ``CallMeter`` whatever cache runs on the model."""
     statistics = []
     meter = CallMeter(on_computed_call)
     stage = _observed(recipe.stages[stage_index], statistics, meter)
@@ -445,6 +441,7 @@ def run_stage(recipe: StagedRecipe, stage_index: int, states: list[CandidateStat
         if len(recipe.stages) > 1 else ""
     advanced = []
     for index, state in enumerate(states):
+        comfy.model_management.throw_exception_if_processing_interrupted()
         if announce is not None:
             announce(f"{stage_label}draft {index + 1} / {len(states)} (seed {state.seed})")
         statistics.clear()
@@ -462,20 +459,52 @@ def run_stage(recipe: StagedRecipe, stage_index: int, states: list[CandidateStat
     return advanced
 
 
-def run_search(recipe: StagedRecipe, seeds: list[int], announce=None) -> SearchCandidates:
-    """Generate one draft per seed through all stages, stage by stage (each expert is loaded once per stage, as in
-    the stock graph), one candidate at a time.
+@dataclasses.dataclass(frozen=True)
+class FullComputeCheck:
+    """Stages that must compute every call the sampler asks for: the node input that feeds each stage's model and
+    what to tell the artist when a cache skipped calls anyway."""
 
-    ``announce(text)``, if given, receives "draft i / N" (prefixed by the stage on a staged search) as each
-    candidate's stage starts.
+    input_names: tuple[str, ...]
+    advice: str
+
+
+def run_stages(recipe: StagedRecipe, states: list[CandidateState], progress: SearchProgress,
+               stages: range | None = None, announce=None, on_computed_call=None,
+               full_compute: FullComputeCheck | None = None) -> list[CandidateState]:
+    """The one trajectory runner: every candidate through ``stages`` of ``recipe`` (all of them by default), stage
+    by stage, so each expert of a staged trajectory is loaded once per stage as in the stock graph.
+
+    Every search, commit, pick, Calibrate rollout, pruned continuation, budget draft and distributed worker runs its
+    seeds here: each stage is the stock sampling call, fed the previous stage's output latent; the progress bar
+    moves through ``progress``; Cancel stops it before the next candidate (and inside a call, through the progress
+    hook); every candidate's calls are counted. ``announce(text)``, if given, hears "draft i / N" as each
+    candidate's stage starts; ``on_computed_call()``, if given, runs before each computed call (a budget stops a
+    draft there by raising). With ``full_compute``, a stage that computed fewer calls than asked raises
+    (``check_full_compute``) instead of handing on a cached result as full compute.
     """
-    progress = SearchProgress(len(seeds) * recipe.steps)
-    states = [CandidateState(seed, recipe.latent) for seed in seeds]
-    for stage_index in range(len(recipe.stages)):
-        states = run_stage(recipe, stage_index, states, progress, announce)
+    for stage_index in range(len(recipe.stages)) if stages is None else stages:
+        states = _run_stage(recipe, stage_index, states, progress, announce, on_computed_call)
+        if full_compute is not None:
+            for state in states:
+                check_full_compute(state.stage_calls[-1], recipe.stages[stage_index].patcher,
+                                   full_compute.input_names[stage_index], full_compute.advice)
+    return states
+
+
+def candidates_from_states(recipe: StagedRecipe, states: list[CandidateState], **record) -> SearchCandidates:
+    """The CANDIDATES of finished ``states`` (seed order), with a pruned or budget search's ``record``."""
     entries = {key: value for key, value in states[0].latent.items() if key not in ("samples", "batch_index")}
     return SearchCandidates(recipe, tuple(state.draft() for state in states),
-                            torch.cat([state.latent["samples"] for state in states]), describe_cache(recipe), entries)
+                            torch.cat([state.latent["samples"] for state in states]), describe_cache(recipe),
+                            entries, **record)
+
+
+def run_search(recipe: StagedRecipe, seeds: list[int], announce=None) -> SearchCandidates:
+    """Generate one draft per seed through all stages (``run_stages``). ``announce(text)``, if given, receives
+    "draft i / N" (prefixed by the stage on a staged search) as each candidate's stage starts."""
+    progress = SearchProgress(len(seeds) * recipe.steps)
+    states = run_stages(recipe, [CandidateState(seed, recipe.latent) for seed in seeds], progress, announce=announce)
+    return candidates_from_states(recipe, states)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -497,12 +526,9 @@ def run_full_compute(recipe: StagedRecipe, seed: int, model=None) -> Commit:
     call counted, and refused when fewer calls were computed than the sampler asked for (a cache CachedSearch does
     not know is still on the model)."""
     recipe = recipe.without_cache(model)
-    progress = SearchProgress(recipe.steps)
-    state = CandidateState(seed, recipe.latent)
     start = time.perf_counter()
-    for stage_index in range(len(recipe.stages)):
-        (state,) = run_stage(recipe, stage_index, [state], progress)
-        check_full_compute(state.stage_calls[-1], recipe.stages[stage_index].patcher, "model", FULL_COMPUTE_ADVICE)
+    (state,) = run_stages(recipe, [CandidateState(seed, recipe.latent)], SearchProgress(recipe.steps),
+                          full_compute=FullComputeCheck(("model",) * len(recipe.stages), FULL_COMPUTE_ADVICE))
     return Commit(state.latent, time.perf_counter() - start, state.draft().calls_computed)
 
 
@@ -590,9 +616,8 @@ def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan,
     split, resume_index = split_recipe(recipe, plan.prune_step)
     was_split = len(split.stages) > len(recipe.stages)
     progress = SearchProgress(len(seeds) * plan.prune_step + plan.keep * (recipe.steps - plan.prune_step))
-    states = [CandidateState(seed, split.latent) for seed in seeds]
-    for stage_index in range(resume_index - 1):
-        states = run_stage(split, stage_index, states, progress, announce)
+    states = run_stages(split, [CandidateState(seed, split.latent) for seed in seeds], progress,
+                        range(resume_index - 1), announce)
     # The last stage before the prune step runs on a clone that keeps the sampler's x0 estimate (the denoised
     # output of its last call), one candidate at a time so each candidate's estimate is its own.
     estimates = []
@@ -603,7 +628,7 @@ def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan,
         if announce is not None:
             announce(f"draft {index + 1} / {len(states)} (seed {state.seed}) to step {plan.prune_step}")
         estimates.clear()
-        (states[index],) = run_stage(head_recipe, resume_index - 1, [state], progress)
+        (states[index],) = run_stages(head_recipe, [state], progress, range(resume_index - 1, resume_index))
         previews.append(estimates[-1])
     if announce is not None:
         announce(f"scoring {len(states)} previews at step {plan.prune_step}")
@@ -613,9 +638,8 @@ def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan,
     if len(preview_scores) != len(states):
         raise ValueError(f"preview scores: got {len(preview_scores)} for {len(states)} candidates")
     kept = survivors(preview_scores, plan.keep)
-    continuing = [states[index] for index in kept]
-    for stage_index in range(resume_index, len(split.stages)):
-        continuing = run_stage(split, stage_index, continuing, progress, announce)
+    continuing = run_stages(split, [states[index] for index in kept], progress,
+                            range(resume_index, len(split.stages)), announce)
     continuing = [dataclasses.replace(state, stage_calls=_merge_stage_calls(state.stage_calls, resume_index,
                                                                             was_split))
                   for state in continuing]
@@ -623,8 +647,4 @@ def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan,
                    for index in range(len(states)) if index not in kept)
     outcome = PruningOutcome(plan.prune_step, recipe.steps, tuple(seeds), preview_scores, tuple(kept), pruned,
                              preview_seconds, plan.preview_frames)
-    entries = {key: value for key, value in continuing[0].latent.items() if key not in ("samples", "batch_index")}
-    candidates = SearchCandidates(recipe, tuple(state.draft() for state in continuing),
-                                  torch.cat([state.latent["samples"] for state in continuing]),
-                                  describe_cache(recipe), entries, outcome)
-    return PrunedSearch(candidates)
+    return PrunedSearch(candidates_from_states(recipe, continuing, pruning=outcome))

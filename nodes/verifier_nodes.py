@@ -12,17 +12,16 @@ from comfy_api.latest import io, ui
 from ..cachedsearch_core import Ranking
 from ..cachedsearch_core.clip_score import ClipScore
 from ..cachedsearch_core.combine import NORMALISATIONS, RANK_AVERAGE, VerifierCombination, combine_rankings
-from ..cachedsearch_core.image_reward import TOKENIZER_FOLDER, ImageReward, frame_indices, mean_frame_score
+from ..cachedsearch_core.image_reward import TOKENIZER_FOLDER, ImageReward
+from ..cachedsearch_core.judge import FrameJudge
 from ..cachedsearch_core.panels import describe_verifier
 from ..cachedsearch_core.video_score import (
     ASPECTS,
     AVERAGE,
     MAX_FRAMES,
     REPORT_FRAMES,
-    AspectWeights,
     VideoScore,
     expected_files_message,
-    sample_frame_indices,
 )
 from .panel_frames import panel_rows, save_panel_frames
 from .search import pruned_rows
@@ -203,14 +202,7 @@ class ScoreCandidates(io.ComfyNode):
 
     @classmethod
     def execute(cls, images, candidates, prompt, verifier, frames_per_candidate) -> io.NodeOutput:
-        per_candidate = _frames_per_candidate(images, candidates)
-
-        def score(index):
-            frames = images[index * per_candidate : (index + 1) * per_candidate]
-            return mean_frame_score(verifier.score, prompt, frames, frames_per_candidate), {}
-
-        scored = frame_indices(per_candidate, frames_per_candidate)
-        return _ranking_output(cls, images, candidates, per_candidate, verifier.name, score, scored)
+        return _ranking_output(cls, images, candidates, FrameJudge(verifier, prompt, frames_per_candidate))
 
 
 def _frames_per_candidate(images, candidates) -> int:
@@ -224,22 +216,22 @@ def _frames_per_candidate(images, candidates) -> int:
     return total // count
 
 
-def _ranking_output(cls, images, candidates, per_candidate, verifier_name, score_candidate,
-                    scored_frames: list[int]) -> io.NodeOutput:
-    """Scores every candidate (``score_candidate(index) -> (score, {column: value})``) with a progress bar and
-    Cancel between candidates, and builds the ranking, its text and the GUI table, whose rows show the frames the
-    verifier read (``scored_frames``: indices within a candidate's frames)."""
+def _ranking_output(cls, images, candidates, judge: FrameJudge) -> io.NodeOutput:
+    """Scores every candidate's frames with ``judge``, with a progress bar and Cancel between candidates, and
+    builds the ranking, its text and the GUI table, whose rows show the frames the verifier read."""
     count = len(candidates)
+    per_candidate = _frames_per_candidate(images, candidates)
+    scored_frames = judge.frame_indices(per_candidate)
     progress = comfy.utils.ProgressBar(count)
     scores, columns = [], {}
     for index in range(count):
         comfy.model_management.throw_exception_if_processing_interrupted()
-        value, extra = score_candidate(index)
+        value, extra = judge.score(images[index * per_candidate : (index + 1) * per_candidate])
         scores.append(value)
         for name, column_value in extra.items():
             columns.setdefault(name, []).append(column_value)
         progress.update(1)
-    ranking = Ranking(tuple(scores), verifier=verifier_name, columns=tuple(columns.items()))
+    ranking = Ranking(tuple(scores), verifier=judge.label, columns=tuple(columns.items()))
     middle_frames = images[[index * per_candidate + per_candidate // 2 for index in range(count)]]
     frames = {number: save_panel_frames(images[[index * per_candidate + pick for pick in scored_frames]])
               for index, number in enumerate(candidates.candidate_numbers)}
@@ -336,10 +328,6 @@ def video_score_ranking_inputs(**options) -> list:
     ]
 
 
-def video_score_label(rank_by: str) -> str:
-    return "VideoScore" if rank_by == AVERAGE else f"VideoScore ({rank_by})"
-
-
 class ScoreVideos(io.ComfyNode):
     @classmethod
     def define_schema(cls) -> io.Schema:
@@ -369,16 +357,8 @@ class ScoreVideos(io.ComfyNode):
 
     @classmethod
     def execute(cls, images, candidates, prompt, verifier, max_frames, rank_by, aspect_weights) -> io.NodeOutput:
-        weights = AspectWeights.parse(rank_by, aspect_weights)
-        per_candidate = _frames_per_candidate(images, candidates)
-        picks = sample_frame_indices(per_candidate, max_frames)
-
-        def score(index):
-            aspects = verifier.score_clip(prompt, images[[index * per_candidate + pick for pick in picks]])
-            return weights.combine(aspects).item(), dict(zip(ASPECTS, aspects.tolist()))
-
-        label = video_score_label(rank_by)
-        return _ranking_output(cls, images, candidates, per_candidate, label, score, picks)
+        return _ranking_output(cls, images, candidates, FrameJudge(verifier, prompt, max_frames, rank_by,
+                                                                   aspect_weights))
 
 
 class CombineScores(io.ComfyNode):

@@ -199,7 +199,7 @@ class FrameRecorder:
 
 
 def test_calibrates_full_arm_is_full_compute_with_easycache_on_its_input(engine, wan):
-    from cachedsearch_core.image_reward import mean_frame_score
+    from cachedsearch_core.judge import FrameJudge
     from scripts.tiny_models import WAN21_VAE_FILE
 
     model, positive, negative, latent = wan
@@ -212,8 +212,8 @@ def test_calibrates_full_arm_is_full_compute_with_easycache_on_its_input(engine,
     full_arm = recorder.frames[1 : 1 + seeds]  # after the check on the input latent
     expected = FrameRecorder()
     for seed in range(SEED, SEED + seeds):
-        mean_frame_score(expected.score, "a red ball", engine.one("VAEDecode", samples={"samples": stock(
-            engine, wan, seed)}, vae=vae), 4)
+        FrameJudge(expected, "a red ball", 4).score(engine.one("VAEDecode", samples={"samples": stock(
+            engine, wan, seed)}, vae=vae))
     assert all(torch.equal(got, want) for got, want in zip(full_arm, expected.frames, strict=True))
     cached = stock(engine, wan, SEED, model=engine.one("EasyCache", model=model, **FOREIGN_CACHES["EasyCache"]))
     assert not torch.equal(cached, stock(engine, wan, SEED))  # so the full arm would differ with EasyCache left on
