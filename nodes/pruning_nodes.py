@@ -22,13 +22,12 @@ from .types import PruningPlanType, Verifier
 def cache_windows(recipe: StagedRecipe) -> list[CacheWindow]:
     """Each stage's steps in the whole trajectory with its cache's always-computed warmup and cooldown (none for a
     stage without an active cache)."""
-    windows, first_step = [], 0
-    for stage, name in zip(recipe.stages, recipe.names):
+    windows = []
+    for stage, name, first_step in zip(recipe.stages, recipe.names, recipe.stage_starts, strict=True):
         config = step_cache_config(stage.patcher)
         active = config is not None and config.mode.value != "off"
         windows.append(CacheWindow(first_step, stage.step_count, config.warmup_steps if active else 0,
                                    config.cooldown_steps if active else 0, name))
-        first_step += stage.step_count
     return windows
 
 
@@ -47,16 +46,6 @@ def decode_preview(vae, latent: torch.Tensor, preview_frames: int) -> torch.Tens
     frames = latent[0, :, picks].movedim(1, 0).unsqueeze(2)  # [K, C, 1, H, W]: one clip per picked frame
     images = vae.decode(frames)
     return images.reshape(-1, *images.shape[-3:])
-
-
-def _stage_at(recipe: StagedRecipe, step: int):
-    """The stage that runs ``step`` (the one ending there, at a boundary)."""
-    first_step = 0
-    for stage in recipe.stages:
-        if step <= first_step + stage.step_count:
-            return stage
-        first_step += stage.step_count
-    return recipe.stages[-1]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,7 +72,7 @@ class PreviewPruning:
         plan = self.plan(recipe.steps)
         plan.check_stages(len(seeds), cache_windows(recipe), latent_frames(recipe.latent))
         # The x0 estimates are in the model's sampling space; the VAE decodes what the sampler outputs.
-        model = _stage_at(recipe, plan.prune_step).patcher.model
+        model = recipe.stages[recipe.stage_at(plan.prune_step)].patcher.model
         # The preview's frames are the K to judge, scored as the Verifier scores a draft's.
         judge = FrameJudge(self.verifier, self.prompt, plan.preview_frames)
         previews = []

@@ -140,13 +140,23 @@ class StagedRecipe:
         return self.stage_names or tuple(f"stage {index + 1}" for index in range(len(self.stages)))
 
     @property
+    def stage_starts(self) -> tuple[int, ...]:
+        """The trajectory step where each stage starts; every other stage-step figure is derived from these."""
+        starts, step = [], 0
+        for stage in self.stages:
+            starts.append(step)
+            step += stage.step_count
+        return tuple(starts)
+
+    @property
     def stage_boundaries(self) -> tuple[int, ...]:
         """The steps where one stage hands over to the next (a two-expert trajectory: its split step)."""
-        ends, step = [], 0
-        for stage in self.stages[:-1]:
-            step += stage.step_count
-            ends.append(step)
-        return tuple(ends)
+        return self.stage_starts[1:]
+
+    def stage_at(self, step: int) -> int:
+        """The index of the stage that runs ``step`` (at a boundary, the stage that ends there)."""
+        return next((index for index, start in enumerate(self.stage_starts)
+                     if step <= start + self.stages[index].step_count), len(self.stages) - 1)
 
     def without_cache(self, model=None) -> StagedRecipe:
         """Every stage on a clone of its model (or of ``model``, for a trajectory on one model) without any step
@@ -581,17 +591,16 @@ def split_recipe(recipe: StagedRecipe, step: int) -> tuple[StagedRecipe, int]:
     """The recipe with the stage that contains ``step`` split there into two stock calls (``_split_stage``), as a
     stock graph chains two samplers. Returns the split recipe and the index of the first stage after the split.
     """
-    before = 0
-    for index, stage in enumerate(recipe.stages):
-        if before < step < before + stage.step_count:
-            head, tail = _split_stage(stage, step - before)
-            names = list(recipe.names)
-            names[index : index + 1] = [f"{names[index]} to step {step}", f"{names[index]} from step {step}"]
-            stages = (*recipe.stages[:index], head, tail, *recipe.stages[index + 1:])
-            return dataclasses.replace(recipe, stages=stages, stage_names=tuple(names)), index + 1
+    if 0 < step < recipe.steps:
+        index = recipe.stage_at(step)
+        stage, before = recipe.stages[index], recipe.stage_starts[index]
         if step == before + stage.step_count:
             return recipe, index + 1
-        before += stage.step_count
+        head, tail = _split_stage(stage, step - before)
+        names = list(recipe.names)
+        names[index : index + 1] = [f"{names[index]} to step {step}", f"{names[index]} from step {step}"]
+        stages = (*recipe.stages[:index], head, tail, *recipe.stages[index + 1:])
+        return dataclasses.replace(recipe, stages=stages, stage_names=tuple(names)), index + 1
     raise ValueError(f"prune_step: got {step}; use a step from 1 to {recipe.steps - 1}")
 
 
