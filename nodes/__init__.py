@@ -2,10 +2,11 @@
 
 from comfy_api.latest import ComfyExtension, io
 
-from .apply_cache import ApplyStepCache
+from .apply_cache_nodes import ApplyStepCache
 from .budget_nodes import SearchBudget
-from .calibrate import Calibrate, CalibrateExperts
-from .distributed import DistributedSearchSampler, register_server_hooks
+from .calibrate_nodes import Calibrate, CalibrateExperts
+from .distributed_nodes import DistributedSearchSampler
+from .distributed_search import register_server_hooks
 from .pick import register_pick_routes
 from .pruning_nodes import PruningPlanNode
 from .search_nodes import RankingFromScores, Recommit, SearchSampler, SearchSamplerAdvanced, SearchSamplerExperts

@@ -136,7 +136,7 @@ def test_the_four_step_path_commits_free_unless_pruning_split_a_stage(engine, wa
 
 
 def test_drafts_from_another_machine_are_committed_here(engine, wan):
-    distributed = engine.extension.nodes.distributed
+    distributed = engine.extension.nodes.distributed_search
     _, candidates, _ = search(engine, with_cache(engine, wan[0], CACHES_THAT_SKIP_NOTHING["cache off"]), wan, n=2)
     fields = {name: getattr(candidates, name) for name in ("recipe", "drafts", "draft_latents", "cache_description",
                                                            "latent_entries")}

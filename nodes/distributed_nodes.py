@@ -1,0 +1,97 @@
+"""CachedSearch Distributed Sampler: the search spread over ComfyUI-Distributed's workers
+(``distributed_search``), or alone without them."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from comfy_api.latest import io
+
+from ..cachedsearch_core import candidate_seeds
+from ..cachedsearch_core.seed_slices import seed_slices, slice_of
+from .distributed_search import (
+    MASTER,
+    NODE_ID,
+    DistributedCandidates,
+    participant_label,
+    search_as_master,
+    search_as_worker,
+    setup_from_prompt,
+)
+from .input_checks import check_latent
+from .search import KSamplerStage, SearchCandidates, StagedRecipe, progress_text_sender, run_search
+from .search_nodes import SearchSampler, search_output
+
+# Pruning and budgets decide from all drafts at once, which a search split across machines does not have until its
+# workers finish; they stay on the single-machine sampler.
+SINGLE_MACHINE_INPUTS = ("pruning", "budget")
+
+
+class DistributedSearchSampler(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        base = SearchSampler.define_schema()
+        return io.Schema(
+            node_id=NODE_ID,
+            display_name="CachedSearch Distributed Sampler",
+            category="CachedSearch",
+            description="CachedSearch Sampler spread over ComfyUI-Distributed's workers: connect to_collector to a "
+            "Distributed Collector and enable workers in its panel. Each participant drafts a fixed slice of the "
+            "seeds; the master gathers all N (exact latents) and re-drafts the seeds of a worker that stops "
+            "answering, so ranking and delivered video equal a single-machine search. Without workers it "
+            "searches alone.",
+            inputs=[
+                *(entry for entry in base.inputs if entry.id not in SINGLE_MACHINE_INPUTS),
+                io.Float.Input("worker_timeout", default=60.0, min=1.0, max=3600.0, step=1.0,
+                               tooltip="Seconds without a heartbeat or draft after which the master stops waiting "
+                               "for a worker and drafts its remaining seeds itself. Workers send a heartbeat "
+                               "every 2 s (a quarter of this if shorter) while drafting."),
+            ],
+            outputs=[
+                *base.outputs,
+                io.Image.Output(display_name="to_collector",
+                                tooltip="Connect to ComfyUI-Distributed's Distributed Collector and leave the "
+                                "collector's outputs unconnected: the link is how its orchestrator finds this search "
+                                "and sends it to your workers. The drafts reach the master as exact latents through "
+                                "CachedSearch's own route, not as collector images (this output is an empty "
+                                "placeholder)."),
+            ],
+            hidden=[io.Hidden.unique_id, io.Hidden.prompt],
+            is_output_node=True,
+        )
+
+    @classmethod
+    def validate_inputs(cls, seed=None, num_candidates=None, denoise=None):
+        return SearchSampler.validate_inputs(seed, num_candidates, denoise)
+
+    @classmethod
+    def execute(cls, model, positive, negative, latent_image, seed, num_candidates, steps, cfg, sampler_name,
+                scheduler, denoise, worker_timeout, preview_vae=None) -> io.NodeOutput:
+        message = cls.validate_inputs(seed, num_candidates, denoise)
+        if message is not True:
+            raise ValueError(message)
+        check_latent(latent_image)
+        stage = KSamplerStage(model, positive, negative, steps, cfg, sampler_name, scheduler, denoise)
+        recipe = StagedRecipe.single(stage, latent_image)
+        announce = progress_text_sender(cls.hidden.unique_id)
+        setup = setup_from_prompt(cls.hidden.prompt, cls.hidden.unique_id)
+        if setup is None:
+            alone = run_search(recipe, candidate_seeds(seed, num_candidates), announce)
+            candidates = DistributedCandidates(
+                **{field.name: getattr(alone, field.name) for field in dataclasses.fields(SearchCandidates)},
+                drafted_by=(MASTER,) * len(alone), notes=("no workers: queued without ComfyUI-Distributed's "
+                                                          "orchestration (enable workers in its panel)",))
+        else:
+            slices = seed_slices(seed, num_candidates, setup.participants)
+            if setup.is_worker and not slice_of(slices, setup.participant):
+                note = (f"{participant_label(setup.participant)}: no seeds to draft ({num_candidates} candidates, "
+                        f"{len(slices)} participants); raise num_candidates or enable fewer workers")
+                return io.NodeOutput(latent_image, None, note, torch.zeros(1, 1, 1, 3), ui={"text": (note,)})
+            if setup.is_worker:
+                candidates = search_as_worker(recipe, setup, slice_of(slices, setup.participant), worker_timeout,
+                                              announce)
+            else:
+                candidates = search_as_master(recipe, setup, slices, worker_timeout, announce)
+        output = search_output(candidates, preview_vae, announce)
+        return io.NodeOutput(*output.result, torch.zeros(1, 1, 1, 3), ui=output.ui)
