@@ -48,7 +48,7 @@ from ..cachedsearch_core.judge import FrameJudge
 from ..cachedsearch_core.video_score import AVERAGE
 from .cache_patch import attach_step_cache
 from .full_compute import full_compute_model
-from .input_checks import check_latent, check_same_latent_format, split_step_message
+from .input_checks import check_latent, check_same_latent_format, denoise_message, split_step_message
 from .search import (
     CandidateState,
     FullComputeCheck,
@@ -58,7 +58,7 @@ from .search import (
     progress_text_sender,
     run_stages,
 )
-from .search_nodes import official_expert_stages
+from .search_nodes import ksampler_settings_inputs, official_expert_stages
 from .types import ADVANCED_INPUT, SHOW_RESULTS_WHEN_CACHED, CombinedVerifier, Verifier, VideoVerifier
 from .verifier_nodes import DEFAULT_ASPECT_WEIGHTS, video_score_ranking_inputs
 
@@ -240,15 +240,7 @@ class Calibrate(io.ComfyNode):
                 io.Model.Input("model", tooltip="The diffusion model to calibrate (after LoRAs and ModelSamplingSD3), "
                                "without a cache: the node applies it itself on a copy."),
                 *_scene_inputs(),
-                io.Int.Input("steps", default=50, min=1, max=10000, tooltip="Sampling steps, as you will search."),
-                io.Float.Input("cfg", default=5.0, min=0.0, max=100.0, step=0.1, round=0.01,
-                               tooltip="Classifier-free guidance scale."),
-                io.Combo.Input("sampler_name", options=comfy.samplers.KSampler.SAMPLERS, default="uni_pc",
-                               tooltip="Sampling algorithm, as in KSampler."),
-                io.Combo.Input("scheduler", options=comfy.samplers.KSampler.SCHEDULERS, default="simple",
-                               tooltip="Sigma schedule, as in KSampler."),
-                io.Float.Input("denoise", default=1.0, min=0.0, max=1.0, step=0.01,
-                               tooltip="1.0 samples from pure noise; lower keeps part of the input latent."),
+                *ksampler_settings_inputs("Sampling steps, as you will search."),
                 io.String.Input("taus", default=" ".join(f"{tau:.2f}" for tau in DEFAULT_TAUS),
                                 tooltip=_TAUS_TOOLTIP),
                 *_judging_inputs(),
@@ -269,10 +261,9 @@ class Calibrate(io.ComfyNode):
 
     @classmethod
     def validate_inputs(cls, taus=None, seeds=None, first_seed=None, capture_target=None, denoise=None):
-        if denoise is not None and not 0.0 < denoise <= 1.0:
-            return f"denoise: got {denoise}; use a value above 0 and at most 1 (1.0 samples from pure noise)"
-        if None in (taus, seeds, first_seed, capture_target):
-            return True
+        message = denoise_message(denoise)
+        if message is not True or None in (taus, seeds, first_seed, capture_target):
+            return message
         return _plan_message(lambda: CalibrationPlan(parse_taus(taus), seeds, first_seed, capture_target))
 
     @classmethod
@@ -280,8 +271,9 @@ class Calibrate(io.ComfyNode):
                 sampler_name, scheduler, denoise, taus, capture_target, warmup_steps, cooldown_steps,
                 frames_per_candidate, rank_by=AVERAGE, aspect_weights=DEFAULT_ASPECT_WEIGHTS) -> io.NodeOutput:
         plan = CalibrationPlan(parse_taus(taus), seeds, first_seed, capture_target)
-        if not 0.0 < denoise <= 1.0:
-            raise ValueError(cls.validate_inputs(denoise=denoise))
+        message = denoise_message(denoise)
+        if message is not True:
+            raise ValueError(message)
         check_latent(latent_image)
         stage = KSamplerStage(model, positive, negative, steps, cfg, sampler_name, scheduler, denoise)
 

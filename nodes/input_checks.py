@@ -29,3 +29,10 @@ def split_step_message(steps, split_step) -> str | bool:
         return (f"split_step: got {split_step} with steps {steps}; use a step from 1 to {steps - 1} (the high-noise "
                 "expert runs the steps before it, the low-noise expert the rest; the official graph splits 20 at 10)")
     return True
+
+
+def denoise_message(denoise) -> str | bool:
+    """validate_inputs' answer for a KSampler-style denoise (None while it comes from a link)."""
+    if denoise is not None and not 0.0 < denoise <= 1.0:
+        return f"denoise: got {denoise}; use a value above 0 and at most 1 (1.0 samples from pure noise)"
+    return True

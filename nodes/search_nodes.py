@@ -7,7 +7,7 @@ from ..cachedsearch_core import MAX_CANDIDATES, Ranking, candidate_seeds, parse_
 from ..cachedsearch_core.pick import VERIFIERS_CHOICE, resolve_pick, with_pick_line
 from .budget_nodes import budget_input
 from .budget_search import run_budget_search
-from .input_checks import check_latent, check_same_latent_format, split_step_message
+from .input_checks import check_latent, check_same_latent_format, denoise_message, split_step_message
 from .panel_frames import decode_draft_frames, panel_rows
 from .pick import commit_pick, pick_choices, wait_for_click
 from .search import (
@@ -60,6 +60,21 @@ def _explore(recipe: StagedRecipe, seed: int, num_candidates: int, announce, pru
     if pruning is None:
         return run_search(recipe, seeds, announce)
     return pruning.search(recipe, seeds, announce)
+
+
+def ksampler_settings_inputs(steps_tooltip: str) -> list:
+    """A KSampler's steps, cfg, sampler, scheduler and denoise, as every node that samples like one takes them."""
+    return [
+        io.Int.Input("steps", default=50, min=1, max=10000, tooltip=steps_tooltip),
+        io.Float.Input("cfg", default=5.0, min=0.0, max=100.0, step=0.1, round=0.01,
+                       tooltip="Classifier-free guidance scale."),
+        io.Combo.Input("sampler_name", options=comfy.samplers.KSampler.SAMPLERS, default="uni_pc",
+                       tooltip="Sampling algorithm, as in KSampler."),
+        io.Combo.Input("scheduler", options=comfy.samplers.KSampler.SCHEDULERS, default="simple",
+                       tooltip="Sigma schedule, as in KSampler."),
+        io.Float.Input("denoise", default=1.0, min=0.0, max=1.0, step=0.01,
+                       tooltip="1.0 samples from pure noise; lower keeps part of the input latent."),
+    ]
 
 
 def _preview_vae_input():
@@ -119,15 +134,7 @@ class SearchSampler(io.ComfyNode):
                 io.Latent.Input("latent_image", tooltip="A batch-1 latent (empty video latent, or one with a "
                                 "noise mask)."),
                 *_search_inputs(),
-                io.Int.Input("steps", default=50, min=1, max=10000, tooltip="Sampling steps per candidate."),
-                io.Float.Input("cfg", default=5.0, min=0.0, max=100.0, step=0.1, round=0.01,
-                               tooltip="Classifier-free guidance scale."),
-                io.Combo.Input("sampler_name", options=comfy.samplers.KSampler.SAMPLERS, default="uni_pc",
-                               tooltip="Sampling algorithm, as in KSampler."),
-                io.Combo.Input("scheduler", options=comfy.samplers.KSampler.SCHEDULERS, default="simple",
-                               tooltip="Sigma schedule, as in KSampler."),
-                io.Float.Input("denoise", default=1.0, min=0.0, max=1.0, step=0.01,
-                               tooltip="1.0 samples from pure noise; lower keeps part of the input latent."),
+                *ksampler_settings_inputs("Sampling steps per candidate."),
                 _pruning_input(),
                 budget_input(),
                 _preview_vae_input(),
@@ -139,9 +146,8 @@ class SearchSampler(io.ComfyNode):
 
     @classmethod
     def validate_inputs(cls, seed=None, num_candidates=None, denoise=None):
-        if denoise is not None and not 0.0 < denoise <= 1.0:
-            return f"denoise: got {denoise}; use a value above 0 and at most 1 (1.0 samples from pure noise)"
-        return _seed_range_message(seed, num_candidates)
+        message = denoise_message(denoise)
+        return _seed_range_message(seed, num_candidates) if message is True else message
 
     @classmethod
     def execute(cls, model, positive, negative, latent_image, seed, num_candidates, steps, cfg, sampler_name,
