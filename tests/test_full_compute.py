@@ -123,6 +123,18 @@ def test_easycache_on_both_experts_explores_and_the_commit_is_the_official_graph
     assert torch.equal(delivered["samples"], reference["samples"])
 
 
+def test_easycache_explores_for_the_distributed_sampler_and_its_commit_is_the_stock_ksampler(engine, wan):
+    base, positive, negative, latent = wan
+    cached = engine.one("EasyCache", model=base, **FOREIGN_CACHES["EasyCache"])
+    _, candidates, report, _ = node_output(engine, "CachedSearchDistributedSampler", model=cached, positive=positive,
+                                           negative=negative, latent_image=latent, seed=SEED, num_candidates=2,
+                                           worker_timeout=60.0, **SETTINGS).result
+    assert "EasyCache (reuse_threshold 2)" in report and "no workers" in report
+    assert all(draft.calls_skipped > 0 for draft in candidates.drafts)
+    delivered, seed, _ = recommit(engine, candidates, "0 1").result
+    assert seed == SEED + 1 and torch.equal(delivered["samples"], stock(engine, wan, SEED + 1))
+
+
 def pruning_plan(engine):
     from scripts.tiny_models import WAN21_VAE_FILE
 
