@@ -592,6 +592,10 @@ def build(object_info: dict) -> dict[str, tuple[dict, dict]]:
         gui = api_to_gui(api, object_info, layout, {k: v for k, v in (TITLES | workflow.get("titles", {})).items() if k in api},
                          notes=[(workflow["note"], note_box)], groups=groups,
                          bypassed=workflow["bypassed"])
+        for key, node in zip(api, gui["nodes"]):
+            # The missing-nodes dialog and ComfyUI-Manager name a pack (and offer it) from these.
+            node["properties"].update(node_packs.workflow_properties(
+                object_info[node["type"]].get("python_module", ""), comfy_runtime.EXTENSION_FOLDER))
         for key, properties in workflow.get("node_properties", {}).items():
             gui["nodes"][list(api).index(key)]["properties"].update(properties)
         # The API twin is what the frontend queues for the GUI file (every widget, defaults included).

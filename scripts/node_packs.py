@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import tomllib
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -35,11 +36,22 @@ def runtimes_folders() -> list[pathlib.Path]:
 
 @dataclasses.dataclass(frozen=True)
 class NodePack:
-    """A node pack snapshot: its archive's name and sha256, and the folder a git clone of it would make."""
+    """A node pack snapshot: its archive's name and sha256, the folder a git clone of it would make, and how the
+    Comfy Registry and ComfyUI-Manager know it (its pyproject's name and repository)."""
 
     folder: str
     archive_name: str
     sha256: str
+    registry_id: str
+    repository: str  # owner/name on GitHub
+    registry_version: str | None = None  # None: the snapshot is not a registry release
+
+    @property
+    def workflow_properties(self) -> dict:
+        """What a workflow node of this pack carries so the frontend's missing-nodes dialog and ComfyUI-Manager name
+        the pack and offer to install it."""
+        properties = {"cnr_id": self.registry_id, "aux_id": self.repository}
+        return properties | ({"ver": self.registry_version} if self.registry_version else {})
 
     def find_archive(self) -> pathlib.Path | None:
         for folder in runtimes_folders():
@@ -69,7 +81,30 @@ class NodePack:
 
 
 DISTRIBUTED = NodePack("ComfyUI-Distributed", "ComfyUI-Distributed-1.4.4.tar.xz",
-                       "e8908453d8060015f7e87f480e9f9c0b9bd7c17dc130f88b52d629520394be5a")
+                       "e8908453d8060015f7e87f480e9f9c0b9bd7c17dc130f88b52d629520394be5a",
+                       "ComfyUI-Distributed", "robertvoy/ComfyUI-Distributed", "1.4.4")
 # city96's ComfyUI-GGUF at commit 795e451 (Unet Loader (GGUF), GGUFModelPatcher); needs the `gguf` package.
+# Its GitHub main says version 2.0.0; the registry's releases are 1.x, so no registry version is claimed.
 GGUF = NodePack("ComfyUI-GGUF", "ComfyUI-GGUF-795e451.tar.xz",
-                "659251ff025961b4a087982bde865e5f62adda9a5984ebd47c01321d9491fe7f")
+                "659251ff025961b4a087982bde865e5f62adda9a5984ebd47c01321d9491fe7f",
+                "comfyui-gguf", "city96/ComfyUI-GGUF")
+PACKS = (DISTRIBUTED, GGUF)
+
+
+def own_workflow_properties() -> dict:
+    """CachedSearch's own registry id, repository and version, from its pyproject.toml."""
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    repository = project["urls"]["Repository"].removeprefix("https://github.com/")
+    return {"cnr_id": project["name"], "aux_id": repository, "ver": project["version"]}
+
+
+def workflow_properties(python_module: str, own_folder: str) -> dict:
+    """The registry properties of a node whose ``/object_info`` python_module is ``python_module``: CachedSearch's
+    (installed as ``custom_nodes/<own_folder>``), a known pack's, or none for ComfyUI's own nodes."""
+    if not python_module.startswith("custom_nodes."):
+        return {}
+    folder = python_module.split(".", 1)[1]
+    if folder == own_folder:
+        return own_workflow_properties()
+    pack = next((pack for pack in PACKS if pack.folder == folder), None)
+    return pack.workflow_properties if pack is not None else {}

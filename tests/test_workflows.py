@@ -79,6 +79,28 @@ def test_workflow_nodes_links_and_widgets_are_valid_on_the_live_server(object_in
                 assert value <= options["max"], (name, input_name)
 
 
+def test_every_node_from_a_pack_names_its_pack_for_the_missing_nodes_dialog(object_info):
+    """A node CachedSearch or another pack provides carries its registry id and repository, so the frontend and
+    ComfyUI-Manager name the pack and offer to install it where it is missing; ComfyUI's own nodes carry none."""
+    own = node_packs.own_workflow_properties()
+    known = {own["cnr_id"], *(pack.registry_id for pack in node_packs.PACKS)}
+    checked = set()
+    for path in sorted(WORKFLOWS.glob("*.json")):
+        for node in json.loads(path.read_text())["nodes"]:
+            info = object_info.get(node["type"])
+            module = info.get("python_module", "") if info is not None else None
+            if node["type"] in FRONTEND_ONLY_NODES or (module is not None and not module.startswith("custom_nodes.")):
+                assert "cnr_id" not in node["properties"], (path.name, node["type"])
+                continue
+            expected = own if node["type"].startswith("CachedSearch") else None
+            assert node["properties"].get("cnr_id") in known and node["properties"].get("aux_id"), \
+                (path.name, node["type"])
+            if expected is not None:
+                assert {key: node["properties"][key] for key in expected} == expected, (path.name, node["type"])
+            checked.add(node["type"])
+    assert {"DistributedCollector", "UnetLoaderGGUF", "CachedSearchSampler"} <= checked
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_gui_file_and_api_twin_describe_the_same_graph(object_info, name):
     """What this runtime's frontend queues for the GUI file is the API twin, less the inputs its nodes do not
