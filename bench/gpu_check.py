@@ -337,26 +337,12 @@ class GpuCheck:
                     clock.require(statistics.median(times[arm]), f"{arm} rollout {repeat + 1}")
                 _, seconds, calls = self.rollout(model, latent)
                 times[arm].append(seconds)
-                self.record_arm(figures, arm, times[arm], calls)
+                record_arm(figures, arm, times[arm], calls)
                 if arm == "full":
                     self.full_rollout_seconds[tokens] = figures["arms"]["full"]["median_s"]
                 self.results.save()
                 self.say(f"{label}: {arm} {repeat + 1}/{repeats} {seconds:.2f} s, computed {calls.computed} of "
                          f"{calls.computed + calls.skipped} calls")
-
-    def record_arm(self, figures: dict, arm: str, times: list, calls) -> None:
-        made = calls.computed + calls.skipped
-        median = statistics.median(times)
-        row = {"seconds": times, "median_s": median, "calls_made": made, "calls_computed": calls.computed,
-               "seconds_per_computed_call": median / calls.computed, "ideal_speedup": made / calls.computed}
-        full = figures["arms"].get("full")
-        if full is not None and arm != "full":
-            row["wall_speedup"] = full["median_s"] / median
-            row["wall_over_ideal"] = row["wall_speedup"] / row["ideal_speedup"]
-        if arm == "full":
-            check = figures["cache_check"]
-            check["share_of_computed_call"] = check["seconds_per_call"] / row["seconds_per_computed_call"]
-        figures["arms"][arm] = row
 
     def cache_check(self, latent) -> dict:
         """The cache's own work per call on this latent and device (CFG: two branches) and the host syncs it makes;
@@ -529,6 +515,22 @@ class GpuCheck:
             self.results.save()
         self.say(f"verifiers: {name} {row['seconds_per_candidate']:.3f} s per candidate, peak "
                  f"{row['peak_bytes'] / GIB:.2f} GiB ({count(parameters)} parameters)")
+
+
+def record_arm(figures: dict, arm: str, times: list, calls) -> None:
+    """One arm's row from its rollout times and calls (StageCalls); the full arm's fills the cache check's share."""
+    made = calls.computed + calls.skipped
+    median = statistics.median(times)
+    row = {"seconds": times, "median_s": median, "calls_made": made, "calls_computed": calls.computed,
+           "seconds_per_computed_call": median / calls.computed, "ideal_speedup": made / calls.computed}
+    full = figures["arms"].get("full")
+    if full is not None and arm != "full":
+        row["wall_speedup"] = full["median_s"] / median
+        row["wall_over_ideal"] = row["wall_speedup"] / row["ideal_speedup"]
+    if arm == "full":
+        check = figures["cache_check"]
+        check["share_of_computed_call"] = check["seconds_per_call"] / row["seconds_per_computed_call"]
+    figures["arms"][arm] = row
 
 
 def video_tokens(latent_shape) -> int:
