@@ -84,9 +84,9 @@ class Scale:
 REAL = Scale(
     name="real", model=MODELS["wan21_1.3b"], weight_dtype="bfloat16", vae_dim=96,
     videos=((832, 480, 33), (832, 480, 81)), steps=50, candidates=8, text_tokens=512, rollout_repeats=2,
-    easycache_rollouts=5, verifier_dtype="bfloat16",
+    easycache_rollouts=4, verifier_dtype="bfloat16",
     image_reward_prompt="word1 word2 word3 word4 word5 word6",  # bench/verifier_cost.py's stand-in vocabulary
-    verifier_clip=(81, 480, 832), budget=540.0, limits={"rollouts": 150.0, "search": 150.0, "verifiers": 70.0},
+    verifier_clip=(81, 480, 832), budget=540.0, limits={"rollouts": 150.0, "search": 180.0, "verifiers": 60.0},
     final_margin=10.0,
 )
 TOY = Scale(
@@ -640,8 +640,8 @@ def run_check(args, scale: Scale) -> dict:
     results.save()
     check.say(f"{results.data['check']['name']}: model built in {check.build_seconds:.1f} s; "
               f"{total.left():.0f} s left")
-    run_measurements(plan(check, scale), results, total, scale.final_margin, CancelAt, check.start_afresh,
-                     check.say)
+    steps = [step for step in plan(check, scale) if not args.only or step[0] in args.only]
+    run_measurements(steps, results, total, scale.final_margin, CancelAt, check.start_afresh, check.say)
     return results.data
 
 
@@ -788,8 +788,15 @@ def main() -> None:
     parser.add_argument("--started", type=float, help="epoch seconds the command started (default: now)")
     parser.add_argument("--tau", type=float, default=0.10)
     parser.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
+    parser.add_argument("--only", type=lambda text: text.split(","), default=[],
+                        help="comma-separated measurements to run (a rerun's: e.g. search,verifiers); keys as in "
+                        "gpu_check.json")
     args = parser.parse_args()
     scale = TOY if args.toy else REAL
+    keys = [f"rollouts_{size_name(video)}" for video in scale.videos] + ["search", "verifiers"]
+    unknown = sorted(set(args.only) - set(keys))
+    if unknown:
+        parser.error(f"--only: unknown measurement(s) {', '.join(unknown)}; use some of {','.join(keys)}")
     data = run_check(args, scale)
     print(markdown(data), flush=True)
     failed = [key for key, entry in data["measurements"].items() if entry["status"] == "failed"]
