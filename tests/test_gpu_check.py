@@ -9,7 +9,6 @@ import os
 import pathlib
 import subprocess
 import sys
-import time
 from types import SimpleNamespace
 
 import pytest
@@ -31,14 +30,12 @@ def toy_run(tmp_path_factory):
     the search commit)."""
     out = tmp_path_factory.mktemp("gpu_check")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(DEVICE_STUBS), os.environ.get("PYTHONPATH")])))
-    started = time.monotonic()
     completed = subprocess.run([sys.executable, "-m", "bench.gpu_check", "--toy", "--device", "cpu", "--tau", "10",
                                 "--out", str(out)], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
                                timeout=300)
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     data = json.loads((out / gpu_check.RESULTS_JSON).read_text())
-    return SimpleNamespace(data=data, markdown=(out / gpu_check.RESULTS_MARKDOWN).read_text(),
-                           stdout=completed.stdout, seconds=time.monotonic() - started)
+    return SimpleNamespace(data=data, markdown=(out / gpu_check.RESULTS_MARKDOWN).read_text(), stdout=completed.stdout)
 
 
 @pytest.mark.slow
@@ -51,7 +48,6 @@ def test_toy_check_measures_everything_in_order(toy_run):
     check = toy_run.data["check"]
     assert (check["scale"], check["device"], check["tau"]) == ("toy", "cpu", 10)
     assert check["model_parameters"] > 0
-    assert toy_run.seconds < 120  # about 20 s on the 2-core machine
 
 
 @pytest.mark.slow
