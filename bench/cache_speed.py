@@ -75,7 +75,8 @@ def main() -> None:
     )
     sample(cached)  # warm-up run also yields the skip count to match
     target_skips = cached_runs[-1].calls_skipped
-    easycache, threshold, easycache_skips = match_easycache(one, model, sample, target_skips)
+    easycache, threshold, easycache_skips = match_easycache(
+        one, model, lambda patched: count_easycache_skips(patched, sample), target_skips)
 
     arms = {"full": model, "cachedsearch": cached, "easycache": easycache}
     times = {name: [] for name in arms}
@@ -109,15 +110,20 @@ def main() -> None:
           f"{100 * check_seconds / forward_seconds:.2f} % of one forward ({forward_seconds * 1e3:.1f} ms)")
 
 
-def match_easycache(one, model, sample, target_skips):
-    """EasyCache at the reuse_threshold whose skip count is closest to ``target_skips`` (bisection)."""
+# EasyCache's steps outside which it never skips, as the cache's warmup and cooldown of 5 steps in 50.
+EASYCACHE_WINDOW = {"start_percent": 0.1, "end_percent": 0.9}
+
+
+def match_easycache(one, model, count_skips, target_skips, rollouts: int = 12):
+    """EasyCache at the reuse_threshold whose skip count is closest to ``target_skips``: (patched model,
+    threshold, skips), by bisection over at most ``rollouts`` rollouts (``count_skips(patched)`` runs one and returns
+    the calls it skipped)."""
     low, high = 0.0, 3.0
     best = None
-    for _ in range(12):
+    for _ in range(rollouts):
         threshold = (low + high) / 2
-        patched = one("EasyCache", model=model, reuse_threshold=threshold, start_percent=0.1, end_percent=0.9,
-                      verbose=False)
-        skipped = count_easycache_skips(patched, sample)
+        patched = one("EasyCache", model=model, reuse_threshold=threshold, verbose=False, **EASYCACHE_WINDOW)
+        skipped = count_skips(patched)
         if best is None or abs(skipped - target_skips) < abs(best[2] - target_skips):
             best = (patched, threshold, skipped)
         if skipped == target_skips:
@@ -142,19 +148,37 @@ def count_easycache_skips(patched, sample) -> int:
     return skip_log.skipped
 
 
-def time_cache_check(extension, latent, repeats: int = 200) -> float:
-    """Seconds per call of the cache's own work on a skipping call (CFG: two branches)."""
+def cache_check_call(extension, latent_shape, device="cpu"):
+    """The cache's own work on a skipping call (CFG: two branches, latent-sized, on ``device``), as ComfyUI's
+    wrapper makes it (the sigma a one-element tensor on the device): returns ``call(step)`` for steps 1 to 1000,
+    after the anchoring call of step 0."""
     import torch
 
     core = extension.cachedsearch_core
-    cache = core.TransformationVectorCache(core.StepCacheConfig(tau=1e9, warmup_steps=0, cooldown_steps=0),
-                                           [1.0 - i / 1000 for i in range(1001)])
-    x = torch.randn((2, *latent.shape[1:]))
+    schedule = [1.0 - i / 1000 for i in range(1001)]
+    cache = core.TransformationVectorCache(core.StepCacheConfig(tau=1e9, warmup_steps=0, cooldown_steps=0), schedule)
+    x = torch.randn((2, *latent_shape[1:]), device=device)
+    sigmas = torch.tensor(schedule, device=device)
     keys = [("uncond", 0), ("cond", 1)]
-    cache(lambda: x * 0.5, x, 1.0, keys)
+
+    def call(step: int):
+        return cache(lambda: x * 0.5, x, sigmas[step : step + 1], keys)
+
+    call(0)
+    return call
+
+
+def time_cache_check(extension, latent, repeats: int = 200, device="cpu") -> float:
+    """Seconds per call of the cache's own work on a skipping call (CFG: two branches), on ``device``."""
+    import torch
+
+    call = cache_check_call(extension, latent.shape, device)
+    synchronize = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
+    synchronize()
     start = time.perf_counter()
     for step in range(1, repeats + 1):
-        cache(lambda: x * 0.5, x, 1.0 - step / 1000, keys)
+        call(step)
+    synchronize()
     return (time.perf_counter() - start) / repeats
 
 

@@ -38,6 +38,22 @@ MODELS = {
 }
 
 
+def load_random_model(spec: dict, weight_dtype: str | None = None, compute_dtype: str | None = None):
+    """The model of ``spec`` (one of MODELS) with random weights through ComfyUI's loader (the function behind Load
+    Diffusion Model), in its released weight dtype or ``weight_dtype``, computing in ``compute_dtype`` (None:
+    ComfyUI's choice). Returns (ModelPatcher, parameter count)."""
+    import comfy.sd
+    import torch
+
+    weights = weight_dtype or spec["dtype"]
+    compute = compute_dtype or spec["compute"]
+    state = tiny_models.wan21_state_dict(spec["model_type"], num_layers=spec["num_layers"], dim=spec["dim"],
+                                         ffn_dim=spec["ffn_dim"], dtype=getattr(torch, weights))
+    parameters = sum(tensor.numel() for tensor in state.values())
+    options = {"dtype": getattr(torch, compute)} if compute else {}
+    return comfy.sd.load_diffusion_model_state_dict(state, model_options=options), parameters
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", choices=sorted(MODELS), default="wan21_1.3b")
@@ -55,7 +71,6 @@ def main() -> None:
     nodes = comfy_runtime.load_in_process(base)
     extension = comfy_runtime.loaded_extension(base)
     mapping = nodes.NODE_CLASS_MAPPINGS
-    import comfy.sd
 
     def run(node_id, **inputs):
         return comfy_runtime.run_node(mapping[node_id], **inputs)
@@ -65,12 +80,7 @@ def main() -> None:
         return result
 
     spec = MODELS[args.model]
-    state = tiny_models.wan21_state_dict(spec["model_type"], num_layers=spec["num_layers"], dim=spec["dim"],
-                                         ffn_dim=spec["ffn_dim"], dtype=getattr(torch, spec["dtype"]))
-    parameters = sum(tensor.numel() for tensor in state.values())
-    options = {"dtype": getattr(torch, spec["compute"])} if spec["compute"] else {}
-    loaded = comfy.sd.load_diffusion_model_state_dict(state, model_options=options)
-    del state
+    loaded, parameters = load_random_model(spec)
     detected = type(loaded.model.model_config).__name__
     model = one("ModelSamplingSD3", model=loaded, shift=8.0)
     positive = one("CachedSearchTestConditioning", text_seed=1, tokens=16, pooled=False)

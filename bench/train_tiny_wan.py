@@ -42,9 +42,9 @@ def main() -> None:
     parser.add_argument("--save-every", type=int, default=500, help="also save every this many steps")
     args = parser.parse_args()
 
-    from scripts.comfy_runtime import import_comfy_on_cpu
+    from scripts.comfy_runtime import import_comfy
 
-    comfy_args = import_comfy_on_cpu()
+    comfy_args = import_comfy()
     comfy_args.use_pytorch_cross_attention = True  # the CPU default (sub-quadratic) cannot backpropagate
     import copy
 

@@ -84,19 +84,26 @@ class LayerTimer:
         self.seconds += time.perf_counter() - self._start
 
 
-def measure(dtype_name: str, frames: int, candidates: int) -> str:
-    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype_name]
+def random_video_score(vision_layers: int, text_layers: int, dtype: torch.dtype, device="cpu") -> VideoScore:
+    """VideoScore-v1.1's architecture at full width with ``vision_layers`` and ``text_layers`` layers and random
+    weights (normal, std 0.02), made in ``dtype`` on ``device`` (no copy elsewhere first), with the processor."""
     torch.manual_seed(0)
-    config = idefics2_8b_config(1, 1)
+    config = idefics2_8b_config(vision_layers, text_layers)
     with torch.device("meta"):
-        network = VideoScoreNetwork(config)
-    network.to_empty(device="cpu")
+        network = VideoScoreNetwork(config).to(dtype)
+    network.to_empty(device=device)
     for parameter in network.parameters():
         torch.nn.init.normal_(parameter, std=0.02)
+    # Rotary frequencies are computed, not loaded: rebuilt as VideoScore.from_folder does (float32).
     text_model = network.model.text_model
-    text_model.rotary_emb = type(text_model.rotary_emb)(config=config.text_config)
-    network = network.to(dtype).eval()
-    model = VideoScore(network, processor())
+    text_model.rotary_emb = type(text_model.rotary_emb)(config=config.text_config).to(device)
+    return VideoScore(network.eval(), processor())
+
+
+def measure(dtype_name: str, frames: int, candidates: int) -> str:
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype_name]
+    model = random_video_score(1, 1, dtype)
+    network = model.network
     vision_timer = LayerTimer(network.model.vision_model.encoder.layers[0])
     text_timer = LayerTimer(network.model.text_model.layers[0])
 

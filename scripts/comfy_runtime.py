@@ -2,8 +2,8 @@
 
 Two levels, both with this repository installed as a custom-node pack beside
 the test-only synthetic-conditioning pack:
-- ``load_in_process``: imports ComfyUI into this process (CPU), for direct
-  node calls;
+- ``load_in_process``: imports ComfyUI into this process (on the CPU, or on
+  the GPU ComfyUI finds with ``cpu=False``), for direct node calls;
 - ``ComfyServer``: starts ``main.py`` as a subprocess on loopback, with a small
   HTTP client for ``POST /prompt`` and ``/history``.
 """
@@ -63,25 +63,27 @@ def prepare_base_directory(base_dir: pathlib.Path) -> pathlib.Path:
     return base_dir
 
 
-def import_comfy_on_cpu(base_dir: pathlib.Path | None = None):
-    """Put ComfyUI on sys.path and select the CPU; call before any other ``comfy`` import."""
+def import_comfy(base_dir: pathlib.Path | None = None, cpu: bool = True):
+    """Put ComfyUI on sys.path and select the CPU (``cpu=False``: the device ComfyUI picks itself, as ``main.py``
+    without ``--cpu``); call before any other ``comfy`` import."""
     root = comfyui_root()
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     import comfy.cli_args
     import utils.install_util  # noqa: F401  ComfyUI's top-level utils package, before anything can shadow it
 
-    comfy.cli_args.args.cpu = True
+    comfy.cli_args.args.cpu = cpu
     comfy.cli_args.args.disable_api_nodes = True
     if base_dir is not None:
         comfy.cli_args.args.base_directory = str(base_dir)
     return comfy.cli_args.args
 
 
-def load_in_process(base_dir: pathlib.Path):
-    """Import ComfyUI on the CPU with ``base_dir`` as its base directory; returns its ``nodes`` module."""
+def load_in_process(base_dir: pathlib.Path, cpu: bool = True):
+    """Import ComfyUI on the CPU (``cpu=False``: on its own choice of device) with ``base_dir`` as its base
+    directory; returns its ``nodes`` module."""
     prepare_base_directory(base_dir)
-    import_comfy_on_cpu(base_dir)
+    import_comfy(base_dir, cpu)
     import folder_paths
     import nodes
 

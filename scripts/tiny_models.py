@@ -461,8 +461,8 @@ def generate_tiny_models(models_dir: pathlib.Path) -> None:
 
 
 if __name__ == "__main__":
-    from scripts.comfy_runtime import import_comfy_on_cpu
+    from scripts.comfy_runtime import import_comfy
 
-    import_comfy_on_cpu()
+    import_comfy()
     for written in write_tiny_models(pathlib.Path(sys.argv[1])).values():
         print(written)
