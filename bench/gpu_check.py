@@ -391,9 +391,9 @@ class GpuCheck:
             lambda: self.rollout(self.model, latent, SEARCH_SEED))
         self.decode(samples)  # loads the VAE
         frames, decode_seconds = self.timed(lambda: self.decode(samples))
-        mean_frame_score = self.extension.cachedsearch_core.image_reward.mean_frame_score
-        mean_frame_score(verifier.score, prompt, frames, VERIFIER_FRAMES)  # loads the verifier
-        _, score_seconds = self.timed(lambda: mean_frame_score(verifier.score, prompt, frames, VERIFIER_FRAMES))
+        judge = self.extension.cachedsearch_core.judge.FrameJudge(verifier, prompt, VERIFIER_FRAMES)
+        judge.score(frames)  # loads the verifier
+        _, score_seconds = self.timed(lambda: judge.score(frames))
         candidate_seconds = full_seconds + decode_seconds + score_seconds
         figures["full_candidate"] = {"rollout_s": full_seconds, "decode_s": decode_seconds, "score_s": score_seconds,
                                      "total_s": candidate_seconds, "calls": full_calls.computed,
