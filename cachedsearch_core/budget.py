@@ -108,6 +108,7 @@ class BudgetLedger:
     def reset(self) -> None:
         self.draft_costs: list[float] = []
         self.stopped_draft_cost: float | None = None
+        self.stopped_draft_seconds = 0.0
         self.stopped_draft_skipped = False
         self._every_draft_skipped_nothing = True
         self._computed_calls = 0
@@ -169,7 +170,7 @@ class BudgetLedger:
         if allowance is not None:
             spent = sum(self.draft_costs) + self._current_cost(now) + self._next_call_cost()
             if spent > allowance:
-                self.stopped_draft_cost = self._current_cost(now)
+                self._stop_draft(self._current_cost(now), now)
                 raise BudgetSpent
         self._current_calls += 1
 
@@ -183,7 +184,7 @@ class BudgetLedger:
         if skipped_calls and self.commit_free():
             full = self.full_cost()
             if sum(self.draft_costs) + cost > (self.plan.rollouts - 1) * full:
-                self.stopped_draft_cost = cost
+                self._stop_draft(cost, now)
                 self.stopped_draft_skipped = True
                 raise BudgetSpent
         seconds = now - self._current_start
@@ -195,13 +196,18 @@ class BudgetLedger:
         self._draft_seconds += seconds
         self._rollout_calls = max(self._rollout_calls, total_calls)
 
+    def _stop_draft(self, cost: float, now: float) -> None:
+        """Record what the draft in progress spent when the budget stopped it."""
+        self.stopped_draft_cost = cost
+        self.stopped_draft_seconds = now - self._current_start
+
     def outcome(self) -> BudgetOutcome:
         if not self.draft_costs:
             raise ValueError("budget: no draft finished, so there is no width to report")
         stopped_calls = self._current_calls if self.stopped_draft_cost is not None else 0
         return BudgetOutcome(self.plan, tuple(self.draft_costs), self.full_cost(), self.stopped_draft_cost,
                              commit_free=self.commit_free(), stopped_draft_skipped=self.stopped_draft_skipped,
-                             stopped_draft_calls=stopped_calls)
+                             stopped_draft_calls=stopped_calls, stopped_draft_seconds=self.stopped_draft_seconds)
 
 
 def format_cost(value: float, unit: BudgetUnit) -> str:
@@ -220,6 +226,8 @@ class BudgetOutcome:
     # The stopped draft ran to its end but skipped calls, so the recommit would have cost a full rollout again.
     stopped_draft_skipped: bool = False
     stopped_draft_calls: int = 0  # transformer calls the stopped draft computed, in either unit
+    # Seconds the stopped draft ran, in either unit: measured on this machine, not part of what the budget decided.
+    stopped_draft_seconds: float = dataclasses.field(default=0.0, compare=False)
 
     @property
     def width(self) -> int:

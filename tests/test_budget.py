@@ -67,6 +67,17 @@ def test_the_budget_line_adds_up_with_the_stopped_drafts_calls():
     assert "stopped draft" not in run_scripted_search(BudgetPlan(2), [8, 8], total=8).lines()[1]
 
 
+def test_the_stopped_draft_keeps_its_calls_and_seconds_in_either_unit():
+    # Best-of-2 in calls, 8 per rollout: the second draft may compute 3 calls; its 4th, at 0.6 s into it, is refused.
+    ledger = BudgetLedger(BudgetPlan(2, max_candidates=8))
+    draft_with_calls(ledger, 5, 8, seconds=1.0, start=0.0)
+    with pytest.raises(BudgetSpent):
+        draft_with_calls(ledger, 5, 8, seconds=1.0, start=1.0)
+    outcome = ledger.outcome()
+    assert (outcome.stopped_draft_cost, outcome.stopped_draft_calls) == (3, 3)
+    assert outcome.stopped_draft_seconds == pytest.approx(0.6)
+
+
 def test_max_candidates_ends_a_search_with_budget_left():
     outcome = run_scripted_search(BudgetPlan(4, max_candidates=3), [10] * 10, total=100)
     assert (outcome.width, outcome.stopped_draft_cost) == (3, None)
