@@ -7,8 +7,13 @@ import dataclasses
 import enum
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
+from .cost import break_even_width
 from .search import MAX_CANDIDATES
+
+if TYPE_CHECKING:
+    from .cost import SearchCost
 
 
 def predicted_full_cost(draft_cost: float, computed_fraction: float) -> float:
@@ -249,13 +254,23 @@ class BudgetOutcome:
 
     @property
     def break_even_width(self) -> float:
+        """Predicted, in the plan's unit (``cost.break_even_width``)."""
         mean_draft = sum(self.draft_costs) / self.width
-        if mean_draft >= self.full_cost:
-            return math.inf
-        return self.recommit_cost / self.full_cost / (1.0 - mean_draft / self.full_cost)
+        return break_even_width(mean_draft / self.full_cost, self.recommit_cost / self.full_cost)
 
-    def lines(self, commit_cost: float | None = None) -> list[str]:
-        """Report lines; ``commit_cost`` (measured, in the plan's unit) adds the predicted-vs-measured check."""
+    def measured(self, cost: SearchCost) -> tuple[float, float] | None:
+        """The recommit's and the whole search's measured cost in the plan's unit, as the search's cost model
+        counts them (calls: search calls + commit calls; wall time: search seconds + commit seconds); None until a
+        commit ran (keep runs none)."""
+        if not cost.commit_ran:
+            return None
+        if self.plan.unit is BudgetUnit.CALLS:
+            return cost.commit_calls, cost.total_calls
+        return cost.commit_seconds, cost.total_seconds
+
+    def lines(self, search_cost: SearchCost | None = None) -> list[str]:
+        """Report lines; with the search's cost model (``search_cost``) after a commit, the predicted-vs-measured
+        check."""
         unit, m = self.plan.unit, self.plan.rollouts
 
         def cost(value):
@@ -281,8 +296,9 @@ class BudgetOutcome:
             f"budget: N = {self.width} chosen ({ended}); drafts {cost(sum(self.draft_costs))}{stopped} + recommit "
             f"{recommit} predicted = {cost(self.predicted_total)} of {cost(self.budget)}; {comparison}"
         )
-        if commit_cost is not None:
-            measured_total = self.predicted_total - self.recommit_cost + commit_cost
+        measured = self.measured(search_cost) if search_cost is not None else None
+        if measured is not None:
+            commit_cost, measured_total = measured
             lines.append(
                 f"budget: recommit predicted {cost(self.recommit_cost)}, measured {cost(commit_cost)}; search total "
                 f"predicted {cost(self.predicted_total)}, measured {cost(measured_total)} "
