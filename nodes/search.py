@@ -268,11 +268,6 @@ class SearchCandidates:
         return len(self.drafts)
 
     @property
-    def width(self) -> int:
-        """How many candidates the search started, pruned ones included (N of full best-of-N)."""
-        return len(self.pruning.seeds) if self.pruning is not None else len(self.drafts)
-
-    @property
     def first_seed(self) -> int:
         return self.pruning.seeds[0] if self.pruning is not None else self.drafts[0].seed
 
