@@ -72,8 +72,8 @@ def write_frames(server) -> list[dict]:
 
 def stored_results_workflow(tiny: dict, object_info: dict, frames: list[dict]) -> dict:
     """The tiny workflow carrying results as a saved workflow does: an older CachedSearch's payload on the
-    samplers and the Recommit (no frames, no cost in calls), the agreed newer one on the Verifier (frames, margins, the verifier's
-    scale, a pruned candidate numbered in seed order)."""
+    samplers and the Recommit (no frames, no cost in calls), the agreed newer one on the Verifier (frames, margins,
+    the verifier's scale, a pruned candidate numbered in seed order)."""
     layout, _ = column_layout(tiny, {key: index % 5 for index, key in enumerate(tiny)}, object_info)
     gui = api_to_gui(tiny, object_info, layout)
     drafts = [{"candidate": i + 1, "seed": 7 + i, "seconds": 41.25, "skipped": 29, "calls": 50} for i in range(3)]
