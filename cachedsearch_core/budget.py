@@ -7,8 +7,13 @@ import dataclasses
 import enum
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
+from .cost import break_even_width
 from .search import MAX_CANDIDATES
+
+if TYPE_CHECKING:
+    from .cost import SearchCost
 
 
 def predicted_full_cost(draft_cost: float, computed_fraction: float) -> float:
@@ -108,6 +113,7 @@ class BudgetLedger:
     def reset(self) -> None:
         self.draft_costs: list[float] = []
         self.stopped_draft_cost: float | None = None
+        self.stopped_draft_seconds = 0.0
         self.stopped_draft_skipped = False
         self._every_draft_skipped_nothing = True
         self._computed_calls = 0
@@ -169,7 +175,7 @@ class BudgetLedger:
         if allowance is not None:
             spent = sum(self.draft_costs) + self._current_cost(now) + self._next_call_cost()
             if spent > allowance:
-                self.stopped_draft_cost = self._current_cost(now)
+                self._stop_draft(self._current_cost(now), now)
                 raise BudgetSpent
         self._current_calls += 1
 
@@ -183,7 +189,7 @@ class BudgetLedger:
         if skipped_calls and self.commit_free():
             full = self.full_cost()
             if sum(self.draft_costs) + cost > (self.plan.rollouts - 1) * full:
-                self.stopped_draft_cost = cost
+                self._stop_draft(cost, now)
                 self.stopped_draft_skipped = True
                 raise BudgetSpent
         seconds = now - self._current_start
@@ -195,13 +201,18 @@ class BudgetLedger:
         self._draft_seconds += seconds
         self._rollout_calls = max(self._rollout_calls, total_calls)
 
+    def _stop_draft(self, cost: float, now: float) -> None:
+        """Record what the draft in progress spent when the budget stopped it."""
+        self.stopped_draft_cost = cost
+        self.stopped_draft_seconds = now - self._current_start
+
     def outcome(self) -> BudgetOutcome:
         if not self.draft_costs:
             raise ValueError("budget: no draft finished, so there is no width to report")
         stopped_calls = self._current_calls if self.stopped_draft_cost is not None else 0
         return BudgetOutcome(self.plan, tuple(self.draft_costs), self.full_cost(), self.stopped_draft_cost,
                              commit_free=self.commit_free(), stopped_draft_skipped=self.stopped_draft_skipped,
-                             stopped_draft_calls=stopped_calls)
+                             stopped_draft_calls=stopped_calls, stopped_draft_seconds=self.stopped_draft_seconds)
 
 
 def format_cost(value: float, unit: BudgetUnit) -> str:
@@ -220,6 +231,8 @@ class BudgetOutcome:
     # The stopped draft ran to its end but skipped calls, so the recommit would have cost a full rollout again.
     stopped_draft_skipped: bool = False
     stopped_draft_calls: int = 0  # transformer calls the stopped draft computed, in either unit
+    # Seconds the stopped draft ran, in either unit: measured on this machine, not part of what the budget decided.
+    stopped_draft_seconds: float = dataclasses.field(default=0.0, compare=False)
 
     @property
     def width(self) -> int:
@@ -241,13 +254,23 @@ class BudgetOutcome:
 
     @property
     def break_even_width(self) -> float:
+        """Predicted, in the plan's unit (``cost.break_even_width``)."""
         mean_draft = sum(self.draft_costs) / self.width
-        if mean_draft >= self.full_cost:
-            return math.inf
-        return self.recommit_cost / self.full_cost / (1.0 - mean_draft / self.full_cost)
+        return break_even_width(mean_draft / self.full_cost, self.recommit_cost / self.full_cost)
 
-    def lines(self, commit_cost: float | None = None) -> list[str]:
-        """Report lines; ``commit_cost`` (measured, in the plan's unit) adds the predicted-vs-measured check."""
+    def measured(self, cost: SearchCost) -> tuple[float, float] | None:
+        """The recommit's and the whole search's measured cost in the plan's unit, as the search's cost model
+        counts them (calls: search calls + commit calls; wall time: search seconds + commit seconds); None until a
+        commit ran (keep runs none)."""
+        if not cost.commit_ran:
+            return None
+        if self.plan.unit is BudgetUnit.CALLS:
+            return cost.commit_calls, cost.total_calls
+        return cost.commit_seconds, cost.total_seconds
+
+    def lines(self, search_cost: SearchCost | None = None) -> list[str]:
+        """Report lines; with the search's cost model (``search_cost``) after a commit, the predicted-vs-measured
+        check."""
         unit, m = self.plan.unit, self.plan.rollouts
 
         def cost(value):
@@ -273,8 +296,9 @@ class BudgetOutcome:
             f"budget: N = {self.width} chosen ({ended}); drafts {cost(sum(self.draft_costs))}{stopped} + recommit "
             f"{recommit} predicted = {cost(self.predicted_total)} of {cost(self.budget)}; {comparison}"
         )
-        if commit_cost is not None:
-            measured_total = self.predicted_total - self.recommit_cost + commit_cost
+        measured = self.measured(search_cost) if search_cost is not None else None
+        if measured is not None:
+            commit_cost, measured_total = measured
             lines.append(
                 f"budget: recommit predicted {cost(self.recommit_cost)}, measured {cost(commit_cost)}; search total "
                 f"predicted {cost(self.predicted_total)}, measured {cost(measured_total)} "

@@ -1,11 +1,10 @@
 """What the result panels show, as plain data: one row per candidate in seed order (pruned ones included), each
-score's rank and margin, what the verifier's score means, the search's cost in transformer calls next to seconds,
-and which decoded frames a row gets ("CachedSearch: Training-Free Cached Exploration for Test-Time Search in Video
-Diffusion", Sec. 3.2-3.3)."""
+score's rank and margin, what the verifier's score means, and which decoded frames a row gets ("CachedSearch:
+Training-Free Cached Exploration for Test-Time Search in Video Diffusion", Sec. 3.2). The search's cost they show is
+``cost.SearchCost``."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
 import torch
@@ -120,73 +119,3 @@ def candidate_rows(drafts: Sequence[Draft], stage_names: Sequence[str] = (), pru
         for row in rows:
             row["preview_score"] = preview_scores[row["seed"]]
     return sorted(rows, key=lambda row: row["candidate"])
-
-
-@dataclasses.dataclass(frozen=True)
-class CallsCost:
-    """A search's cost in transformer calls (exact, and what the time on a GPU follows) next to its seconds, against
-    full best-of-N of the same N candidates. A full rollout computes every call a finished draft computed or
-    skipped; a commit is one full rollout."""
-
-    num_candidates: int
-    search_calls: int  # computed by every draft, pruned and budget-stopped ones included
-    rollout_calls: int
-    search_seconds: float  # drafts, pruned drafts and preview scoring
-    commit_seconds: float | None = None  # a measured full rollout, once a commit ran
-    commit_calls: int | None = None  # counted during a commit; else a full rollout's calls
-
-    @property
-    def full_calls(self) -> int:
-        return self.num_candidates * self.rollout_calls
-
-    @property
-    def counted(self) -> bool:
-        """Calls are counted by the step cache; a model without one reports none."""
-        return self.rollout_calls > 0
-
-    @property
-    def calls_ratio(self) -> float | None:
-        return self.search_calls / self.full_calls if self.counted else None
-
-    @property
-    def calls_ratio_with_commit(self) -> float | None:
-        if not self.counted:
-            return None
-        commit = self.rollout_calls if self.commit_calls is None else self.commit_calls
-        return (self.search_calls + commit) / self.full_calls
-
-    @property
-    def seconds_ratio(self) -> float | None:
-        if not self.commit_seconds:
-            return None
-        return self.search_seconds / (self.num_candidates * self.commit_seconds)
-
-    @property
-    def seconds_ratio_with_commit(self) -> float | None:
-        if not self.commit_seconds:
-            return None
-        return (self.search_seconds + self.commit_seconds) / (self.num_candidates * self.commit_seconds)
-
-    def line(self, with_seconds: bool = True) -> str:
-        """The cost in one line, with the context that makes calls and seconds comparable; the seconds' ratios
-        (once a commit measured a full rollout) unless ``with_seconds`` is False."""
-        if not self.counted:
-            return ("transformer calls: not counted (no CachedSearch cache on this model, so the drafts cost as much "
-                    "as full rollouts)")
-        commit = self.rollout_calls if self.commit_calls is None else self.commit_calls
-        text = (f"transformer calls: the drafts computed {self.search_calls} of the {self.full_calls} that full "
-                f"best-of-{self.num_candidates} computes ({100 * self.calls_ratio:.1f} %); with the commit "
-                f"({commit}) {self.search_calls + commit} ({100 * self.calls_ratio_with_commit:.1f} %)")
-        if with_seconds and self.seconds_ratio is not None:
-            text += (f"; in seconds {100 * self.seconds_ratio:.1f} %, with the commit "
-                     f"{100 * self.seconds_ratio_with_commit:.1f} %")
-        return (text + ". Calls are exact and set the time on a GPU; seconds on this machine also count model "
-                "loading and overhead")
-
-    def as_dict(self) -> dict:
-        return {"calls_ratio": self.calls_ratio, "calls_ratio_with_commit": self.calls_ratio_with_commit,
-                "seconds_ratio": self.seconds_ratio, "seconds_ratio_with_commit": self.seconds_ratio_with_commit,
-                "search_calls": self.search_calls, "full_calls": self.full_calls,
-                "rollout_calls": self.rollout_calls, "commit_calls": self.commit_calls,
-                "search_seconds": round(self.search_seconds, 3), "commit_seconds": self.commit_seconds,
-                "num_candidates": self.num_candidates, "note": self.line()}

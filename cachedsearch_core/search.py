@@ -1,5 +1,5 @@
-"""Best-of-N search bookkeeping: seeds, drafts, ranking and the cost model
-(report Sec. 3.2-3.3)."""
+"""Best-of-N search bookkeeping: seeds, drafts, ranking and the search report (report Sec. 3.2); the cost model is
+``cost.py``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
+from .cost import SearchCost
 from .step_cache import INACTIVE_PREFIX
 
 MAX_CANDIDATES = 64
@@ -66,12 +67,6 @@ class Draft:
         return self.calls_skipped == 0
 
 
-def full_rollout_seconds(drafts: Sequence[Draft]) -> float | None:
-    """C_f measured without a commit: the mean seconds of the drafts that skipped nothing (None if none did)."""
-    full = [draft.seconds for draft in drafts if draft.skipped_nothing]
-    return sum(full) / len(full) if full else None
-
-
 @dataclasses.dataclass(frozen=True)
 class Ranking:
     """Verifier scores per candidate (seed order) and the winner, the first highest score."""
@@ -124,58 +119,19 @@ def parse_scores(text: str) -> tuple[float, ...]:
         ) from None
 
 
-@dataclasses.dataclass(frozen=True)
-class SearchCost:
-    """the report's Sec. 3.3: gamma = C_c / C_f, cost of commit relative to full best-of-N, break-even width.
-
-    commit_seconds: what delivering the winner cost; None for a full recommit (C_f). A winning draft that skipped
-    nothing already is the full-compute result, so its commit is free (0): cost(commit) = N C_c.
-    """
-
-    num_candidates: int
-    draft_seconds: float
-    full_seconds: float
-    commit_seconds: float | None = None
-
-    @property
-    def gamma(self) -> float:
-        return self.draft_seconds / self.full_seconds
-
-    @property
-    def delivery_seconds(self) -> float:
-        return self.full_seconds if self.commit_seconds is None else self.commit_seconds
-
-    @property
-    def relative_cost(self) -> float:
-        """(N C_c + C_commit) / (N C_f), with C_commit = C_f for a full recommit."""
-        n = self.num_candidates
-        return (n * self.draft_seconds + self.delivery_seconds) / (n * self.full_seconds)
-
-    @property
-    def break_even_width(self) -> float:
-        """Commit beats full best-of-N for N above C_commit / (C_f - C_c): 1 / (1 - gamma) with a full recommit,
-        0 (any width) with a free one; infinite when drafts are no cheaper than full rollouts."""
-        if self.gamma >= 1.0:
-            return math.inf
-        return self.delivery_seconds / self.full_seconds / (1.0 - self.gamma)
-
-
 def search_report(
     drafts: Sequence[Draft],
     cache_description: str,
+    cost: SearchCost,
     ranking: Ranking | None = None,
-    mode: str | None = None,
-    commit_seconds: float | None = None,
     stage_names: Sequence[str] = (),
-    survivors_of: int | None = None,
     numbers: Sequence[int] | None = None,
 ) -> str:
-    """The text the sampler and recommit nodes show: per candidate and for the whole search, and with
-    ``stage_names`` the skipped calls of each stage over all drafts. ``survivors_of``: the drafts are the survivors
-    of a pruned search of that width, so the cost line leaves the comparison with full best-of-N to the pruning
-    lines (only they count the dropped candidates). ``numbers``: each draft's candidate number (its place in the
-    search's seed order, which a pruned search's survivors keep); 1, 2, ... by default. ``commit_seconds`` 0 with
-    mode "commit": the commit was free, the winning draft skipped nothing and was delivered without sampling again."""
+    """The text the sampler and recommit nodes show: per candidate and for the whole search, with ``stage_names``
+    the skipped calls of each stage over all drafts, with a ranking the winner and what delivered it, then the
+    search's ``cost`` (its commit predicted on the sampler, counted on the recommit). ``numbers``: each draft's
+    candidate number (its place in the search's seed order, which a pruned search's survivors keep); 1, 2, ... by
+    default."""
     numbers = list(numbers) if numbers is not None else list(range(1, len(drafts) + 1))
     lines = [f"CachedSearch: {len(drafts)} candidate(s), {cache_description}"]
     inactive_reasons = dict.fromkeys(d.cache_inactive_reason for d in drafts if d.cache_inactive_reason)
@@ -193,36 +149,14 @@ def search_report(
         skipped = sum(draft.stage_calls[stage_index].skipped for draft in drafts)
         fraction = StageCalls(computed, skipped).skipped_fraction
         lines.append(f"{name}: {skipped}/{computed + skipped} calls skipped ({100 * fraction:.0f}%) over all drafts")
-    mean_draft = sum(d.seconds for d in drafts) / len(drafts)
-    commit_free = mode == "commit" and commit_seconds == 0.0
+    delivered_free = cost.commit_ran and cost.commit_free
     if winner is not None:
-        delivered = "the cached draft as-is (keep)" if mode == "keep" else "recommit at full compute"
-        if commit_free:
+        delivered = "the cached draft as-is (keep)" if cost.kept else "recommit at full compute"
+        if delivered_free:
             delivered = COMMIT_FREE_DELIVERY
         lines.append(f"winner: candidate {numbers[winner]}, seed {drafts[winner].seed}, delivered by {delivered}")
-    full_seconds = full_rollout_seconds(drafts)
-    if commit_free and full_seconds:
+    if delivered_free:
         lines.append("commit free: the winning draft skipped nothing, so it already is the full-compute result "
                      "(delivered without sampling again)")
-        cost = SearchCost(len(drafts), mean_draft, full_seconds, commit_seconds=0.0)
-        line = (f"commit 0 s; full rollout {full_seconds:.2f} s (the drafts that skipped nothing); gamma (mean draft "
-                f"/ full rollout) {cost.gamma:.2f}")
-        if survivors_of is None:
-            line += (f"; cost vs full best-of-{len(drafts)} in seconds measured on this machine "
-                     f"{100 * cost.relative_cost:.1f} % (the drafts alone)")
-        else:
-            line += f" over the {len(drafts)} surviving drafts of {survivors_of}"
-        lines.append(line)
-    elif commit_seconds is not None and commit_seconds > 0:
-        cost = SearchCost(len(drafts), mean_draft, commit_seconds)
-        line = f"commit {commit_seconds:.2f} s; gamma (mean draft / commit) {cost.gamma:.2f}"
-        if survivors_of is None:
-            line += (f"; cost vs full best-of-{len(drafts)} in seconds measured on this machine "
-                     f"{100 * cost.relative_cost:.1f} %; break-even width "
-                     f"N* = {cost.break_even_width:.2f}")
-        else:
-            line += f" over the {len(drafts)} surviving drafts of {survivors_of}"
-        lines.append(line)
-    else:
-        lines.append(f"mean draft {mean_draft:.2f} s")
+    lines.extend(cost.report_lines())
     return "\n".join(lines)

@@ -130,8 +130,8 @@ class DistributedCandidates(SearchCandidates):
                             for participant, seeds in by_participant.items())
         return [f"drafted by: {drafted}", *self.notes]
 
-    def report(self, ranking=None, mode=None, commit_seconds=None, commit_calls=None) -> str:
-        return "\n".join([super().report(ranking, mode, commit_seconds, commit_calls), *self.distribution_lines()])
+    def report(self, ranking=None, cost=None) -> str:
+        return "\n".join([super().report(ranking, cost), *self.distribution_lines()])
 
     def draft_is_full_compute(self, index: int, model=None) -> bool:
         # Another machine's full-compute draft need not match this one's bit for bit: commit it here.

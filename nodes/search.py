@@ -23,9 +23,8 @@ import torch
 from comfy_extras.nodes_custom_sampler import Noise_EmptyNoise, Noise_RandomNoise, SamplerCustomAdvanced
 
 from ..cachedsearch_core import Draft, Ranking, SearchCost, StageCalls, search_report
-from ..cachedsearch_core.search import full_rollout_seconds
-from ..cachedsearch_core.budget import BudgetOutcome, BudgetUnit
-from ..cachedsearch_core.panels import CallsCost, candidate_number, candidate_rows
+from ..cachedsearch_core.budget import BudgetOutcome
+from ..cachedsearch_core.panels import candidate_number, candidate_rows
 from ..cachedsearch_core.pruning import PrunedCandidate, PruningOutcome, PruningPlan, survivors
 from .cache_patch import STATISTICS_CALLBACK_OPTION, TRAJECTORY_POSITION_OPTION, step_cache_config
 from .full_compute import CallMeter, cache_engines_on, check_full_compute, full_compute_model
@@ -280,11 +279,6 @@ class SearchCandidates:
         return len(self.drafts)
 
     @property
-    def width(self) -> int:
-        """How many candidates the search started, pruned ones included (N of full best-of-N)."""
-        return len(self.pruning.seeds) if self.pruning is not None else len(self.drafts)
-
-    @property
     def first_seed(self) -> int:
         return self.pruning.seeds[0] if self.pruning is not None else self.drafts[0].seed
 
@@ -299,41 +293,21 @@ class SearchCandidates:
         """The stages' names where a trajectory has several (the experts), else none."""
         return self.recipe.names if len(self.recipe.stages) > 1 else ()
 
-    def cost(self, commit_seconds: float | None = None, commit_calls: int | None = None) -> CallsCost:
-        """The search's transformer calls and seconds against full best-of-N, with a commit's once one ran (before,
-        a full rollout's, or none when every draft already is its seed's full-compute result)."""
-        dropped = self.pruning.pruned if self.pruning is not None else ()
-        search_calls = sum(draft.calls_computed for draft in self.drafts) + sum(
-            candidate.draft.calls_computed for candidate in dropped)
-        search_seconds = sum(draft.seconds for draft in self.drafts)
-        if self.pruning is not None:
-            search_seconds += self.pruning.pruned_seconds + self.pruning.preview_seconds
-        if self.budget is not None:
-            search_calls += self.budget.stopped_draft_calls
-        rollout_calls = max(draft.calls_computed + draft.calls_skipped for draft in self.drafts)
-        if commit_calls is None and all(self.draft_is_full_compute(index) for index in range(len(self.drafts))):
-            commit_calls = 0  # whichever draft wins, its commit delivers it as it is
-        return CallsCost(self.width, search_calls, rollout_calls, search_seconds, commit_seconds or None,
-                         commit_calls)
+    def cost(self) -> SearchCost:
+        """The search's cost before any commit: the commit predicted a full rollout, or free when every draft
+        already is its seed's full-compute result (whichever wins is delivered as it is)."""
+        commit_free = all(self.draft_is_full_compute(index) for index in range(len(self.drafts)))
+        return SearchCost.of_search(self.drafts, self.pruning, self.budget, commit_free)
 
-    def report(self, ranking: Ranking | None = None, mode: str | None = None, commit_seconds=None,
-               commit_calls: int | None = None) -> str:
-        width = len(self.pruning.seeds) if self.pruning is not None else None
-        report = search_report(self.drafts, self.cache_description, ranking, mode, commit_seconds, self.stage_names,
-                               survivors_of=width, numbers=self.candidate_numbers)
-        lines = report.splitlines()
-        # Transformer calls lead (exact, the figure both panels show); the seconds line after them is measured here.
-        lines.insert(len(lines) - 1, self.cost(commit_seconds, commit_calls).line(with_seconds=False))
+    def report(self, ranking: Ranking | None = None, cost: SearchCost | None = None) -> str:
+        """The search report with ``cost`` (this search's, after what delivered it; before a commit by default)."""
+        cost = cost if cost is not None else self.cost()
+        lines = search_report(self.drafts, self.cache_description, cost, ranking, self.stage_names,
+                              numbers=self.candidate_numbers).splitlines()
         if self.pruning is not None:
-            pruning_lines = self.pruning.report_lines()
-            relative = self.relative_cost(commit_seconds)
-            if relative is not None:
-                pruning_lines.append(f"pruned search with commit (all drafts, previews, commit) cost "
-                                     f"{100 * relative:.1f} % of full best-of-{width} in seconds measured on this "
-                                     "machine")
-            lines = [*lines[:1], *pruning_lines, *lines[1:]]
+            lines = [*lines[:1], *self.pruning.report_lines(), *lines[1:]]
         if self.budget is not None:
-            lines += self.budget.lines(self.budget_commit_cost(commit_seconds, commit_calls))
+            lines += self.budget.lines(cost)
         return "\n".join(lines)
 
     def draft_is_full_compute(self, index: int, model=None) -> bool:
@@ -347,29 +321,6 @@ class SearchCandidates:
         if model is not None and any(stage.patcher is not model for stage in self.recipe.stages):
             return False
         return self.pruning is None or self.pruning.prune_step in self.recipe.stage_boundaries
-
-    def budget_commit_cost(self, commit_seconds: float | None, commit_calls: int | None) -> float | None:
-        """A measured commit's cost in the unit of this search's budget."""
-        if self.budget is None:
-            return None
-        return commit_calls if self.budget.plan.unit is BudgetUnit.CALLS else commit_seconds
-
-    def relative_cost(self, commit_seconds: float | None) -> float | None:
-        """This search's cost relative to full best-of-N, when a commit measured C_f (a free commit, 0 s: the
-        drafts that skipped nothing measured it). A pruned search counts every candidate it started (N in full
-        best-of-N) and what the dropped ones and the previews cost."""
-        if commit_seconds is None:
-            return None
-        full_seconds = commit_seconds or full_rollout_seconds(self.drafts)
-        if not full_seconds:
-            return None
-        if self.pruning is not None:
-            explored = (sum(draft.seconds for draft in self.drafts) + self.pruning.pruned_seconds
-                        + self.pruning.preview_seconds)
-            width = len(self.pruning.seeds)
-            return (explored + commit_seconds) / (width * full_seconds)
-        mean_draft = sum(draft.seconds for draft in self.drafts) / len(self.drafts)
-        return SearchCost(len(self.drafts), mean_draft, full_seconds, commit_seconds).relative_cost
 
     def latent(self, samples: torch.Tensor) -> dict:
         return {**self.latent_entries, "samples": samples}

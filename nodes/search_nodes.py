@@ -106,10 +106,11 @@ def _seed_range_message(seed, num_candidates) -> str | bool:
 def search_output(candidates: SearchCandidates, preview_vae=None, announce=None) -> io.NodeOutput:
     """The sampler's outputs and its panel: every candidate's row (decoded frames with ``preview_vae``) and the
     search's cost against full best-of-N."""
-    report = candidates.report()
+    cost = candidates.cost()
+    report = candidates.report(cost=cost)
     frames = decode_draft_frames(preview_vae, candidates, announce) if preview_vae is not None else None
     shown = {"text": (report,), "cachedsearch_drafts": panel_rows(candidates, frames=frames),
-             "cachedsearch_cost": [candidates.cost().as_dict()]}
+             "cachedsearch_cost": [cost.as_dict()]}
     if candidates.pruning is not None:
         shown["cachedsearch_pruned"] = pruned_rows(candidates)
     if candidates.budget is not None:
@@ -374,21 +375,17 @@ class Recommit(io.ComfyNode):
         picked = resolve_pick(choices, pick, mode, verifier_winner, pick_among)
         if mode == "keep":
             kept = candidates.draft_latents[picked.draft_index : picked.draft_index + 1].clone()
-            delivered, commit_seconds, measured_calls = candidates.latent(kept), None, None
+            delivered, cost = candidates.latent(kept), candidates.cost().after_keep()
         else:
             committed = commit_pick(candidates, picked, model)
-            delivered, commit_seconds, measured_calls = committed.latent, committed.seconds, committed.calls
-        report = with_pick_line(candidates.report(ranking, mode, commit_seconds, measured_calls), picked,
-                                commit_free=commit_seconds == 0.0)
-        # The headline is the Sampler's figure with the commit, in transformer calls; seconds are measured here.
-        calls_ratio = candidates.cost(commit_seconds, measured_calls).calls_ratio_with_commit \
-            if commit_seconds is not None else None
-        delivery = picked.delivery_fields(len(choices)) | {
-            "num_candidates": len(choices), "commit_seconds": commit_seconds, "calls_ratio": calls_ratio,
-            "relative_cost": candidates.relative_cost(commit_seconds)}
+            delivered, cost = committed.latent, candidates.cost().after_commit(committed.calls, committed.seconds)
+        report = with_pick_line(candidates.report(ranking, cost), picked, commit_free=cost.commit_free)
+        # The Sampler's cost model with this delivery: its calls with the commit lead, the seconds follow.
+        delivery = picked.delivery_fields(len(choices)) | {"num_candidates": len(choices), "cost": cost.as_dict()}
         if candidates.budget is not None:
+            measured = candidates.budget.measured(cost)
             delivery["budget"] = candidates.budget.as_dict() | {
-                "measured_commit": candidates.budget_commit_cost(commit_seconds, measured_calls)}
+                "measured_commit": measured[0] if measured is not None else None}
         return io.NodeOutput(delivered, picked.seed, report,
                              ui={"text": (report,), "cachedsearch_delivery": [delivery]})
 

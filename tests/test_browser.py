@@ -72,8 +72,8 @@ def write_frames(server) -> list[dict]:
 
 def stored_results_workflow(tiny: dict, object_info: dict, frames: list[dict]) -> dict:
     """The tiny workflow carrying results as a saved workflow does: an older CachedSearch's payload on the
-    samplers (no frames, no cost in calls), the agreed newer one on the Verifier (frames, margins, the verifier's
-    scale, a pruned candidate numbered in seed order)."""
+    samplers and the Recommit (no frames, no cost in calls), the agreed newer one on the Verifier (frames, margins,
+    the verifier's scale, a pruned candidate numbered in seed order)."""
     layout, _ = column_layout(tiny, {key: index % 5 for index, key in enumerate(tiny)}, object_info)
     gui = api_to_gui(tiny, object_info, layout)
     drafts = [{"candidate": i + 1, "seed": 7 + i, "seconds": 41.25, "skipped": 29, "calls": 50} for i in range(3)]
@@ -155,7 +155,9 @@ def shipped_results(name: str, frames: list[dict]) -> dict:
              "scale": "about -2 to 2 on a prompt, 0 an average image"}]},
         "recommit": {"text": ["report"], "cachedsearch_delivery": [{
             "seed": seeds[2], "candidate": 3, "mode": "commit", "num_candidates": SHIPPED_CANDIDATES,
-            "commit_seconds": 95.5, "relative_cost": 0.6123, "picked_by": "you", "pick_among": SHIPPED_CANDIDATES,
+            "cost": cost | {"calls_ratio_with_commit": 0.6717, "seconds_ratio_with_commit": 1.1962,
+                            "commit_ran": True, "kept": False},
+            "picked_by": "you", "pick_among": SHIPPED_CANDIDATES,
             "verifier_choice": {"candidate": 4, "seed": seeds[3]}}]},
     }
 

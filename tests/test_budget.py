@@ -4,6 +4,7 @@ import re
 
 import pytest
 
+from cachedsearch_core import Draft, SearchCost
 from cachedsearch_core.budget import BudgetLedger, BudgetPlan, BudgetSpent, budget_width, predicted_full_cost
 
 
@@ -67,6 +68,17 @@ def test_the_budget_line_adds_up_with_the_stopped_drafts_calls():
     assert "stopped draft" not in run_scripted_search(BudgetPlan(2), [8, 8], total=8).lines()[1]
 
 
+def test_the_stopped_draft_keeps_its_calls_and_seconds_in_either_unit():
+    # Best-of-2 in calls, 8 per rollout: the second draft may compute 3 calls; its 4th, at 0.6 s into it, is refused.
+    ledger = BudgetLedger(BudgetPlan(2, max_candidates=8))
+    draft_with_calls(ledger, 5, 8, seconds=1.0, start=0.0)
+    with pytest.raises(BudgetSpent):
+        draft_with_calls(ledger, 5, 8, seconds=1.0, start=1.0)
+    outcome = ledger.outcome()
+    assert (outcome.stopped_draft_cost, outcome.stopped_draft_calls) == (3, 3)
+    assert outcome.stopped_draft_seconds == pytest.approx(0.6)
+
+
 def test_max_candidates_ends_a_search_with_budget_left():
     outcome = run_scripted_search(BudgetPlan(4, max_candidates=3), [10] * 10, total=100)
     assert (outcome.width, outcome.stopped_draft_cost) == (3, None)
@@ -93,10 +105,18 @@ def test_wall_time_ledger_predicts_the_full_rollout_from_the_computed_fraction()
     assert "deterministic" in run_scripted_search(BudgetPlan(3), [40] * 5, 100).lines()[0]
 
 
+def committed(outcome, computed, total, commit_calls):
+    """The search's cost model after a commit that counted ``commit_calls``: ``outcome.width`` drafts that computed
+    ``computed`` of ``total`` calls each."""
+    drafts = [Draft(seed, 1.0, computed, total - computed) for seed in range(outcome.width)]
+    return SearchCost.of_search(drafts, budget=outcome).after_commit(commit_calls, commit_calls / 100)
+
+
 def test_outcome_compares_predicted_and_measured_recommit():
     outcome = run_scripted_search(BudgetPlan(4, max_candidates=8), [50] * 8, total=100)
     assert (outcome.width, outcome.break_even_width) == (6, 2.0)
-    check = outcome.lines(commit_cost=100)[-1]
+    assert len(outcome.lines()) == 2  # nothing measured before a commit
+    check = outcome.lines(committed(outcome, 50, 100, commit_calls=100))[-1]
     assert "recommit predicted 100 calls, measured 100 calls" in check
     assert "measured 400 calls (100.0 % of the budget)" in check
 
@@ -118,7 +138,7 @@ def test_drafts_that_skip_nothing_spend_every_rollout_because_the_commit_is_free
     assert outcome.width == budget_width([100] * 8, 100, 4, commit_free=True) == 4
     assert budget_width([100] * 8, 100, 4) == 3
     assert (outcome.predicted_total, outcome.stopped_draft_cost) == (400, 0)
-    lines = outcome.lines(commit_cost=0)
+    lines = outcome.lines(committed(outcome, 100, 100, commit_calls=0))
     assert "drafts 400 calls + recommit free (every draft skipped nothing) predicted = 400 calls" in lines[1]
     assert "recommit predicted 0 calls, measured 0 calls; search total predicted 400 calls, measured 400 calls " \
            "(100.0 % of the budget)" in lines[2]

@@ -68,10 +68,12 @@ def test_a_draft_that_skipped_nothing_is_delivered_without_sampling_again(engine
     assert FREE in report
     assert "winner: candidate 2, seed 501, delivered by its draft, which computed every call (commit free)" in report
     (delivery,) = output.ui["cachedsearch_delivery"]
-    assert delivery["commit_seconds"] == 0.0
+    cost = delivery["cost"]
+    assert (cost["commit_free"], cost["commit_calls"], cost["commit_seconds"]) == (True, 0, 0.0)
     # Every draft is a full rollout and the commit costs nothing: the search costs what full best-of-3 costs.
-    assert delivery["relative_cost"] == pytest.approx(1.0)
-    assert "cost vs full best-of-3 in seconds measured on this machine 100.0 % (the drafts alone)" in report
+    assert cost["calls_ratio_with_commit"] == 1.0
+    assert cost["seconds_ratio_with_commit"] == pytest.approx(1.0)
+    assert "(the drafts that skipped nothing): 100.0 % of full best-of-3, with the commit (0.00 s) 100.0 %" in report
 
 
 def test_a_single_skipped_call_means_a_real_commit(engine, wan):

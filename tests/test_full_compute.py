@@ -144,28 +144,50 @@ def pruning_plan(engine):
                       preview_frames=2)
 
 
-COST_CASES = {"EasyCache": ("EasyCache", False), "LazyCache": ("LazyCache", False),
-              "pruned, EasyCache": ("EasyCache", True), "free commit, no cache": (None, False)}
+def budget_plan(engine):
+    """Full best-of-3 in transformer calls: the drafts may spend two full rollouts' calls, the recommit the third."""
+    return engine.one("CachedSearchBudget", budget_rollouts=3, budget_unit="transformer calls", max_candidates=8)
+
+
+PLANS = {"pruning": pruning_plan, "budget": budget_plan}  # by the sampler input they connect to
+COST_CASES = {"EasyCache": ("EasyCache", None), "LazyCache": ("LazyCache", None),
+              "pruned, EasyCache": ("EasyCache", "pruning"), "budget, EasyCache": ("EasyCache", "budget"),
+              "free commit, no cache": (None, None)}
 
 
 @pytest.mark.parametrize("case", list(COST_CASES))
 def test_the_sampler_and_recommit_tell_one_cost_in_transformer_calls(engine, wan, case):
-    cache, pruned = COST_CASES[case]
+    cache, plan = COST_CASES[case]
     model = wan[0] if cache is None else engine.one(cache, model=wan[0], **FOREIGN_CACHES[cache])
-    pruning = pruning_plan(engine) if pruned else None
+    plans = {plan: PLANS[plan](engine)} if plan else {}
     with patch_embeddings_counted(wan[0]) as calls:
-        sampled = search(engine, model, wan, pruning=pruning)
-        committed = recommit(engine, sampled.result[1], "0.3 0.1" if pruned else "0.3 0.1 0.2")
+        sampled = search(engine, model, wan, **plans)
+        candidates = sampled.result[1]
+        committed = recommit(engine, candidates, " ".join(str(index % 3) for index in range(len(candidates))))
         counted = len(calls)
         stock(engine, wan, SEED)
         full_rollout = len(calls) - counted
+    width = 3
+    if plan == "budget":
+        width, outcome = len(candidates), candidates.budget
+        assert outcome.stopped_draft_cost is not None and not outcome.stopped_draft_skipped  # stopped in a call
+        # The budget stops a draft at the first transformer block of the call that would overrun it (the meter's
+        # hook), after that call's patch embedding ran: this count saw the call, the product rightly does not (no
+        # block of it was computed).
+        counted -= 1
     (cost,) = sampled.ui["cachedsearch_cost"]
     (delivery,) = committed.ui["cachedsearch_delivery"]
-    assert cost["calls_ratio_with_commit"] == delivery["calls_ratio"] == pytest.approx(counted / (3 * full_rollout))
-    assert (delivery["calls_ratio"] == 1) is (cache is None)  # a free commit: the search cost full best-of-3
+    delivered = delivery["cost"]  # the Sampler's cost model, with the commit that ran
+    assert cost["calls_ratio_with_commit"] == delivered["calls_ratio_with_commit"] == \
+        pytest.approx(counted / (width * full_rollout))
+    if plan != "budget":  # a best-of-3 budget spends 3 full rollouts' calls: a ratio of 1 whenever it drafts 3
+        assert (delivered["calls_ratio_with_commit"] == 1) is (cache is None)  # a free commit: full best-of-3
     report = committed.result[2]
     commit_calls = 0 if cache is None else full_rollout
-    assert f"with the commit ({commit_calls}) {counted} ({100 * counted / (3 * full_rollout):.1f} %)" in report
+    assert f"with the commit ({commit_calls}) {counted} ({100 * counted / (width * full_rollout):.1f} %)" in report
+    if plan == "budget":  # the budget's measured total is the cost model's, counted here too
+        assert f"measured {full_rollout} calls; search total predicted " in report
+        assert f", measured {counted} calls (" in report
 
 
 def skipping_every_other_call(model):

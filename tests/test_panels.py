@@ -1,12 +1,11 @@
-"""What the result panels show, computed without ComfyUI: rows in seed order, rank and margin, the cost in
-transformer calls, the verifier's scale, which frames and how small."""
+"""What the result panels show, computed without ComfyUI: rows in seed order, rank and margin, the verifier's scale,
+which frames and how small (the cost they show: test_cost.py)."""
 
 import pytest
 import torch
 
 from cachedsearch_core import Draft, Ranking, StageCalls
 from cachedsearch_core.panels import (
-    CallsCost,
     candidate_rows,
     describe_verifier,
     ranks_and_margins,
@@ -83,23 +82,6 @@ def test_unpruned_rows_carry_each_experts_skipped_calls():
     assert rows[0]["stages"] == [{"stage": "high noise", "skipped": 4, "calls": 10},
                                  {"stage": "low noise", "skipped": 1, "calls": 10}]
     assert "preview_score" not in rows[0] and "pruned" not in rows[0]
-
-
-def test_calls_cost_counts_against_full_best_of_n_and_adds_seconds_once_a_commit_ran():
-    cost = CallsCost(num_candidates=8, search_calls=412, rollout_calls=100, search_seconds=40.0)
-    assert (cost.full_calls, cost.calls_ratio, cost.calls_ratio_with_commit) == (800, 412 / 800, 512 / 800)
-    assert cost.seconds_ratio is None
-    assert "the drafts computed 412 of the 800 that full best-of-8 computes (51.5 %)" in cost.line()
-    assert "with the commit (100) 512 (64.0 %)" in cost.line() and "seconds" in cost.line()
-    measured = CallsCost(8, 412, 100, 40.0, commit_seconds=10.0, commit_calls=100)
-    assert measured.seconds_ratio == pytest.approx(0.5) and measured.seconds_ratio_with_commit == pytest.approx(0.625)
-    assert "in seconds 50.0 %, with the commit 62.5 %" in measured.line()
-    assert "in seconds" not in measured.line(with_seconds=False)
-    assert measured.as_dict()["calls_ratio"] == 412 / 800
-    # A model without the step cache counts no calls: no ratio, and the line says why.
-    uncounted = CallsCost(2, 0, 0, 3.0)
-    assert uncounted.calls_ratio is None and uncounted.as_dict()["calls_ratio_with_commit"] is None
-    assert "not counted (no CachedSearch cache on this model" in uncounted.line()
 
 
 @pytest.mark.parametrize("name, words", [("ImageReward", "standardised"), ("ClipScore", "cosine"),

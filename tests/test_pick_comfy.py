@@ -64,15 +64,17 @@ def test_a_pick_against_the_verifier_commits_exactly_the_stock_ksampler_of_that_
     assert "picked by you: candidate 3 (seed 142); the verifier preferred candidate 2 (seed 141); delivered by " \
            "recommit at full compute" in report.splitlines()
     assert not any(line.startswith("winner:") for line in report.splitlines())
-    assert delivery | {"commit_seconds": None, "relative_cost": None, "calls_ratio": None} == {
+    assert delivery | {"cost": None} == {
         "candidate": 3, "seed": SEED + 2, "mode": "commit", "picked_by": "you",
-        "verifier_choice": {"candidate": 2, "seed": SEED + 1}, "pick_among": 3, "num_candidates": 3,
-        "commit_seconds": None, "relative_cost": None, "calls_ratio": None}
+        "verifier_choice": {"candidate": 2, "seed": SEED + 1}, "pick_among": 3, "num_candidates": 3, "cost": None}
+    # The Sampler's cost model, with the pick's commit: a full rollout like the verifier's winner's.
+    assert delivery["cost"]["commit_ran"] and delivery["cost"]["commit_calls"] == candidates.cost().commit_calls
 
     (kept, kept_seed, kept_report), kept_delivery = recommit(engine, candidates, pick=2, mode="keep")
     assert kept_seed == SEED + 1 and torch.equal(kept["samples"], drafts["samples"][1:2])  # no ranking needed
     assert "no verifier ranked the drafts; delivered by the cached draft as-is (keep)" in kept_report
-    assert kept_delivery["verifier_choice"] is None and kept_delivery["commit_seconds"] is None
+    assert kept_delivery["verifier_choice"] is None and kept_delivery["cost"]["kept"]
+    assert kept_delivery["cost"]["calls_ratio_with_commit"] == candidates.cost().calls_ratio  # nothing added
 
     (_, verifiers_seed, verifiers_report), verifiers = recommit(engine, candidates, ranking=ranking)
     assert verifiers_seed == SEED + 1 and verifiers["picked_by"] == "verifier"

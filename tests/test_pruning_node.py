@@ -116,7 +116,11 @@ def test_sampler_keeps_the_scripted_survivors_and_continues_them_from_the_prune_
     (cost,) = output.ui["cachedsearch_cost"]
     assert (cost["search_calls"], cost["full_calls"]) == (len(calls), 4 * 8)
     assert cost["calls_ratio"] == len(calls) / 32 and cost["calls_ratio_with_commit"] == (len(calls) + 8) / 32
-    assert cost["seconds_ratio"] is None and "full best-of-4" in cost["note"]
+    assert "full best-of-4" in cost["note"]
+    # The cache is off, so the survivors computed every call: their seconds measure a full rollout's. Not the
+    # commit's: the split at the prune step makes it a real one.
+    assert cost["full_rollout_seconds"] == pytest.approx(sum(d.seconds for d in candidates.drafts) / 2)
+    assert (cost["commit_free"], cost["commit_calls"]) == (False, 8)
 
     # The winner (seed SEED + 3) is recommitted exactly as a stock KSampler with its seed.
     ranking = engine.one("CachedSearchRankingFromScores", candidates=candidates, scores="0.1, 0.5")
@@ -125,8 +129,11 @@ def test_sampler_keeps_the_scripted_survivors_and_continues_them_from_the_prune_
     assert seed == SEED + 3
     assert "winner: candidate 4, seed 123" in commit_report
     assert torch.equal(delivered["samples"], ksampler(engine, wan, SEED + 3))
-    assert "pruned search with commit (all drafts, previews, commit) cost" in commit_report
-    assert "over the 2 surviving drafts of 4" in commit_report and "cost vs full best-of-2" not in commit_report
+    # Seconds against full best-of-4 (every candidate started), measured by the commit; no break-even width, whose
+    # model has no dropped drafts.
+    seconds = commit_report.splitlines()[-1]
+    assert seconds.startswith("seconds measured on this machine: the search ") and "(the commit): " in seconds
+    assert "of full best-of-4, with the commit" in seconds and "break-even" not in seconds
 
 
 def test_pruning_keeps_the_caches_schedule_of_the_unpruned_search(engine, wan):

@@ -161,7 +161,9 @@ def test_panel_rows_cost_and_preview_vae_frames_over_a_real_search(engine, famil
     (cost,) = plain.ui["cachedsearch_cost"]
     assert 0 < cost["search_calls"] == len(calls) == sum(d.calls_computed for d in plain.result[1].drafts)
     assert cost["full_calls"] == 3 * len(stock_calls) and cost["calls_ratio"] == len(calls) / (3 * len(stock_calls))
-    assert cost["calls_ratio"] < 1 and cost["seconds_ratio"] is None
+    assert cost["calls_ratio"] < 1
+    # Seconds against full best-of-N once a full rollout's are measured: here only by a draft that skipped nothing.
+    assert (cost["seconds_ratio"] is None) is all(d.calls_skipped > 0 for d in plain.result[1].drafts)
     assert f"the drafts computed {len(calls)} of the {3 * len(stock_calls)}" in plain.result[2]
 
     vae = engine.one("VAELoader", vae_name=WAN21_VAE_FILE)

@@ -468,14 +468,18 @@ function chooserLine(delivery) {
 function renderDelivery(node, output) {
   const delivery = output.cachedsearch_delivery?.[0];
   if (!delivery) return false;
-  // Transformer calls first (exact: the Sampler's figure with the commit), then the time measured on this machine;
-  // a run stored before calls_ratio existed carries the time only.
-  const time = typeof delivery.relative_cost === "number" ? `${(100 * delivery.relative_cost).toFixed(1)}%` : "";
+  // The Sampler's cost model with this delivery: transformer calls with the commit first (exact, the Sampler's
+  // figure), then the time measured on this machine. A run saved by an older CachedSearch carries calls_ratio and
+  // relative_cost (time) on the delivery itself, or the time only.
+  const given = delivery.cost ??
+    { calls_ratio_with_commit: delivery.calls_ratio, seconds_ratio_with_commit: delivery.relative_cost };
+  const seconds = given.seconds_ratio_with_commit;
+  const time = typeof seconds === "number" ? `${(100 * seconds).toFixed(1)}%` : "";
   const best = `full best-of-${delivery.num_candidates}`;
   let cost = "no commit: drafts only";
-  if (typeof delivery.calls_ratio === "number") {
-    cost = `search cost ${(100 * delivery.calls_ratio).toFixed(1)}% of ${best}'s transformer calls` +
-      (time ? ` (${time} in time measured on this machine)` : "");
+  if (typeof given.calls_ratio_with_commit === "number") {
+    cost = `search cost ${(100 * given.calls_ratio_with_commit).toFixed(1)}% of ${best}'s transformer calls` +
+      (given.kept ? ", no commit" : "") + (time ? ` (${time} in time measured on this machine)` : "");
   } else if (time) {
     cost = `search cost ${time} of ${best} in time`;
   }

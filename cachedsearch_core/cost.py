@@ -1,0 +1,262 @@
+"""What a search cost, against full best-of-N of the same N candidates: one model for every panel and report line
+("CachedSearch: Training-Free Cached Exploration for Test-Time Search in Video Diffusion", Sec. 3.3).
+
+Transformer calls lead: they are counted exactly, and on a GPU a video model's time is almost all transformer calls.
+Seconds follow, measured on this machine, where model loading, decoding, scoring and Python overhead also count.
+A full rollout computes every call a finished draft computed or skipped; full best-of-N is N of them. A commit is
+one full rollout; a free commit (the delivered draft computed every call, so it is delivered as it is) and keep
+(the draft delivered as drafted) cost nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .budget import BudgetOutcome
+    from .pruning import PruningOutcome
+    from .search import Draft
+
+# Why calls lead, in the note the Sampler's panel shows.
+CALLS_CONTEXT = ("Calls are exact and set the time on a GPU; seconds on this machine also count model loading and "
+                 "overhead")
+
+
+def break_even_width(gamma: float, commit_fraction: float) -> float:
+    """The width above which N drafts and a commit cost less than full best-of-N: N C_c + C_commit < N C_f for
+    N > C_commit / (C_f - C_c), with gamma = C_c / C_f and commit_fraction = C_commit / C_f (1 for a full commit,
+    0 for a free one or none). Infinite when drafts are no cheaper than full rollouts."""
+    if gamma >= 1.0:
+        return math.inf
+    return commit_fraction / (1.0 - gamma)
+
+
+def _percent(ratio: float) -> str:
+    return f"{100 * ratio:.1f} %"
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchCost:
+    """A search's cost in transformer calls and seconds against full best-of-``width``, with what delivered its
+    result: a commit (predicted until one ran, then counted and timed), a free commit, or none (keep).
+
+    width: N, every candidate the search started (a pruned search's dropped candidates included).
+    finished_drafts: the drafts that ran to the end (a pruned search's survivors).
+    rollout_calls: the calls of one full rollout.
+    search_calls: the calls every draft computed: finished, pruned and budget-stopped drafts.
+    search_seconds: the seconds of those drafts and of scoring a pruned search's previews.
+    mean_draft_seconds: the finished drafts' mean seconds (C_c of gamma).
+    drafts_full_rollout_seconds: the mean seconds of the finished drafts that skipped nothing, each a full rollout;
+        None when every draft skipped calls.
+    commit_free: the commit delivers a draft as it is (0 calls, 0 s): before a commit, because every finished draft
+        already is its seed's full-compute result; after one, because the delivered draft was.
+    measured_commit_calls, measured_commit_seconds: what the commit that ran counted and took; None before.
+    kept: keep delivered a draft as drafted: no commit.
+    """
+
+    width: int
+    finished_drafts: int
+    rollout_calls: int
+    search_calls: int
+    search_seconds: float
+    mean_draft_seconds: float
+    drafts_full_rollout_seconds: float | None = None
+    commit_free: bool = False
+    measured_commit_calls: int | None = None
+    measured_commit_seconds: float | None = None
+    kept: bool = False
+
+    def __post_init__(self):
+        if not 1 <= self.finished_drafts <= self.width:
+            raise ValueError(f"finished_drafts: got {self.finished_drafts} of a search of {self.width} candidates; "
+                             "at least one draft finishes, and no more than the candidates started")
+        if self.rollout_calls < 1:
+            raise ValueError(f"rollout_calls: got {self.rollout_calls}; a full rollout computes at least one "
+                             "transformer call (the drafts' calls were not counted)")
+        if (self.measured_commit_calls is None) != (self.measured_commit_seconds is None):
+            raise ValueError("measured_commit_calls and measured_commit_seconds: a commit that ran has both; "
+                             f"got {self.measured_commit_calls} and {self.measured_commit_seconds}")
+        if self.kept and (self.commit_ran or self.commit_free):
+            raise ValueError("kept: keep delivers a draft without a commit, so the cost has no commit to count")
+
+    @classmethod
+    def of_search(cls, drafts: Sequence[Draft], pruning: PruningOutcome | None = None,
+                  budget: BudgetOutcome | None = None, commit_free: bool = False) -> SearchCost:
+        """The cost of a search that finished ``drafts``, before any commit. A pruned search (``pruning``) started
+        every seed it scored, and paid for its dropped drafts and for scoring the previews; a fixed-budget search
+        (``budget``) paid for the draft it stopped. ``commit_free``: every finished draft already is its seed's
+        full-compute result, so whichever wins is delivered as it is."""
+        if not drafts:
+            raise ValueError("drafts: got none; a search's cost needs at least one finished draft")
+        dropped = [candidate.draft for candidate in pruning.pruned] if pruning is not None else []
+        search_calls = sum(draft.calls_computed for draft in (*drafts, *dropped))
+        search_seconds = sum(draft.seconds for draft in (*drafts, *dropped))
+        width = len(drafts)
+        if pruning is not None:
+            search_seconds += pruning.preview_seconds
+            width = len(pruning.seeds)
+        if budget is not None:
+            search_calls += budget.stopped_draft_calls
+            search_seconds += budget.stopped_draft_seconds
+        full_rollouts = [draft.seconds for draft in drafts if draft.skipped_nothing]
+        return cls(
+            width=width,
+            finished_drafts=len(drafts),
+            rollout_calls=max(draft.calls_computed + draft.calls_skipped for draft in drafts),
+            search_calls=search_calls,
+            search_seconds=search_seconds,
+            mean_draft_seconds=sum(draft.seconds for draft in drafts) / len(drafts),
+            drafts_full_rollout_seconds=sum(full_rollouts) / len(full_rollouts) if full_rollouts else None,
+            commit_free=commit_free,
+        )
+
+    def after_commit(self, calls: int, seconds: float) -> SearchCost:
+        """This search with the commit that ran: ``calls`` counted, ``seconds`` taken (0 and 0.0: it was free)."""
+        return dataclasses.replace(self, measured_commit_calls=calls, measured_commit_seconds=seconds,
+                                   commit_free=calls == 0)
+
+    def after_keep(self) -> SearchCost:
+        """This search with a draft delivered as drafted: nothing added."""
+        return dataclasses.replace(self, commit_free=False, kept=True)
+
+    @property
+    def commit_ran(self) -> bool:
+        return self.measured_commit_calls is not None
+
+    @property
+    def commit_was_full_rollout(self) -> bool:
+        """A full-compute commit ran: its seconds are a full rollout's."""
+        return self.commit_ran and not self.commit_free
+
+    @property
+    def pruned(self) -> bool:
+        """Some candidates stopped before their draft finished (N counts them)."""
+        return self.finished_drafts < self.width
+
+    @property
+    def full_calls(self) -> int:
+        return self.width * self.rollout_calls
+
+    @property
+    def commit_calls(self) -> int:
+        """The commit's calls: counted once it ran, else one full rollout's; none when free or kept."""
+        if self.commit_ran:
+            return self.measured_commit_calls
+        return 0 if self.commit_free or self.kept else self.rollout_calls
+
+    @property
+    def total_calls(self) -> int:
+        return self.search_calls + self.commit_calls
+
+    @property
+    def calls_ratio(self) -> float:
+        """The drafts' calls against full best-of-N's."""
+        return self.search_calls / self.full_calls
+
+    @property
+    def calls_ratio_with_commit(self) -> float:
+        """The drafts' and the commit's calls against full best-of-N's: the search's cost as delivered."""
+        return self.total_calls / self.full_calls
+
+    @property
+    def full_rollout_seconds(self) -> float | None:
+        """C_f measured on this machine: the commit's seconds once a full one ran, else the mean of the finished
+        drafts that skipped nothing; None when neither measured it."""
+        full = self.measured_commit_seconds if self.commit_was_full_rollout else self.drafts_full_rollout_seconds
+        return full or None  # zero seconds measure nothing (and every ratio would divide by them)
+
+    @property
+    def commit_seconds(self) -> float | None:
+        """The commit's seconds: measured once it ran, else one full rollout's (None while unmeasured); none when
+        free or kept."""
+        if self.commit_ran:
+            return self.measured_commit_seconds
+        return 0.0 if self.commit_free or self.kept else self.full_rollout_seconds
+
+    @property
+    def total_seconds(self) -> float | None:
+        commit = self.commit_seconds
+        return None if commit is None else self.search_seconds + commit
+
+    @property
+    def seconds_ratio(self) -> float | None:
+        full = self.full_rollout_seconds
+        return None if full is None else self.search_seconds / (self.width * full)
+
+    @property
+    def seconds_ratio_with_commit(self) -> float | None:
+        full, total = self.full_rollout_seconds, self.total_seconds
+        return None if full is None or total is None else total / (self.width * full)
+
+    @property
+    def gamma(self) -> float | None:
+        """C_c / C_f in seconds: a finished draft's mean against a full rollout."""
+        full = self.full_rollout_seconds
+        return None if full is None else self.mean_draft_seconds / full
+
+    @property
+    def break_even_width(self) -> float | None:
+        """The width above which this kind of search beats full best-of-N in seconds (``break_even_width``); None
+        for a pruned search, whose dropped drafts the N C_c + C_commit model does not hold, and while C_f is
+        unmeasured."""
+        if self.pruned or self.gamma is None:
+            return None
+        return break_even_width(self.gamma, self.commit_seconds / self.full_rollout_seconds)
+
+    def calls_line(self) -> str:
+        """The transformer calls: the drafts', and with what delivered the result."""
+        text = (f"transformer calls: the drafts computed {self.search_calls} of the {self.full_calls} that full "
+                f"best-of-{self.width} computes ({_percent(self.calls_ratio)})")
+        if self.kept:
+            return f"{text}; no commit (keep delivers the draft as drafted)"
+        return f"{text}; with the commit ({self.commit_calls}) {self.total_calls} " \
+               f"({_percent(self.calls_ratio_with_commit)})"
+
+    def seconds_line(self) -> str:
+        """The seconds measured here: the search's, a full rollout's and where that was measured, the ratios, gamma
+        and the break-even width."""
+        text = f"seconds measured on this machine: the search {self.search_seconds:.2f} s"
+        full = self.full_rollout_seconds
+        if full is None:
+            measured_by = "no full rollout was measured (keep runs no commit)" if self.kept else \
+                "a full rollout's seconds are measured by a commit"
+            return f"{text}, mean draft {self.mean_draft_seconds:.2f} s; {measured_by}"
+        source = "the commit" if self.commit_was_full_rollout else "the drafts that skipped nothing"
+        text += f", full rollout {full:.2f} s ({source}): {_percent(self.seconds_ratio)} of full best-of-{self.width}"
+        if self.kept:
+            text += " (no commit)"
+        else:
+            text += f", with the commit ({self.commit_seconds:.2f} s) {_percent(self.seconds_ratio_with_commit)}"
+        text += f"; gamma (mean draft / full rollout) {self.gamma:.2f}"
+        if self.break_even_width is not None:
+            text += f", break-even width N* = {self.break_even_width:.2f}"
+        return text
+
+    def report_lines(self) -> list[str]:
+        return [self.calls_line(), self.seconds_line()]
+
+    def line(self) -> str:
+        """The cost in one line for the panels: the calls, the seconds' ratios once a full rollout's seconds are
+        measured, and why calls lead."""
+        text = self.calls_line()
+        if self.seconds_ratio is not None:
+            with_commit = "" if self.kept else f", with the commit {_percent(self.seconds_ratio_with_commit)}"
+            text += f"; in seconds {_percent(self.seconds_ratio)}{with_commit}"
+        return f"{text}. {CALLS_CONTEXT}"
+
+    def as_dict(self) -> dict:
+        """JSON-ready, for the Sampler's and the Recommit's panels (infinite break-even widths as None)."""
+        break_even = self.break_even_width
+        return {"num_candidates": self.width, "finished_drafts": self.finished_drafts,
+                "rollout_calls": self.rollout_calls, "full_calls": self.full_calls,
+                "search_calls": self.search_calls, "commit_calls": self.commit_calls,
+                "calls_ratio": self.calls_ratio, "calls_ratio_with_commit": self.calls_ratio_with_commit,
+                "search_seconds": round(self.search_seconds, 3), "full_rollout_seconds": self.full_rollout_seconds,
+                "commit_seconds": self.commit_seconds, "seconds_ratio": self.seconds_ratio,
+                "seconds_ratio_with_commit": self.seconds_ratio_with_commit, "gamma": self.gamma,
+                "break_even_width": break_even if break_even is not None and math.isfinite(break_even) else None,
+                "commit_ran": self.commit_ran, "commit_free": self.commit_free, "kept": self.kept,
+                "note": self.line()}

@@ -1,0 +1,178 @@
+"""One search's cost in transformer calls and seconds against full best-of-N, for every kind of search and delivery
+(no ComfyUI)."""
+
+import json
+import math
+
+import pytest
+
+from cachedsearch_core import Draft, Ranking, SearchCost, search_report
+from cachedsearch_core.budget import BudgetOutcome, BudgetPlan
+from cachedsearch_core.cost import break_even_width
+from cachedsearch_core.pruning import PrunedCandidate, PruningOutcome
+
+ROLLOUT_CALLS = 50
+
+
+def cached_drafts(seconds=(1.0, 1.2, 0.8), computed=(24, 26, 22)):
+    """Drafts of seeds 7, 8, ... that skipped calls: a full rollout computes 50."""
+    return [Draft(seed=7 + index, seconds=s, calls_computed=c, calls_skipped=ROLLOUT_CALLS - c)
+            for index, (s, c) in enumerate(zip(seconds, computed))]
+
+
+def pruned_search():
+    """4 seeds from 7 pruned at step 4 of 10 (20 calls): candidates 2 and 4 finished, 1 and 3 were dropped after
+    10 computed calls and 0.4 s each; scoring the four previews took 0.3 s."""
+    survivors = [Draft(8, 1.1, 24, 26), Draft(10, 0.9, 22, 28)]
+    dropped = (PrunedCandidate(Draft(7, 0.4, 10, 10), 0.1), PrunedCandidate(Draft(9, 0.4, 10, 10), 0.2))
+    outcome = PruningOutcome(4, 10, (7, 8, 9, 10), (0.1, 0.9, 0.2, 0.8), (1, 3), dropped, preview_seconds=0.3)
+    return survivors, outcome
+
+
+def test_the_report_section_4_example_in_calls_and_seconds():
+    # gamma 0.51 at N = 8: (8 x 0.51 + 1) / 8 = 63.5 % of full best-of-8, break-even N* = 1 / 0.49.
+    cost = SearchCost(width=8, finished_drafts=8, rollout_calls=100, search_calls=408, search_seconds=8 * 0.51,
+                      mean_draft_seconds=0.51).after_commit(100, 1.0)
+    assert (cost.full_calls, cost.total_calls) == (800, 508)
+    assert cost.calls_ratio_with_commit == pytest.approx(0.635)
+    assert cost.gamma == pytest.approx(0.51)
+    assert cost.seconds_ratio_with_commit == pytest.approx(0.635)
+    assert cost.break_even_width == pytest.approx(1 / 0.49)
+
+
+def test_break_even_width_with_a_full_a_free_and_no_cheaper_draft():
+    assert break_even_width(0.5, 1.0) == 2.0
+    assert break_even_width(0.5, 0.0) == 0.0  # a free commit beats full best-of-N at any width
+    assert break_even_width(1.0, 0.0) == math.inf  # drafts that cost full rollouts never win
+
+
+def test_plain_drafts_before_a_commit_predict_one_full_rollout_and_no_seconds_ratio():
+    cost = SearchCost.of_search(cached_drafts())
+    assert (cost.width, cost.rollout_calls, cost.search_calls, cost.commit_calls) == (3, 50, 72, 50)
+    assert cost.search_seconds == pytest.approx(3.0) and cost.mean_draft_seconds == pytest.approx(1.0)
+    assert (cost.calls_ratio, cost.calls_ratio_with_commit) == (72 / 150, 122 / 150)
+    # Every draft skipped calls: nothing has measured a full rollout's seconds yet.
+    assert cost.full_rollout_seconds is None and cost.seconds_ratio is None and cost.break_even_width is None
+    assert cost.calls_line() == ("transformer calls: the drafts computed 72 of the 150 that full best-of-3 computes "
+                                 "(48.0 %); with the commit (50) 122 (81.3 %)")
+    assert cost.seconds_line().endswith("mean draft 1.00 s; a full rollout's seconds are measured by a commit")
+
+
+def test_a_commit_measures_the_full_rollout_and_counts_its_calls():
+    cost = SearchCost.of_search(cached_drafts()).after_commit(50, 2.0)
+    assert (cost.commit_ran, cost.commit_free) == (True, False)
+    assert cost.full_rollout_seconds == cost.commit_seconds == 2.0
+    assert cost.seconds_ratio == pytest.approx(3.0 / 6.0) and cost.seconds_ratio_with_commit == pytest.approx(5 / 6)
+    assert cost.gamma == pytest.approx(0.5) and cost.break_even_width == pytest.approx(2.0)
+    assert cost.seconds_line() == (
+        "seconds measured on this machine: the search 3.00 s, full rollout 2.00 s (the commit): 50.0 % of full "
+        "best-of-3, with the commit (2.00 s) 83.3 %; gamma (mean draft / full rollout) 0.50, break-even width "
+        "N* = 2.00")
+
+
+def test_a_free_commit_costs_nothing_and_the_drafts_that_skipped_nothing_measure_the_full_rollout():
+    drafts = [Draft(7, 2.0, 50, 0), Draft(8, 1.0, 25, 25), Draft(9, 2.2, 50, 0)]
+    cost = SearchCost.of_search(drafts).after_commit(0, 0.0)
+    assert (cost.commit_free, cost.commit_calls, cost.commit_seconds) == (True, 0, 0.0)
+    assert cost.calls_ratio_with_commit == cost.calls_ratio == 125 / 150
+    # C_f = the mean of the two full drafts (2.1 s); the drafts alone cost 5.2 s of best-of-3's 6.3 s.
+    assert cost.full_rollout_seconds == pytest.approx(2.1)
+    assert cost.seconds_ratio_with_commit == pytest.approx(5.2 / 6.3)
+    assert cost.break_even_width == 0.0
+    assert "full rollout 2.10 s (the drafts that skipped nothing): 82.5 % of full best-of-3, with the commit " \
+           "(0.00 s) 82.5 %" in cost.seconds_line()
+    # Every draft a full rollout and the commit free: the search costs what full best-of-N costs, and never wins.
+    every_call = SearchCost.of_search([Draft(7, 2.0, 50, 0), Draft(8, 2.0, 50, 0)], commit_free=True)
+    assert every_call.calls_ratio_with_commit == every_call.seconds_ratio_with_commit == 1.0
+    assert every_call.break_even_width == math.inf and every_call.as_dict()["break_even_width"] is None
+
+
+def test_keep_delivers_without_a_commit():
+    cost = SearchCost.of_search(cached_drafts()).after_keep()
+    assert (cost.kept, cost.commit_ran, cost.commit_calls, cost.commit_seconds) == (True, False, 0, 0.0)
+    assert cost.calls_ratio_with_commit == cost.calls_ratio
+    assert cost.calls_line().endswith("(48.0 %); no commit (keep delivers the draft as drafted)")
+    assert cost.seconds_line().endswith("no full rollout was measured (keep runs no commit)")
+
+
+def test_a_pruned_search_counts_every_candidate_it_started_and_what_the_dropped_ones_and_previews_cost():
+    survivors, outcome = pruned_search()
+    cost = SearchCost.of_search(survivors, pruning=outcome)
+    assert (cost.width, cost.finished_drafts, cost.pruned) == (4, 2, True)
+    assert cost.search_calls == 24 + 22 + 10 + 10
+    assert cost.search_seconds == pytest.approx(1.1 + 0.9 + 0.4 + 0.4 + 0.3)
+    assert cost.mean_draft_seconds == pytest.approx(1.0)  # the finished drafts' only
+    assert cost.calls_ratio_with_commit == (66 + 50) / 200
+    # The artist's pick of a dropped candidate is a full rollout like any other commit.
+    picked = cost.after_commit(50, 2.5)
+    assert picked.seconds_ratio_with_commit == pytest.approx((3.1 + 2.5) / (4 * 2.5))
+    assert picked.gamma == pytest.approx(0.4)
+    assert picked.break_even_width is None and "break-even" not in picked.seconds_line()
+
+
+def test_a_budget_search_counts_the_draft_it_stopped():
+    plan = BudgetPlan(3, max_candidates=8)
+    outcome = BudgetOutcome(plan, (24.0, 26.0), 50.0, 30.0, stopped_draft_calls=30, stopped_draft_seconds=1.4)
+    cost = SearchCost.of_search(cached_drafts()[:2], budget=outcome)
+    assert (cost.width, cost.search_calls) == (2, 24 + 26 + 30)
+    assert cost.search_seconds == pytest.approx(1.0 + 1.2 + 1.4)
+
+
+@pytest.mark.parametrize("unit", ["transformer calls", "wall time"])
+def test_the_budgets_measured_total_is_the_cost_models_total_in_its_unit(unit):
+    plan = BudgetPlan(3, unit=unit, max_candidates=8)
+    outcome = BudgetOutcome(plan, (24.0, 26.0), 50.0, 30.0, stopped_draft_calls=30, stopped_draft_seconds=1.4)
+    before = SearchCost.of_search(cached_drafts()[:2], budget=outcome)
+    assert outcome.measured(before) is None and len(outcome.lines(before)) == 2  # no commit ran yet
+    assert outcome.measured(before.after_keep()) is None
+    committed = before.after_commit(50, 2.5)
+    if unit == "transformer calls":
+        assert outcome.measured(committed) == (50, 24 + 26 + 30 + 50) == (committed.commit_calls, committed.total_calls)
+        assert outcome.lines(committed)[-1].endswith("search total predicted 130 calls, measured 130 calls "
+                                                     "(86.7 % of the budget)")
+    else:
+        assert outcome.measured(committed) == (2.5, pytest.approx(1.0 + 1.2 + 1.4 + 2.5))
+        assert "measured 6.10 s" in outcome.lines(committed)[-1]
+
+
+def test_one_searchs_sampler_and_recommit_tell_the_same_figure_for_every_delivery():
+    """The Sampler shows the search's calls alone and with the commit it predicts; the Recommit's headline is its
+    calls with what delivered the result: the same numbers once the commit counted what the Sampler predicted."""
+    survivors, outcome = pruned_search()
+    full_drafts = [Draft(7, 2.0, 50, 0), Draft(8, 2.1, 50, 0)]
+    deliveries = {
+        "commit": (SearchCost.of_search(cached_drafts()), lambda cost: cost.after_commit(50, 2.0),
+                   "calls_ratio_with_commit"),
+        "keep": (SearchCost.of_search(cached_drafts()), SearchCost.after_keep, "calls_ratio"),
+        "free commit": (SearchCost.of_search(full_drafts, commit_free=True), lambda cost: cost.after_commit(0, 0.0),
+                        "calls_ratio_with_commit"),
+        "pick of a pruned candidate": (SearchCost.of_search(survivors, pruning=outcome),
+                                       lambda cost: cost.after_commit(50, 2.5), "calls_ratio_with_commit"),
+    }
+    for name, (sampler, deliver, sampler_key) in deliveries.items():
+        shown = json.loads(json.dumps(sampler.as_dict()))  # as the panels receive them
+        delivered = json.loads(json.dumps(deliver(sampler).as_dict()))
+        assert delivered["calls_ratio_with_commit"] == shown[sampler_key], name
+        assert delivered["search_calls"] == shown["search_calls"] and delivered["full_calls"] == shown["full_calls"]
+    # The report's calls line says it in the same words on both nodes.
+    sampler = SearchCost.of_search(cached_drafts())
+    assert sampler.calls_line() == sampler.after_commit(50, 2.0).calls_line()
+    drafts = cached_drafts()
+    recommit_report = search_report(drafts, "cache", sampler.after_commit(50, 2.0), Ranking((0.1, 0.3, 0.2)))
+    assert sampler.calls_line() in search_report(drafts, "cache", sampler).splitlines()
+    assert sampler.calls_line() in recommit_report.splitlines()
+
+
+@pytest.mark.parametrize("fields, message", [
+    (dict(rollout_calls=0), "rollout_calls: got 0; a full rollout computes at least one transformer call"),
+    (dict(finished_drafts=4), "finished_drafts: got 4 of a search of 3 candidates"),
+    (dict(measured_commit_calls=50), "a commit that ran has both; got 50 and None"),
+    (dict(kept=True, commit_free=True), "kept: keep delivers a draft without a commit"),
+])
+def test_an_inconsistent_cost_is_refused_naming_the_field(fields, message):
+    given = dict(width=3, finished_drafts=3, rollout_calls=50, search_calls=72, search_seconds=3.0,
+                 mean_draft_seconds=1.0) | fields
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        SearchCost(**given)
+    with pytest.raises(ValueError, match="drafts: got none"):
+        SearchCost.of_search([])
