@@ -40,7 +40,8 @@ def input_spec(info, name):
 
 
 def test_the_workflows_ship():
-    assert NAMES == ["cachedsearch_calibrate_wan21", "cachedsearch_calibrate_wan22_a14b", "cachedsearch_hunyuan15_t2v", "cachedsearch_hunyuan_t2v",
+    assert NAMES == ["cachedsearch_calibrate_family", "cachedsearch_calibrate_wan21",
+                     "cachedsearch_calibrate_wan22_a14b", "cachedsearch_hunyuan15_t2v", "cachedsearch_hunyuan_t2v",
                      "cachedsearch_wan21_t2v", "cachedsearch_wan21_t2v_pruned", "cachedsearch_wan22_a14b_i2v",
                      "cachedsearch_wan22_a14b_t2v", "cachedsearch_wan22_a14b_t2v_4step",
                      "cachedsearch_wan22_a14b_t2v_gguf", "cachedsearch_wan22_ti2v"]
