@@ -1,13 +1,13 @@
 """How many prompts a family calibration needs, and the cache engines' frontier, on the ball-and-spot world:
-CachedSearch Calibrate itself (in process) on the first 4, 8 and 16 of the audit's prompts at 8 seeds, against the
-36-prompt audit's tau* (0.5 at capture targets 0.85 and 0.90); then our cache against ComfyUI's EasyCache and
-LazyCache on the first --engine-prompts prompts (capture against speed-up in transformer calls).
+CachedSearch Calibrate itself (in process) on every disjoint window of 4, 8 and 16 of the audit's 36 prompts at 8
+seeds and on all 36, against the 36-prompt audit's tau* (0.5 at capture targets 0.85 and 0.90), as
+bench/calibration_seeds.py does for seeds; then our cache against ComfyUI's EasyCache and LazyCache on the first
+--engine-prompts prompts (capture against speed-up in transformer calls).
 
     .venv/bin/python -m bench.calibration_prompts [--prompts 4 8 16] [--seeds 8] [--out DIR]
 
-The node saves every rollout in DIR/user (its saved rollouts), so the smaller prompt sets, the second target and a
-stopped run reuse what was computed: the 16-prompt calibration's rollouts are the 4- and 8-prompt ones too. Writes
-DIR/report.md and DIR/frontier.svg.
+The node saves every rollout in DIR/user (its saved rollouts), so every window, the second target and a stopped
+run reuse what the 36-prompt calibration computed. Writes DIR/report.md and DIR/frontier.svg.
 """
 
 from __future__ import annotations
@@ -93,11 +93,12 @@ def frontier_svg(rows: list[dict]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--prompts", type=int, nargs="+", default=[4, 8, 16], help="prompt counts compared")
+    parser.add_argument("--all-prompts", type=int, default=36, help="the prompts calibrated once (the audit's 36)")
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--steps", type=int, default=16)
-    parser.add_argument("--taus", default="0.2 0.3 0.5 0.8")
+    parser.add_argument("--taus", default="0.1 0.2 0.3 0.5 0.8", help="the audit's taus")
     parser.add_argument("--targets", type=float, nargs="+", default=[0.85, 0.90])
-    parser.add_argument("--engine-prompts", type=int, default=4, help="prompts of the engines' frontier (0: none)")
+    parser.add_argument("--engine-prompts", type=int, default=16, help="prompts of the engines' frontier (0: none)")
     parser.add_argument("--easycache", default="0.05 0.2 0.5", help="EasyCache reuse_threshold values")
     parser.add_argument("--lazycache", default="0.05 0.2 0.5", help="LazyCache reuse_threshold values")
     parser.add_argument("--out", type=pathlib.Path, default=REPO_ROOT / "bench" / "results" / "calibration_prompts")
@@ -106,37 +107,39 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     calibrate = WorldCalibrate(args.out / "user", args.steps)
+    prompts = audit_prompts(args.all_prompts)
+    sizes = [*sorted(args.prompts), args.all_prompts]
     lines = [f"# Calibration vs prompt count, and the cache engines' frontier\n\nCachedSearch Calibrate on the small "
              f"Wan model trained on the ball-and-spot world: {args.steps} steps, euler/simple, cfg 4, shift "
              f"{TRAINING_SHIFT}, the world's analytic verifier, warmup = cooldown = {cache_window(args.steps)}, "
-             f"{args.seeds} seeds, taus {args.taus}; the first P prompts of bench/audit.py's order. The 36-prompt "
-             f"audit's tau* is {AUDIT_TAU_STAR:g}.\n",
-             "| prompts | target | recommended tau | its capture [95 % prompt bootstrap] | speed-up (calls) |",
-             "|---|---|---|---|---|"]
-    for count in sorted(args.prompts, reverse=True):  # the largest first: the others reuse its saved rollouts
-        for target in args.targets:
-            shown = calibrate(audit_prompts(count), args.seeds, args.taus, target).ui["cachedsearch_calibration"][0]
-            picked = next((row for row in shown["rows"] if row["recommended"]), None)
-            if picked is None:
-                lines.append(f"| {count} | {target:.2f} | 0 | - | - |")
-            else:
-                value, *interval = picked["capture"]
-                bracket = f" [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else ""
-                lines.append(f"| {count} | {target:.2f} | {shown['recommended_tau']:g} | {value:.3f}{bracket} | "
-                             f"{picked['call_speedup']:.2f}x |")
-            print(lines[-1], flush=True)
+             f"{args.seeds} seeds, taus {args.taus}. The {args.all_prompts} prompts of bench/audit.py's order are "
+             "calibrated once (the node saves every rollout); each cell lists the node's recommendation for every "
+             "disjoint window of P consecutive prompts, in order. The 36-prompt audit's tau* is "
+             f"{AUDIT_TAU_STAR:g}.\n",
+             "| target | " + " | ".join(f"P = {size}" for size in sizes) + " |", "|---|" + "---|" * len(sizes)]
+    for target in args.targets:
+        cells = []
+        for size in sorted(sizes, reverse=True):  # all the prompts first: every window reuses their rollouts
+            picks = [calibrate(prompts[first:first + size], args.seeds, args.taus, target).result[0]
+                     for first in range(0, len(prompts) - size + 1, size)]
+            cells.insert(0, ", ".join(f"{tau:g}" for tau in picks))
+        lines.append(f"| {target:.2f} | " + " | ".join(cells) + " |")
+        print(lines[-1], flush=True)
     if args.engine_prompts:
-        output = calibrate(audit_prompts(args.engine_prompts), args.seeds, args.taus, args.targets[-1],
+        output = calibrate(prompts[:args.engine_prompts], args.seeds, args.taus, args.targets[-1],
                            easycache_thresholds=args.easycache, lazycache_thresholds=args.lazycache)
         rows = output.ui["cachedsearch_calibration"][0]["engine_rows"]
-        lines += ["", f"## Frontier: {args.engine_prompts} prompts x {args.seeds} seeds, target "
-                  f"{args.targets[-1]:.2f}\n", "| engine | threshold | skipped calls | speed-up (calls) | capture | "
-                  "rho | top-1 |", "|---|---|---|---|---|---|---|"]
+        lines += ["", f"## Frontier: the first {args.engine_prompts} prompts x {args.seeds} seeds, target "
+                  f"{args.targets[-1]:.2f}\n", "| engine | threshold | skipped calls | speed-up (calls) | capture "
+                  "[95 % prompt bootstrap] | rho | top-1 |", "|---|---|---|---|---|---|---|"]
         for row in rows:
+            value, *interval = row["capture"]
+            bracket = f" [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else ""
             lines.append(f"| {row['engine']} | {row['tau']:g} | {100 * row['skipped']:.0f} % | "
-                         f"{row['call_speedup']:.2f}x | {row['capture'][0]:.3f} | {row['rho'][0]:.3f} | "
+                         f"{row['call_speedup']:.2f}x | {value:.3f}{bracket} | {row['rho'][0]:.3f} | "
                          f"{row['top1'][0]:.3f} |")
-        lines += ["", output.result[1].splitlines()[-1]]
+        lines += ["", next(line for line in output.result[1].splitlines()
+                           if line.startswith(("Fewest computed calls", "No engine keeps")))]
         (args.out / "frontier.svg").write_text(frontier_svg(rows))
     report = "\n".join(lines) + "\n"
     (args.out / "report.md").write_text(report)

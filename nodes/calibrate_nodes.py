@@ -13,6 +13,7 @@ calibration re-queued after Cancel, a crash or a restart computes only what is m
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 import time
@@ -219,6 +220,11 @@ class CalibrationPrompt:
 
     text: str
     positive: list
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """Its content's digest, taken once: a saved rollout's key holds it."""
+        return fingerprint([self.text, self.positive])
 
 
 def calibration_prompts(positive, clip, prompt: str) -> list[CalibrationPrompt]:
@@ -608,7 +614,7 @@ class _SavedSetup:
                                                      rank_by, aspect_weights]))
 
     def key(self, prompt: CalibrationPrompt, seed: int, arm_settings: dict) -> str:
-        return rollout_key(self.fingerprint, fingerprint([prompt.text, prompt.positive]), seed, arm_settings)
+        return rollout_key(self.fingerprint, prompt.fingerprint, seed, arm_settings)
 
 
 class _Rollouts:

@@ -487,3 +487,24 @@ def test_a_cancelled_calibration_resumes_with_only_the_missing_rollouts(engine, 
     wider, computed = calibrate(tmp_path / "resumed", warmup_steps=inputs["warmup_steps"] + 1)
     assert computed == 4  # the cached rollouts, whose cache window changed; the full ones are reused
     assert "saved rollouts: 4 of 8 reused" in wider.result[1]
+
+
+def test_two_experts_calibrate_on_several_prompts(engine):
+    """The world model as both experts, two prompts typed one per line: each expert's table and the picks together
+    pool both prompts (every arm ran each prompt's seeds)."""
+    inputs = world_prompts_inputs(engine, AUDIT_PROMPTS[:2], seeds=2, taus=())
+    output = engine.output(
+        "CachedSearchCalibrateExperts", model_high=inputs["model"], model_low=inputs["model"],
+        **{name: inputs[name] for name in ("negative", "latent_image", "vae", "verifier", "prompt", "clip", "seeds",
+                                           "first_seed", "cfg", "sampler_name", "scheduler",
+                                           "frames_per_candidate")},
+        steps=8, split_step=4, taus_high="0.0001", taus_low="0.0001", capture_target=0.9, warmup_steps_high=1,
+        cooldown_steps_high=1, warmup_steps_low=1, cooldown_steps_low=1)
+    tau_high, tau_low, report, _ = output.result
+    (shown,) = output.ui["cachedsearch_calibration"]
+    assert shown["prompts"] == 2 and not shown["intervals"]
+    # a tau that skips nothing keeps every prompt's ranking: both experts pick it and the pair is measured
+    assert tau_high == tau_low == 0.0001 and [row["expert"] for row in shown["rows"]][-1] == "both"
+    assert all(row["calls"] == 2 * 2 * 8 for row in shown["rows"])  # 2 prompts x 2 seeds x 8 steps
+    assert "2 prompts x (2 full rollouts + 2 cached rollouts x (1 high-noise taus + 1 low-noise taus) + 2 with both " \
+        "picks) = 16 rollouts at most" in report
