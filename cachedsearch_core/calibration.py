@@ -466,7 +466,8 @@ def describe_remembered(entry: dict, expert: str | None = None) -> str:
     if entry["tau"] == 0:
         return (f"calibrated for {subject}: tau 0 (no tau kept {100 * entry['capture_target']:.0f} % capture; "
                 "cache off)")
-    return f"calibrated for {subject}: tau {entry['tau']:g} (capture {100 * entry['capture']:.0f} %)"
+    pooled = f", {entry['prompts']} prompts" if entry.get("prompts", 1) > 1 else ""
+    return f"calibrated for {subject}: tau {entry['tau']:g} (capture {100 * entry['capture']:.0f} %{pooled})"
 
 
 HIGH_NOISE, LOW_NOISE = EXPERTS = ("high-noise", "low-noise")

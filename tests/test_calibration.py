@@ -12,6 +12,7 @@ from cachedsearch_core.calibration import (
     Calibration,
     CalibrationMemory,
     CalibrationPlan,
+    EnginesCalibration,
     ExpertsCalibration,
     ExpertsPlan,
     describe_remembered,
@@ -238,3 +239,29 @@ def test_two_prompts_give_no_intervals_and_three_resample_prompts():
     # top-1 is the share of prompts whose winner the cache keeps: prompts 0 and 2 of 3
     assert three.rows()[0]["top1"][0] == pytest.approx(2 / 3)
     assert "Each figure rests on 3 prompts x 4 seeds" in three.report()
+
+
+def test_comfyui_engines_get_their_own_table_and_the_fewest_computed_calls_win():
+    store = store_with({0.1: (FULL, 4)})  # our tau keeps the ranking at 6 of 10 calls computed
+    plan = CalibrationPlan((0.1,), 4, 0, 0.9)
+    easy = plan.for_engine("EasyCache", (0.2, 2.5), "easycache_thresholds")
+    for threshold, scores, skipped in ((0.2, FULL, 7), (2.5, [0.9, 0.1, 0.5, 0.4], 9)):
+        for seed, score in enumerate(scores):
+            store.add(easy.arm(threshold), 0, seed, score, seconds=1.0, calls=10, skipped=skipped)
+    engines = EnginesCalibration.from_store(store, [plan, easy], bootstrap=20)
+    assert [calibration.recommended_tau for calibration in engines.calibrations] == [0.1, 0.2]
+    assert engines.fastest.plan.engine == "EasyCache" and engines.threshold("LazyCache") == 0.0
+    report = engines.report()
+    assert "EasyCache:\n| reuse_threshold |" in report and "Recommended EasyCache reuse_threshold: 0.2" in report
+    assert "Fewest computed calls at the target: EasyCache reuse_threshold 0.2 (capture 100.0 %, 3.33x fewer " \
+        "transformer calls; 12 computed of 40)" in report
+    assert [row["engine"] for row in engines.engine_rows()] == ["CachedSearch cache", "EasyCache", "EasyCache"]
+    assert engines.chart().shape == (800, 640, 3)
+    with pytest.raises(ValueError, match="easycache_thresholds: 3.5 in \"0.2 3.5\" is outside EasyCache's range 0 "
+                       "to 3"):
+        plan.for_engine("EasyCache", (0.2, 3.5), "easycache_thresholds")
+
+
+def test_a_remembered_family_calibration_says_how_many_prompts():
+    entry = {"tau": 0.2, "capture": 0.93, "capture_target": 0.9, "seeds": 8, "prompts": 25}
+    assert describe_remembered(entry) == "calibrated for this setup: tau 0.2 (capture 93 %, 25 prompts)"
