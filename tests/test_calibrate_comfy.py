@@ -7,6 +7,8 @@ remembered for Apply Cache)."""
 import json
 import os
 import pathlib
+import re
+import shutil
 import subprocess
 import sys
 
@@ -396,6 +398,8 @@ def measured_rows(entry) -> list[dict]:
 
 
 def test_over_http_cancel_mid_calibration_leaves_the_next_run_clean_and_the_tau_feeds_apply_cache(comfy_server):
+    saved = comfy_server.base_dir / "user" / "cachedsearch" / "calibration_rollouts"
+    shutil.rmtree(saved, ignore_errors=True)  # nothing another test of this server saved
     graph = calibrate_wan(seed=5, capture_target=0.9)
     cancelled = set()
 
@@ -410,8 +414,12 @@ def test_over_http_cancel_mid_calibration_leaves_the_next_run_clean_and_the_tau_
     assert "execution_interrupted" in [message[0] for message in first["status"]["messages"]]
     assert "calibrate" not in first["outputs"]
     assert second["status"]["status_str"] == "success", second["status"]
-    # the same calibration never cancelled (another capture target: the measurements must not change)
+    # the re-queue reused what the cancelled run finished (a third of 9 rollouts: 2 or 3 of them)
+    assert re.search(r"saved rollouts: [23] of 9 reused from an earlier run", second["outputs"]["calibrate"]["text"][0])
+    # the same calibration never cancelled nor resumed (another capture target: the measurements must not change)
+    shutil.rmtree(saved)
     alone = comfy_server.run_prompt(calibrate_wan(seed=5, capture_target=0.95))
+    assert "saved rollouts: 0 of 9 reused" in alone["outputs"]["calibrate"]["text"][0]
     assert measured_rows(second) == measured_rows(alone)
     (shown,) = second["outputs"]["calibrate"]["cachedsearch_calibration"]
     assert [row["tau"] for row in shown["rows"]] == [0.1, 0.5] and len(shown["rows"][0]["capture"]) == 3
