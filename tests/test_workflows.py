@@ -170,3 +170,15 @@ def test_workflow_runs_end_to_end_and_delivers_the_stock_result_for_the_winner(c
     delivered, reference = frames(comfy_server, entry), frames(comfy_server, stock)
     assert len(delivered) == len(reference) == 9
     assert all((a == b).all() for a, b in zip(delivered, reference))
+
+
+@pytest.mark.slow
+def test_the_family_calibration_workflow_runs_on_tiny_weights(comfy_server):
+    """The family workflow's tiny variant (its first prompt: there is no tiny text encoder) calibrates and searches
+    with the calibrated tau."""
+    _, api = load("cachedsearch_calibrate_family")
+    entry = comfy_server.run_prompt(tiny_workflow_variant(api, pooled=False))
+    assert entry["status"]["status_str"] == "success", entry["status"]
+    (calibrate_key,) = [key for key, node in api.items() if node["class_type"] == "CachedSearchCalibrate"]
+    (shown,) = entry["outputs"][calibrate_key]["cachedsearch_calibration"]
+    assert (shown["prompts"], shown["seeds"], [row["tau"] for row in shown["rows"]]) == (1, 2, [2.0])
