@@ -65,7 +65,7 @@ def main() -> None:
             cells = []
             for size in args.sizes:
                 picks = [Calibration.from_store(store, CalibrationPlan(tuple(args.taus), size, first, target),
-                                                position, args.bootstrap).recommended_tau
+                                                [position], args.bootstrap).recommended_tau
                          for first in range(0, args.seeds - size + 1, size)]
                 cells.append(", ".join(f"{tau:g}" for tau in picks))
             lines.append(f"| {index}: {ball_spot_world.prompt_text(ball_spot_world.PROMPTS[index])} | {target:.2f} | "

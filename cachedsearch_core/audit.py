@@ -128,8 +128,15 @@ def markdown_report(results: list[ArmResult], target: float = DEFAULT_CAPTURE_TA
 
 def svg_plot(results: list[ArmResult], width: int = 560, height: int = 360) -> str:
     """Capture (ratio of means) against speed-up, one labelled point per arm, as a standalone SVG."""
+    return capture_plot([(r.arm, r.speedup, r.fidelity.capture_of_means.value, "#2a7" if r.tau is not None else "#c52")
+                         for r in results], "speed-up per draft", width, height)
+
+
+def capture_plot(points: list[tuple[str, float, float, str]], x_label: str, width: int = 560,
+                 height: int = 360) -> str:
+    """Capture against a speed-up, one point per (label, speed-up, capture, colour), as a standalone SVG."""
     margin = 50
-    speedups = [r.speedup for r in results] or [1.0]
+    speedups = [speedup for _, speedup, _, _ in points if math.isfinite(speedup)] or [1.0]
     x_max = max(2.0, math.ceil(max(speedups) * 2) / 2)
 
     def x(value):
@@ -142,18 +149,16 @@ def svg_plot(results: list[ArmResult], width: int = 560, height: int = 360) -> s
              'font-size="11">', '<rect width="100%" height="100%" fill="white"/>',
              f'<line x1="{margin}" y1="{height - margin}" x2="{width - margin}" y2="{height - margin}" stroke="black"/>',
              f'<line x1="{margin}" y1="{margin}" x2="{margin}" y2="{height - margin}" stroke="black"/>',
-             f'<text x="{width / 2}" y="{height - 12}" text-anchor="middle">speed-up per draft</text>',
+             f'<text x="{width / 2}" y="{height - 12}" text-anchor="middle">{x_label}</text>',
              f'<text x="14" y="{height / 2}" transform="rotate(-90 14 {height / 2})" text-anchor="middle">'
              'capture of best-of-N gain</text>']
     for tick in np.arange(1.0, x_max + 1e-9, 0.5):
         parts.append(f'<text x="{x(tick):.1f}" y="{height - margin + 14}" text-anchor="middle">{tick:.1f}x</text>')
     for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
         parts.append(f'<text x="{margin - 6}" y="{y(tick) + 4:.1f}" text-anchor="end">{tick:.0%}</text>')
-    for r in results:
-        capture = r.fidelity.capture_of_means.value
-        if math.isfinite(capture):
-            colour = "#2a7" if r.tau is not None else "#c52"
-            parts.append(f'<circle cx="{x(r.speedup):.1f}" cy="{y(capture):.1f}" r="4" fill="{colour}"/>')
-            parts.append(f'<text x="{x(r.speedup) + 6:.1f}" y="{y(capture) - 6:.1f}">{r.arm}</text>')
+    for label, speedup, capture, colour in points:
+        if math.isfinite(capture) and math.isfinite(speedup):
+            parts.append(f'<circle cx="{x(speedup):.1f}" cy="{y(capture):.1f}" r="4" fill="{colour}"/>')
+            parts.append(f'<text x="{x(speedup) + 6:.1f}" y="{y(capture) - 6:.1f}">{label}</text>')
     parts.append("</svg>")
     return "\n".join(parts)

@@ -1,9 +1,10 @@
-"""Calibrating tau on one's own model, prompt and verifier: the ranking-fidelity protocol of the report's Sec. 4 on
-one prompt (tau must be recalibrated per model family, Sec. 4.3: LTX-Video has no tau with 85 % capture).
+"""Calibrating tau on one's own model, prompts and verifier: the ranking-fidelity protocol of the report's Sec. 4
+(tau must be recalibrated per model family, Sec. 4.3: LTX-Video has no tau with 85 % capture).
 
-S full rollouts and S cached rollouts per tau on the same seeds are scored by the verifier; per tau the audit's
-metrics (``audit.evaluate_arms``: one code path for the GUI's table and bench/audit.py's numbers) with intervals
-from a bootstrap over the S seeds, and the recommendation of the audit's tau* rule (the largest tau whose capture
+For each of P prompts, S full rollouts and S cached rollouts per tau on the same seeds are scored by the verifier;
+per tau the audit's metrics pooled over the prompts (``audit.evaluate_arms``: one code path for the GUI's table and
+bench/audit.py's numbers) with intervals from a bootstrap over the prompts (over the S seeds with one prompt), and
+the recommendation of the audit's tau* rule (the largest tau whose capture
 meets the target; 0, the cache off, when none does). Results are remembered per setup (model file, steps, sampler,
 scheduler) in a small JSON file.
 
@@ -26,10 +27,16 @@ from .audit import FULL_ARM, ArmResult, ScoreStore, evaluate_arms, recommend_tau
 from .search import candidate_seeds
 
 TAU_MAX = 2.0  # the largest tau Apply Cache accepts
+OUR_ENGINE = "CachedSearch cache"
+# ComfyUI's step caches a calibration also measures, by their reuse_threshold (comfy_extras/nodes_easycache.py),
+# and the largest threshold their nodes accept.
+COMFYUI_ENGINES = ("EasyCache", "LazyCache")
+REUSE_THRESHOLD_MAX = 3.0
 DEFAULT_TAUS = (0.05, 0.10, 0.15, 0.20, 0.30)
 DEFAULT_SEEDS = 4
 DEFAULT_CAPTURE_TARGET = 0.90
 MIN_SEEDS_FOR_INTERVALS = 3  # two seeds resample to little more than themselves
+MIN_PROMPTS_FOR_INTERVALS = 3  # likewise two prompts
 
 
 def parse_taus(text: str, input_name: str = "taus") -> tuple[float, ...]:
@@ -42,6 +49,18 @@ def parse_taus(text: str, input_name: str = "taus") -> tuple[float, ...]:
                          f"\"{' '.join(f'{tau:.2f}' for tau in DEFAULT_TAUS)}\"") from None
 
 
+def prompt_lines(text: str) -> list[str]:
+    """The prompts of a calibration on several prompts: one per non-empty line, each once."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    if not lines:
+        raise ValueError("prompt: empty; with a text encoder on clip, write the prompts to calibrate on, one per line")
+    repeated = next((line for index, line in enumerate(lines) if line in lines[:index]), None)
+    if repeated is not None:
+        raise ValueError(f"prompt: {repeated!r} is written twice; list each prompt once (a repeated prompt would "
+                         "count twice in the pooled table)")
+    return lines
+
+
 @dataclasses.dataclass(frozen=True)
 class CalibrationPlan:
     """What a calibration runs.
@@ -50,6 +69,9 @@ class CalibrationPlan:
     seeds: S, the number of seeds (>= 2); seeds first_seed ... first_seed + S - 1 are used.
     capture_target: the share of best-of-S's gain a tau must keep to be recommended, in (0, 1].
     taus_input: the node input the taus come from, named in errors ("taus_high" for a two-expert calibration).
+    prompts: P, the number of prompts, each rolled out on every seed and tau (prompt i is the store's prompt i).
+    engine: the cache measured: ``OUR_ENGINE`` (its taus), or one of ``COMFYUI_ENGINES`` (``taus`` are then its
+    reuse_threshold values, within its node's range [0, 3]).
     """
 
     taus: tuple[float, ...] = DEFAULT_TAUS
@@ -57,25 +79,33 @@ class CalibrationPlan:
     first_seed: int = 0
     capture_target: float = DEFAULT_CAPTURE_TARGET
     taus_input: str = "taus"
+    prompts: int = 1
+    engine: str = OUR_ENGINE
 
     def __post_init__(self):
         taus = tuple(self.taus)
         object.__setattr__(self, "taus", taus)
         written = " ".join(f"{tau:g}" for tau in taus)
+        if self.engine not in (OUR_ENGINE, *COMFYUI_ENGINES):
+            raise ValueError(f"engine: got {self.engine!r}; use {OUR_ENGINE!r} or one of {', '.join(COMFYUI_ENGINES)}")
+        name, highest, node = ((self.threshold_name, TAU_MAX, "Apply Cache") if self.engine == OUR_ENGINE else
+                               (self.threshold_name, REUSE_THRESHOLD_MAX, self.engine))
         if not taus:
-            raise ValueError(f"{self.taus_input}: the list is empty; give at least one tau, e.g. "
+            raise ValueError(f"{self.taus_input}: the list is empty; give at least one {name}, e.g. "
                              "\"0.05 0.10 0.15 0.20 0.30\"")
-        outside = [tau for tau in taus if not (isinstance(tau, (int, float)) and 0.0 <= tau <= TAU_MAX)]
+        outside = [tau for tau in taus if not (isinstance(tau, (int, float)) and 0.0 <= tau <= highest)]
         if outside:
-            raise ValueError(f"{self.taus_input}: {outside[0]!r} in \"{written}\" is outside Apply Cache's range 0 "
-                             f"to {TAU_MAX:g}; use values in that range")
+            raise ValueError(f"{self.taus_input}: {outside[0]!r} in \"{written}\" is outside {node}'s range 0 "
+                             f"to {highest:g}; use values in that range")
         if any(later <= earlier for earlier, later in zip(taus, taus[1:])):
             raise ValueError(f"{self.taus_input}: got \"{written}\", which is not strictly increasing; list each "
-                             f"tau once, smallest first (\"{' '.join(f'{tau:g}' for tau in sorted(set(taus)))}\")")
+                             f"{name} once, smallest first (\"{' '.join(f'{tau:g}' for tau in sorted(set(taus)))}\")")
         if not isinstance(self.seeds, int) or self.seeds < 2:
             raise ValueError(f"seeds: got {self.seeds!r}; a ranking needs at least 2 seeds (4 is the default, 8 "
                              "gives narrower intervals)")
         candidate_seeds(self.first_seed, self.seeds)
+        if not isinstance(self.prompts, int) or self.prompts < 1:
+            raise ValueError(f"prompt: got {self.prompts!r} prompts; write at least one")
         if not (isinstance(self.capture_target, (int, float)) and 0.0 < self.capture_target <= 1.0):
             raise ValueError(f"capture_target: got {self.capture_target!r}; use a share above 0 and at most 1 "
                              "(0.90 keeps 90 % of the search's gain)")
@@ -85,14 +115,53 @@ class CalibrationPlan:
         return candidate_seeds(self.first_seed, self.seeds)
 
     @property
+    def prompt_list(self) -> list[int]:
+        return list(range(self.prompts))
+
+    @property
+    def threshold_name(self) -> str:
+        """What the engine's thresholds are called on its node."""
+        return "tau" if self.engine == OUR_ENGINE else "reuse_threshold"
+
+    def arm(self, threshold: float) -> str:
+        """The store's name of this engine's arm at ``threshold``."""
+        return tau_arm(threshold) if self.engine == OUR_ENGINE else f"{self.engine} reuse_threshold {threshold:g}"
+
+    def for_engine(self, engine: str, thresholds, thresholds_input: str) -> CalibrationPlan:
+        """The same prompts, seeds and target for another engine's thresholds (its list from ``thresholds_input``)."""
+        return dataclasses.replace(self, taus=tuple(thresholds), taus_input=thresholds_input, engine=engine)
+
+    @property
     def rollouts(self) -> int:
-        return self.seeds * (1 + len(self.taus))
+        return self.prompts * self.seeds * (1 + len(self.taus))
+
+    @property
+    def has_intervals(self) -> bool:
+        """Whether the table's bootstrap (over prompts, or over seeds with one prompt) means anything."""
+        return (self.seeds >= MIN_SEEDS_FOR_INTERVALS if self.prompts == 1 else
+                self.prompts >= MIN_PROMPTS_FOR_INTERVALS)
+
+    @property
+    def thresholds_label(self) -> str:
+        """How many thresholds of which engine, e.g. "5 taus" or "3 EasyCache reuse_thresholds"."""
+        engine = "" if self.engine == OUR_ENGINE else f"{self.engine} "
+        return f"{len(self.taus)} {engine}{self.threshold_name}s"
 
     def cost(self, steps: int) -> str:
         """What the calibration costs, said before it runs."""
-        return (f"{self.seeds} full rollouts + {self.seeds} cached rollouts x {len(self.taus)} taus = "
-                f"{self.rollouts} rollouts ({self.rollouts * steps} sampler steps; a cached one costs less), "
-                "each decoded and scored by the verifier")
+        return sweep_cost([self], steps)
+
+
+def sweep_cost(plans: list[CalibrationPlan], steps: int) -> str:
+    """What a calibration of several engines' thresholds on the same full rollouts costs (``plans`` share their
+    prompts and seeds), said before it runs."""
+    first = plans[0]
+    labels = [plan.thresholds_label for plan in plans]
+    per_prompt = (f"{first.seeds} full rollouts + {first.seeds} cached rollouts x "
+                  f"{labels[0] if len(labels) == 1 else '(' + ' + '.join(labels) + ')'}")
+    full_rollouts = first.prompts * first.seeds
+    rollouts = full_rollouts * (1 + sum(len(plan.taus) for plan in plans))
+    return f"{_per_prompts(per_prompt, first.prompts)} = {_rollouts_cost(rollouts, full_rollouts, steps)}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,16 +174,17 @@ class Calibration:
     full_seconds: float  # mean seconds of a full rollout
 
     @classmethod
-    def from_store(cls, store: ScoreStore, plan: CalibrationPlan, prompt: int = 0, bootstrap: int = 2000,
-                   arm_prefix: str = "") -> Calibration:
-        """The table of ``store``'s full and tau rollouts of ``prompt`` on the plan's seeds (the tau arms named
-        ``arm_prefix + tau_arm(tau)``: one expert's arms of a two-expert calibration)."""
-        seeds = plan.seed_list
-        results = evaluate_arms(store, {arm_prefix + tau_arm(tau): tau for tau in plan.taus}, [prompt], seeds,
+    def from_store(cls, store: ScoreStore, plan: CalibrationPlan, prompts: list[int] | None = None,
+                   bootstrap: int = 2000, arm_prefix: str = "") -> Calibration:
+        """The table of ``store``'s full and tau rollouts of ``prompts`` (default the plan's 0 ... P - 1) on the
+        plan's seeds, pooled over the prompts as the audit pools them (the tau arms named ``arm_prefix +
+        tau_arm(tau)``: one expert's arms of a two-expert calibration)."""
+        seeds, prompts = plan.seed_list, plan.prompt_list if prompts is None else list(prompts)
+        results = evaluate_arms(store, {arm_prefix + plan.arm(tau): tau for tau in plan.taus}, prompts, seeds,
                                 bootstrap)
         tau = recommend_tau(results, plan.capture_target)
         picked = next((result for result in results if result.tau == tau), None) if tau is not None else None
-        full_seconds = float(store.table(FULL_ARM, [prompt], seeds, "seconds").mean())
+        full_seconds = float(store.table(FULL_ARM, prompts, seeds, "seconds").mean())
         return cls(plan, tuple(results), picked, full_seconds)
 
     @property
@@ -124,7 +194,7 @@ class Calibration:
 
     @property
     def has_intervals(self) -> bool:
-        return self.plan.seeds >= MIN_SEEDS_FOR_INTERVALS
+        return self.plan.has_intervals
 
     def rows(self) -> list[dict]:
         """One JSON-ready row per tau (the panel's table); speed-ups in transformer calls and in seconds."""
@@ -147,27 +217,51 @@ class Calibration:
         picked = self.recommended
         return {"tau": self.recommended_tau,
                 "capture": picked.fidelity.capture_of_means.value if picked is not None else None,
-                "capture_target": self.plan.capture_target, "seeds": self.plan.seeds, "taus": list(self.plan.taus)}
+                "capture_target": self.plan.capture_target, "seeds": self.plan.seeds, "prompts": self.plan.prompts,
+                "taus": list(self.plan.taus)}
 
-    def report(self, subject: str = "this model and prompt") -> str:
+    def report(self, subject: str | None = None) -> str:
         plan = self.plan
-        lines = ["| tau | skipped calls | speed-up (calls) | speed-up (s) | rho | top-1 | capture | regret |",
+        subject = subject or ("this model and prompt" if plan.prompts == 1 else "this model and these prompts")
+        name = plan.threshold_name
+        lines = [f"| {name} | skipped calls | speed-up (calls) | speed-up (s) | rho | top-1 | capture | regret |",
                  "|---|---|---|---|---|---|---|---|"]
         for result in self.results:
             lines.append(self.table_line(f"{result.tau:g}{' *' if result is self.recommended else ''}", result))
         target = f"{100 * plan.capture_target:.0f} %"
+        engine = "" if plan.engine == OUR_ENGINE else f"{plan.engine} "
         if self.recommended is not None:
             capture = self.recommended.fidelity.capture_of_means.value
-            verdict = (f"Recommended tau: {self.recommended_tau:g} (the largest tau whose capture meets {target}: "
-                       f"{100 * capture:.1f} %, {self.recommended.call_speedup:.2f}x fewer transformer calls).")
+            verdict = (f"Recommended {engine}{name}: {self.recommended_tau:g} (the largest {name} whose capture meets "
+                       f"{target}: {100 * capture:.1f} %, {self.recommended.call_speedup:.2f}x fewer transformer "
+                       "calls).")
         else:
-            verdict = (f"Recommended tau: 0. No measured tau keeps {target} of best-of-{plan.seeds}'s gain: leave the "
-                       f"cache off for {subject} (or measure smaller taus).")
-        spread = (f"Intervals: 95 % bootstrap over the {plan.seeds} seeds. With few seeds they are wide (at S = 4 a "
-                  "top-1 interval is usually [0, 1] and capture's spans tens of points); more seeds narrow them."
-                  if self.has_intervals else
-                  f"No intervals: {plan.seeds} seeds cannot be resampled meaningfully; use 3 or more.")
-        return "\n".join([*lines, "", verdict, spread])
+            verdict = (f"Recommended {engine}{name}: 0. No measured {name} keeps {target} of best-of-{plan.seeds}'s "
+                       f"gain: leave {plan.engine if engine else 'the cache'} off for {subject} (or measure smaller "
+                       "values).")
+        return "\n".join([*lines, "", verdict, self.pooling(), self.spread()])
+
+    def pooling(self) -> str:
+        """What each figure of the table rests on."""
+        plan = self.plan
+        if plan.prompts == 1:
+            return f"Each figure rests on 1 prompt x {plan.seeds} seeds."
+        return (f"Each figure rests on {plan.prompts} prompts x {plan.seeds} seeds, pooled as the audit pools them: "
+                "capture is the ratio of the prompts' mean gains, rho the median of the prompts' rho, top-1 the share "
+                "of prompts whose winner is kept, regret the mean over prompts.")
+
+    def spread(self) -> str:
+        """What the intervals resample, or why there are none."""
+        plan = self.plan
+        if plan.prompts > 1:
+            return (f"Intervals: 95 % bootstrap over the {plan.prompts} prompts (how much the answer moves with the "
+                    "choice of prompts); about 25 prompts of the kinds you make give a recommendation for the model "
+                    "family." if self.has_intervals else
+                    f"No intervals: {plan.prompts} prompts cannot be resampled meaningfully; use 3 or more.")
+        return (f"Intervals: 95 % bootstrap over the {plan.seeds} seeds. With few seeds they are wide (at S = 4 a "
+                "top-1 interval is usually [0, 1] and capture's spans tens of points); more seeds, or several "
+                "prompts, narrow them." if self.has_intervals else
+                f"No intervals: {plan.seeds} seeds cannot be resampled meaningfully; use 3 or more.")
 
     def table_line(self, label: str, result: ArmResult) -> str:
         """One row of the report's table for ``result`` (an arm of this calibration's seeds), labelled ``label``."""
@@ -234,11 +328,101 @@ class Calibration:
         if picked is not None and math.isfinite(picked.fidelity.capture_of_means.value):
             px, py = x(picked.tau), y_capture(picked.fidelity.capture_of_means.value)
             draw.ellipse([px - 8, py - 8, px + 8, py + 8], outline=(200, 30, 30), width=2)
-        title = (f"recommended tau {self.recommended_tau:g}" if picked is not None else
-                 "no tau meets the target: cache off")
-        draw.text((left, 10), f"{label}capture (blue) and speed-up in calls (orange) vs tau; {title}", fill=(0, 0, 0))
-        draw.text(((left + right) / 2 - 10, height - 20), "tau", fill=(0, 0, 0))
+        name = self.plan.threshold_name
+        title = (f"recommended {name} {self.recommended_tau:g}" if picked is not None else
+                 f"no {name} meets the target: cache off")
+        draw.text((left, 10), f"{label}capture (blue) and speed-up in calls (orange) vs {name}; {title}",
+                  fill=(0, 0, 0))
+        draw.text(((left + right) / 2 - 3 * len(name), height - 20), name, fill=(0, 0, 0))
         return np.array(image, dtype=np.uint8)
+
+
+@dataclasses.dataclass(frozen=True)
+class EnginesCalibration:
+    """One table per cache engine (ours first, then ComfyUI's EasyCache or LazyCache), all on the same full
+    rollouts, and the engine and threshold that keep the target at the fewest computed transformer calls: the
+    report's frontier of cache engines, measured on one's own model."""
+
+    calibrations: tuple[Calibration, ...]
+
+    @classmethod
+    def from_store(cls, store: ScoreStore, plans: list[CalibrationPlan], bootstrap: int = 2000) -> EnginesCalibration:
+        return cls(tuple(Calibration.from_store(store, plan, bootstrap=bootstrap) for plan in plans))
+
+    @property
+    def ours(self) -> Calibration:
+        return self.calibrations[0]
+
+    @property
+    def plan(self) -> CalibrationPlan:
+        return self.ours.plan
+
+    @property
+    def recommended_tau(self) -> float:
+        return self.ours.recommended_tau
+
+    @property
+    def full_seconds(self) -> float:
+        return self.ours.full_seconds
+
+    def threshold(self, engine: str) -> float:
+        """``engine``'s recommended threshold; 0 (its cache off) when none meets the target or it was not measured."""
+        return next((calibration.recommended_tau for calibration in self.calibrations
+                     if calibration.plan.engine == engine), 0.0)
+
+    @property
+    def fastest(self) -> Calibration | None:
+        """The engine whose recommendation computes the fewest transformer calls; None when no engine meets the
+        target."""
+        meeting = [calibration for calibration in self.calibrations if calibration.recommended is not None]
+        return min(meeting, key=lambda calibration: calibration.recommended.computed_calls, default=None)
+
+    def rows(self) -> list[dict]:
+        """Our cache's rows (the panel's table)."""
+        return self.ours.rows()
+
+    def engine_rows(self) -> list[dict]:
+        """Every engine's rows, ``engine`` naming it."""
+        return [{"engine": calibration.plan.engine, **row} for calibration in self.calibrations
+                for row in calibration.rows()]
+
+    def memory_entry(self) -> dict:
+        return self.ours.memory_entry()
+
+    def report(self) -> str:
+        sections = []
+        for calibration in self.calibrations:
+            sections += [f"{calibration.plan.engine}:", calibration.report(), ""]
+        fastest = self.fastest
+        target = f"{100 * self.plan.capture_target:.0f} %"
+        if fastest is None:
+            sections.append(f"No engine keeps {target} of the search's gain at any measured threshold: search without "
+                            "a cache on this setup.")
+        else:
+            picked = fastest.recommended
+            sections.append(f"Fewest computed calls at the target: {fastest.plan.engine} {fastest.plan.threshold_name} "
+                            f"{picked.tau:g} (capture {100 * picked.fidelity.capture_of_means.value:.1f} %, "
+                            f"{picked.call_speedup:.2f}x fewer transformer calls; {picked.computed_calls} computed of "
+                            f"{picked.calls}).")
+        return "\n".join(sections)
+
+    def chart(self) -> np.ndarray:
+        """Each engine's chart, ours on top: [400 x engines, 640, 3] uint8."""
+        return np.concatenate([calibration.chart(label=f"{calibration.plan.engine}: ")
+                               for calibration in self.calibrations], axis=0)
+
+
+def _per_prompts(per_prompt: str, prompts: int) -> str:
+    return per_prompt if prompts == 1 else f"{prompts} prompts x ({per_prompt})"
+
+
+def _rollouts_cost(rollouts: int, full_rollouts: int, steps: int, at_most: bool = False) -> str:
+    """A calibration's rollouts, sampler steps and full-rollout equivalents: the full rollouts cost one each, a
+    cached one less (at the ~2x speed-up of a good tau, half)."""
+    cached = rollouts - full_rollouts
+    return (f"{rollouts} rollouts{' at most' if at_most else ''} ({rollouts * steps} sampler steps; at most "
+            f"{rollouts} full-rollout times, about {full_rollouts + cached / 2:g} at a 2x cache speed-up), each "
+            "decoded and scored by the verifier")
 
 
 def _json_number(value: float) -> float | None:
@@ -282,7 +466,8 @@ def describe_remembered(entry: dict, expert: str | None = None) -> str:
     if entry["tau"] == 0:
         return (f"calibrated for {subject}: tau 0 (no tau kept {100 * entry['capture_target']:.0f} % capture; "
                 "cache off)")
-    return f"calibrated for {subject}: tau {entry['tau']:g} (capture {100 * entry['capture']:.0f} %)"
+    pooled = f", {entry['prompts']} prompts" if entry.get("prompts", 1) > 1 else ""
+    return f"calibrated for {subject}: tau {entry['tau']:g} (capture {100 * entry['capture']:.0f} %{pooled})"
 
 
 HIGH_NOISE, LOW_NOISE = EXPERTS = ("high-noise", "low-noise")
@@ -313,9 +498,10 @@ class ExpertsPlan:
     low: CalibrationPlan
 
     @classmethod
-    def create(cls, taus_high, taus_low, seeds: int, first_seed: int, capture_target: float) -> ExpertsPlan:
-        return cls(CalibrationPlan(tuple(taus_high), seeds, first_seed, capture_target, "taus_high"),
-                   CalibrationPlan(tuple(taus_low), seeds, first_seed, capture_target, "taus_low"))
+    def create(cls, taus_high, taus_low, seeds: int, first_seed: int, capture_target: float,
+               prompts: int = 1) -> ExpertsPlan:
+        return cls(CalibrationPlan(tuple(taus_high), seeds, first_seed, capture_target, "taus_high", prompts),
+                   CalibrationPlan(tuple(taus_low), seeds, first_seed, capture_target, "taus_low", prompts))
 
     @property
     def seeds(self) -> int:
@@ -326,20 +512,24 @@ class ExpertsPlan:
         return self.high.seed_list
 
     @property
+    def prompt_list(self) -> list[int]:
+        return self.high.prompt_list
+
+    @property
     def capture_target(self) -> float:
         return self.high.capture_target
 
     @property
     def rollouts(self) -> int:
         """At most: the full rollouts, each expert's sweep and the two picks together."""
-        return self.seeds * (2 + len(self.high.taus) + len(self.low.taus))
+        return self.high.prompts * self.seeds * (2 + len(self.high.taus) + len(self.low.taus))
 
     def cost(self, steps: int) -> str:
         seeds = self.seeds
-        return (f"{seeds} full rollouts + {seeds} cached rollouts x ({len(self.high.taus)} high-noise taus + "
-                f"{len(self.low.taus)} low-noise taus) + {seeds} with both picks = {self.rollouts} rollouts at most "
-                f"({self.rollouts * steps} sampler steps; a cached one costs less), each decoded and scored by the "
-                "verifier")
+        per_prompt = (f"{seeds} full rollouts + {seeds} cached rollouts x ({len(self.high.taus)} high-noise taus + "
+                      f"{len(self.low.taus)} low-noise taus) + {seeds} with both picks")
+        return (f"{_per_prompts(per_prompt, self.high.prompts)} = "
+                f"{_rollouts_cost(self.rollouts, self.high.prompts * seeds, steps, at_most=True)}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -358,8 +548,8 @@ class ExpertsCalibration:
         low = Calibration.from_store(store, plan.low, bootstrap=bootstrap, arm_prefix=expert_arm_prefix(LOW_NOISE))
         together = None
         arm = together_arm(high.recommended_tau, low.recommended_tau)
-        if all(store.has(arm, 0, seed) for seed in plan.seed_list):
-            (together,) = evaluate_arms(store, {arm: None}, [0], plan.seed_list, bootstrap)
+        if all(store.has(arm, prompt, seed) for prompt in plan.prompt_list for seed in plan.seed_list):
+            (together,) = evaluate_arms(store, {arm: None}, plan.prompt_list, plan.seed_list, bootstrap)
         return cls(plan, high, low, together)
 
     @property

@@ -503,6 +503,67 @@ def wan21_calibrate() -> dict:
     return workflow
 
 
+# Kinds of prompt a Wan 2.1 artist makes: people, animals, landscapes, city, water and weather, close-ups, fast
+# motion, camera moves, night and low light, crowds, stylised looks, objects and food.
+FAMILY_PROMPTS = (
+    "A woman in a yellow raincoat walks down a rainy city street at night, neon reflections on the wet pavement",
+    "An old fisherman mends a net on a wooden pier at dawn, close-up of his weathered hands",
+    "Two children run across a sunflower field toward the camera, laughing, summer afternoon",
+    "A ballet dancer spins on a dark stage under a single spotlight, slow motion",
+    "A chef flips vegetables in a flaming wok in a busy restaurant kitchen",
+    "A red fox trots through fresh snow in a birch forest at sunrise, breath visible in the cold air",
+    "A golden retriever catches a frisbee in mid-air on a beach, waves behind",
+    "A hummingbird hovers at a purple flower, wings a blur, macro shot",
+    "A herd of wild horses gallops across a dusty plain, aerial tracking shot",
+    "A jellyfish drifts through dark blue water, glowing softly",
+    "Drone shot flying over a misty mountain valley with a winding river at sunrise",
+    "Ocean waves crash against black volcanic rocks, spray in the wind, overcast sky",
+    "A thunderstorm rolls over a wheat field, lightning in the distance, time-lapse",
+    "Autumn leaves fall in a quiet park, a wooden bench in the foreground, gentle breeze",
+    "A busy Tokyo crossing at dusk seen from above, crowds and traffic streaming",
+    "A vintage tram climbs a steep cobblestone street in Lisbon, slow dolly shot",
+    "A skateboarder grinds a rail in an empty concrete plaza, low-angle tracking shot",
+    "A race car speeds around a corner on a wet track, spray flying, motion blur",
+    "Slow push-in on a steaming cup of coffee on a wooden table by a rainy window",
+    "A chocolate cake being sliced, close-up, soft studio light",
+    "Candles flicker in a dark cathedral, camera slowly pans across stained glass",
+    "A campfire under a starry sky, sparks rising, a tent in the background",
+    "A watercolor-style animation of a paper boat sailing on a stream",
+    "A claymation robot waves hello in a colorful toy workshop",
+    "A crowd cheers at an outdoor concert at night, confetti falling, stage lights sweeping",
+)
+FAMILY_TAUS = "0.10 0.20 0.30"  # around the report's 0.20 for Wan 2.1 1.3B
+
+
+CALIBRATE_FAMILY_NOTE = """
+### Calibrate tau for the model family first (CachedSearch Calibrate, 25 prompts)
+The first queue runs **CachedSearch Calibrate** on **25 prompts of different kinds** (typed one per line in its
+`prompt` widget and encoded by the connected text encoder, one shared negative) at **8 seeds**: every prompt and
+seed at full compute and cached at each tau of its list (25 x 8 x (1 + 3) = 800 rollouts, about 500 full-rollout
+times at a 2x cache speed-up; the first progress line says it). The table pools the prompts as the report's audit
+does, with intervals from resampling the prompts; the recommended tau feeds Apply Cache. It takes many hours on one
+GPU: **every finished rollout is saved**, so if you press Cancel, ComfyUI crashes or the machine restarts, queue it
+again and it reuses what was done (the progress text counts the reused rollouts).
+
+**When one prompt is enough** (template `cachedsearch_calibrate_wan21`): a quick check of one prompt you are about
+to search a lot, at 8 seeds. **When to run this family protocol**: to choose a tau to keep for a model family
+(another checkpoint of the same architecture, LoRAs, prompts of every kind), since the report found that fidelity
+tracks the architecture. Replace the prompts with ones typical of your work; keep steps, sampler, scheduler and
+resolution class equal to the sampler's. Add values to the advanced `easycache_thresholds` / `lazycache_thresholds`
+inputs to compare ComfyUI's EasyCache and LazyCache on the same full rollouts.
+"""
+
+
+def wan21_calibrate_family() -> dict:
+    """The Wan 2.1 workflow with its tau measured by CachedSearch Calibrate on 25 prompts (the family protocol)."""
+    workflow = wan21_calibrate()
+    calibrate = workflow["api"]["calibrate"]["inputs"]
+    del calibrate["positive"]
+    calibrate.update(clip=["clip", 0], prompt="\n".join(FAMILY_PROMPTS), seeds=8, taus=FAMILY_TAUS)
+    workflow["note"] = workflow["note"].replace(CALIBRATE_NOTE, CALIBRATE_FAMILY_NOTE)
+    return workflow
+
+
 CALIBRATE_A14B_NOTE = """
 ### Calibrate each expert's tau first (CachedSearch Calibrate (two experts))
 The first queue runs **CachedSearch Calibrate (two experts)** on the same two experts, prompt, verifier and
@@ -572,7 +633,8 @@ WORKFLOWS = {"cachedsearch_wan21_t2v": wan21_t2v, "cachedsearch_hunyuan_t2v": hu
              "cachedsearch_wan22_a14b_t2v_gguf": wan22_a14b_t2v_gguf, "cachedsearch_hunyuan15_t2v": hunyuan15_t2v,
              "cachedsearch_wan21_t2v_distributed": wan21_t2v_distributed,
              "cachedsearch_wan21_t2v_pruned": wan21_t2v_pruned, "cachedsearch_calibrate_wan21": wan21_calibrate,
-             "cachedsearch_calibrate_wan22_a14b": wan22_a14b_calibrate}
+             "cachedsearch_calibrate_wan22_a14b": wan22_a14b_calibrate,
+             "cachedsearch_calibrate_family": wan21_calibrate_family}
 
 
 def build(object_info: dict) -> dict[str, tuple[dict, dict]]:

@@ -110,6 +110,10 @@ def tiny_workflow_variant(api: dict, pooled: bool) -> dict:
             inputs["steps"] = 8
         if node["class_type"] in ("CachedSearchCalibrate", "CachedSearchCalibrateExperts"):
             inputs.update(seeds=2, steps=8, **({"split_step": 4} if "split_step" in inputs else {}))
+            if "clip" in inputs:  # no tiny text encoder: the first prompt, on the search's conditioning
+                del inputs["clip"]
+                search = next(other for other in graph.values() if other["class_type"] == "CachedSearchSampler")
+                inputs.update(positive=search["inputs"]["positive"], prompt=inputs["prompt"].splitlines()[0])
             inputs.update({name: "2" for name in ("taus", "taus_high", "taus_low") if name in inputs})
         if node["class_type"] == "CachedSearchPruningPlan":
             inputs.update(keep=2, preview_frames=2)  # of the 3 candidates and the 3 latent frames

@@ -7,6 +7,8 @@ remembered for Apply Cache)."""
 import json
 import os
 import pathlib
+import re
+import shutil
 import subprocess
 import sys
 
@@ -81,7 +83,7 @@ def world_calibration(engine):
 
 
 def test_the_table_is_bench_audits_and_so_is_the_recommendation(world_calibration, tmp_path):
-    (tau, report, _), ui, _ = world_calibration
+    (tau, report, _, easycache, lazycache), ui, _ = world_calibration
     (shown,) = ui["cachedsearch_calibration"]
     audit = subprocess.run(
         [sys.executable, "-m", "bench.audit", "--calibration", str(WORLD_PROMPT), "--seeds", str(WORLD_RUN["seeds"]),
@@ -96,6 +98,7 @@ def test_the_table_is_bench_audits_and_so_is_the_recommendation(world_calibratio
     # the world separates the taus: some calls are skipped and the table is not all perfect agreement
     assert all(row["computed_calls"] < row["calls"] for row in shown["rows"])
     assert f"Recommended tau: {tau:g}" in report
+    assert easycache == lazycache == 0.0 and "engine_rows" not in shown  # ComfyUI's caches were not measured
 
 
 def test_the_calibration_costs_exactly_its_rollouts(world_calibration):
@@ -108,7 +111,7 @@ def test_the_calibration_costs_exactly_its_rollouts(world_calibration):
 
 
 def test_the_chart_is_drawn_at_its_size(world_calibration):
-    (_, _, chart), _, _ = world_calibration
+    (_, _, chart, _, _), _, _ = world_calibration
     assert tuple(chart.shape) == (1, 400, 640, 3) and chart.dtype == torch.float32
     pixels = chart[0].numpy()
     assert pixels.std() > 0.05 and (pixels < 0.95).any(axis=2).mean() > 0.01
@@ -200,15 +203,67 @@ def test_two_experts_cost_exactly_their_rollouts_and_each_gets_its_tau(engine):
 
 
 class RecordingVerifier:
-    """A real verifier whose every candidate score (the mean the Verifier node takes) is recorded."""
+    """A real verifier whose every candidate score (the mean the Verifier node takes) is recorded, and the prompt it
+    was scored against."""
 
     def __init__(self, verifier):
-        self.inner, self.name, self.scores = verifier, verifier.name, []
+        self.inner, self.name, self.scores, self.prompts = verifier, verifier.name, [], []
 
     def score(self, prompt, frames):
         values = self.inner.score(prompt, frames)
         self.scores.append(values.mean().item())
+        self.prompts.append(prompt)
         return values
+
+
+# The audit's first prompts (bench/audit.py draws prompt 7 i of the world).
+AUDIT_PROMPTS = (0, 7, 14)
+
+
+def world_prompts_inputs(engine, prompts, seeds, taus):
+    """World calibration inputs on several prompts: their texts one per line, encoded by the world's text encoder."""
+    from scripts.comfy_runtime import run_node
+
+    inputs = world_inputs(engine)
+    del inputs["positive"]
+    (clip,) = run_node(demo_node("CachedSearchDemoBallAndSpotTextEncoder"))
+    texts = [ball_spot_world.prompt_text(ball_spot_world.PROMPTS[index]) for index in prompts]
+    return {**inputs, "clip": clip, "prompt": "\n".join(texts), "seeds": seeds, "taus": " ".join(map(str, taus))}
+
+
+def test_several_prompts_pool_as_the_audit_pools_them(engine):
+    """Three world prompts typed one per line: each rollout is scored against its own prompt, and the table is the
+    audit's (``evaluate_arms`` over prompts, prompt bootstrap) of the very scores the verifier gave."""
+    from cachedsearch_core.audit import FULL_ARM, ScoreStore, evaluate_arms, recommend_tau, tau_arm
+    from cachedsearch_core.fidelity import PROMPT_BOOTSTRAP
+    from scripts.comfy_runtime import run_node
+
+    seeds, taus = 2, (0.3, 0.8)
+    inputs = world_prompts_inputs(engine, AUDIT_PROMPTS, seeds, taus)
+    recording = RecordingVerifier(run_node(demo_node("CachedSearchDemoBallAndSpotVerifierModel"))[0])
+    output = engine.output("CachedSearchCalibrate", **{**inputs, "verifier": recording})
+    texts = inputs["prompt"].splitlines()
+    # the input latent once against the first prompt, then arm by arm, prompt by prompt, seed by seed
+    arms = [FULL_ARM, *map(tau_arm, taus)]
+    assert recording.prompts == [texts[0]] + [text for _ in arms for text in texts for _ in range(seeds)]
+    store = ScoreStore(None)
+    scores = iter(recording.scores[1:])
+    for arm in arms:
+        for prompt in range(len(texts)):
+            for seed in range(seeds):
+                store.add(arm, prompt, seed, next(scores), seconds=1.0, calls=1)
+    audited = evaluate_arms(store, dict(zip(arms[1:], taus)), range(len(texts)), range(seeds))
+    (shown,) = output.ui["cachedsearch_calibration"]
+    assert shown["prompts"] == 3 and shown["intervals"]
+    for row, result in zip(shown["rows"], audited, strict=True):
+        assert result.fidelity.resampled == PROMPT_BOOTSTRAP
+        for name, interval in (("rho", result.fidelity.rho), ("top1", result.fidelity.top1),
+                               ("capture", result.fidelity.capture_of_means), ("regret", result.fidelity.regret)):
+            assert row[name] == pytest.approx([interval.value, interval.low, interval.high], nan_ok=True), name
+    assert shown["recommended_tau"] == (recommend_tau(audited, WORLD_RUN["target"]) or 0.0)
+    report = output.result[1]
+    assert "Each figure rests on 3 prompts x 2 seeds" in report and "bootstrap over the 3 prompts" in report
+    assert "3 prompts x (2 full rollouts + 2 cached rollouts x 2 taus) = 18 rollouts" in report
 
 
 def test_a_combined_verifier_drives_the_calibration_as_combine_scores_ranks(engine):
@@ -228,7 +283,7 @@ def test_a_combined_verifier_drives_the_calibration_as_combine_scores_ranks(engi
         vae=engine.one("VAELoader", vae_name=WAN21_VAE_FILE), verifier=combined, prompt="a red ball", first_seed=0,
         seeds=seeds, steps=4, cfg=5.0, sampler_name="euler", scheduler="simple", denoise=1.0,
         taus=" ".join(map(str, taus)), capture_target=0.9, warmup_steps=1, cooldown_steps=1, frames_per_candidate=4)
-    _, report, _ = output.result
+    report = output.result[1]
     assert "verifier combined (z-score) of ImageReward x 1, ClipScore x 2" in report
     # each verifier scored the input latent once (the check before any rollout), then every rollout in order
     assert [len(verifier.scores) for verifier in recording] == [1 + seeds * (1 + len(taus))] * 2
@@ -260,7 +315,7 @@ def test_a_videoscore_verifier_drives_the_calibration(engine):
         vae=engine.one("VAELoader", vae_name=WAN21_VAE_FILE), verifier=verifier, prompt="a red ball", first_seed=0,
         seeds=3, steps=4, cfg=5.0, sampler_name="euler", scheduler="simple", denoise=1.0, taus="0.0001",
         capture_target=0.9, warmup_steps=1, cooldown_steps=1, frames_per_candidate=4)
-    _, report, _ = output.result
+    report = output.result[1]
     (row,) = output.ui["cachedsearch_calibration"][0]["rows"]
     assert "verifier VideoScore-v1.1" in report
     assert row["skipped"] == 0 and row["top1"][0] == 1.0 and row["capture"][0] == 1.0 and row["recommended"]
@@ -343,6 +398,8 @@ def measured_rows(entry) -> list[dict]:
 
 
 def test_over_http_cancel_mid_calibration_leaves_the_next_run_clean_and_the_tau_feeds_apply_cache(comfy_server):
+    saved = comfy_server.base_dir / "user" / "cachedsearch" / "calibration_rollouts"
+    shutil.rmtree(saved, ignore_errors=True)  # nothing another test of this server saved
     graph = calibrate_wan(seed=5, capture_target=0.9)
     cancelled = set()
 
@@ -357,8 +414,12 @@ def test_over_http_cancel_mid_calibration_leaves_the_next_run_clean_and_the_tau_
     assert "execution_interrupted" in [message[0] for message in first["status"]["messages"]]
     assert "calibrate" not in first["outputs"]
     assert second["status"]["status_str"] == "success", second["status"]
-    # the same calibration never cancelled (another capture target: the measurements must not change)
+    # the re-queue reused what the cancelled run finished (a third of 9 rollouts: 2 or 3 of them)
+    assert re.search(r"saved rollouts: [23] of 9 reused from an earlier run", second["outputs"]["calibrate"]["text"][0])
+    # the same calibration never cancelled nor resumed (another capture target: the measurements must not change)
+    shutil.rmtree(saved)
     alone = comfy_server.run_prompt(calibrate_wan(seed=5, capture_target=0.95))
+    assert "saved rollouts: 0 of 9 reused" in alone["outputs"]["calibrate"]["text"][0]
     assert measured_rows(second) == measured_rows(alone)
     (shown,) = second["outputs"]["calibrate"]["cachedsearch_calibration"]
     assert [row["tau"] for row in shown["rows"]] == [0.1, 0.5] and len(shown["rows"][0]["capture"]) == 3
@@ -381,3 +442,77 @@ def test_over_http_apply_cache_shows_the_calibration_remembered_for_its_setup(co
     assert line.startswith(f"calibrated for this setup: tau {tau:g}")
     other = comfy_server.run_prompt(cached_wan_sampling(seed=3, steps=7, filename_prefix="other_setup"))
     assert "cachedsearch_calibrated" not in other["outputs"].get("cache", {})
+
+
+def world_api_prompt() -> dict:
+    """The server's prompt of a world calibration (the node id "calibrate"), from which the node knows its setup."""
+    return {
+        "loader": {"class_type": "UNETLoader", "inputs": {"unet_name": WORLD_MODEL.name, "weight_dtype": "default"}},
+        "sampling": {"class_type": "ModelSamplingSD3", "inputs": {"model": ["loader", 0], "shift": TRAINING_SHIFT}},
+        "frames": {"class_type": "CachedSearchDemoBallAndSpotFrames", "inputs": {}},
+        "verifier": {"class_type": "CachedSearchDemoBallAndSpotVerifierModel", "inputs": {}},
+        "calibrate": {"class_type": "CachedSearchCalibrate", "inputs": {
+            "model": ["sampling", 0], "vae": ["frames", 0], "verifier": ["verifier", 0]}},
+    }
+
+
+def test_a_cancelled_calibration_resumes_with_only_the_missing_rollouts(engine, monkeypatch, tmp_path):
+    """In process, as a fresh server would run it (nothing kept in memory between runs: only the saved file): Cancel
+    in the fifth of 8 rollouts, then the re-queued run computes the 4 missing ones (skipping a line a crash left
+    half-written) and ends with the uninterrupted run's table; another warmup recomputes only the cached rollouts."""
+    import comfy.model_management
+    import folder_paths
+
+    inputs = world_prompts_inputs(engine, AUDIT_PROMPTS[:2], seeds=2, taus=(0.3,))
+    hidden = {"PROMPT": world_api_prompt(), "UNIQUE_ID": "calibrate"}
+    hidden["hidden_inputs"] = dict(hidden)  # what PREPARE_CLASS_CLONE reads: 0.3.75 the dict, 0.33 this entry
+
+    def calibrate(user_directory, press_at=(0, 0), **changes):
+        monkeypatch.setattr(folder_paths, "get_user_directory", lambda: str(user_directory))
+        model, counts = engine.press_cancel_at(inputs["model"], *press_at)
+        with torch.inference_mode():
+            node = engine.nodes["CachedSearchCalibrate"].PREPARE_CLASS_CLONE(hidden)
+            try:
+                return node.execute(**{**inputs, "model": model, **changes}), counts["runs"]
+            except comfy.model_management.InterruptProcessingException:
+                return None, counts["runs"]
+
+    alone, computed = calibrate(tmp_path / "uninterrupted")
+    assert computed == 8
+    cancelled, computed = calibrate(tmp_path / "resumed", press_at=(5, 2))
+    assert cancelled is None and computed == 5
+    (saved,) = (tmp_path / "resumed" / "cachedsearch" / "calibration_rollouts").iterdir()
+    assert saved.name == f"{WORLD_MODEL.name}.jsonl" and len(saved.read_text().splitlines()) == 1 + 4
+    with saved.open("a") as file:
+        file.write('{"key": "half-written')
+    resumed, computed = calibrate(tmp_path / "resumed")
+    assert computed == 4
+    report = resumed.result[1]
+    assert "saved rollouts: 4 of 8 reused from an earlier run, 4 computed now" in report
+    assert "1 unreadable line(s) ignored" in report
+    assert [{key: row[key] for key in MEASURED} for row in resumed.ui["cachedsearch_calibration"][0]["rows"]] == \
+        [{key: row[key] for key in MEASURED} for row in alone.ui["cachedsearch_calibration"][0]["rows"]]
+    wider, computed = calibrate(tmp_path / "resumed", warmup_steps=inputs["warmup_steps"] + 1)
+    assert computed == 4  # the cached rollouts, whose cache window changed; the full ones are reused
+    assert "saved rollouts: 4 of 8 reused" in wider.result[1]
+
+
+def test_two_experts_calibrate_on_several_prompts(engine):
+    """The world model as both experts, two prompts typed one per line: each expert's table and the picks together
+    pool both prompts (every arm ran each prompt's seeds)."""
+    inputs = world_prompts_inputs(engine, AUDIT_PROMPTS[:2], seeds=2, taus=())
+    output = engine.output(
+        "CachedSearchCalibrateExperts", model_high=inputs["model"], model_low=inputs["model"],
+        **{name: inputs[name] for name in ("negative", "latent_image", "vae", "verifier", "prompt", "clip", "seeds",
+                                           "first_seed", "cfg", "sampler_name", "scheduler",
+                                           "frames_per_candidate")},
+        steps=8, split_step=4, taus_high="0.0001", taus_low="0.0001", capture_target=0.9, warmup_steps_high=1,
+        cooldown_steps_high=1, warmup_steps_low=1, cooldown_steps_low=1)
+    tau_high, tau_low, report, _ = output.result
+    (shown,) = output.ui["cachedsearch_calibration"]
+    assert shown["prompts"] == 2 and not shown["intervals"]
+    # a tau that skips nothing keeps every prompt's ranking: both experts pick it and the pair is measured
+    assert tau_high == tau_low == 0.0001 and [row["expert"] for row in shown["rows"]][-1] == "both"
+    assert all(row["calls"] == 2 * 2 * 8 for row in shown["rows"])  # 2 prompts x 2 seeds x 8 steps
+    assert "2 prompts x (2 full rollouts + 2 cached rollouts x (1 high-noise taus + 1 low-noise taus) + 2 with both " \
+        "picks) = 16 rollouts at most" in report

@@ -12,17 +12,19 @@ from cachedsearch_core.calibration import (
     Calibration,
     CalibrationMemory,
     CalibrationPlan,
+    EnginesCalibration,
     ExpertsCalibration,
     ExpertsPlan,
     describe_remembered,
     expert_arm_prefix,
     experts_setup_key,
     parse_taus,
+    prompt_lines,
     setup_key,
     together_arm,
 )
 from cachedsearch_core.combine import VerifierCombination
-from cachedsearch_core.fidelity import SEED_BOOTSTRAP, ranking_fidelity
+from cachedsearch_core.fidelity import PROMPT_BOOTSTRAP, SEED_BOOTSTRAP, ranking_fidelity
 
 FULL = [0.2, 0.9, 0.5, 0.4]
 
@@ -48,8 +50,11 @@ def test_taus_parse_from_spaces_or_commas_and_reject_words():
     with pytest.raises(ValueError, match="taus: got '0.1 fast'; write numbers"):
         parse_taus("0.1 fast")
     assert CalibrationPlan((0.1, 0.2), seeds=4).cost(10) == (
-        "4 full rollouts + 4 cached rollouts x 2 taus = 12 rollouts (120 sampler steps; a cached one costs less), "
-        "each decoded and scored by the verifier")
+        "4 full rollouts + 4 cached rollouts x 2 taus = 12 rollouts (120 sampler steps; at most 12 full-rollout "
+        "times, about 8 at a 2x cache speed-up), each decoded and scored by the verifier")
+    assert CalibrationPlan((0.1, 0.2), seeds=8, prompts=25).cost(10) == (
+        "25 prompts x (8 full rollouts + 8 cached rollouts x 2 taus) = 600 rollouts (6000 sampler steps; at most "
+        "600 full-rollout times, about 400 at a 2x cache speed-up), each decoded and scored by the verifier")
 
 
 def test_seed_bootstrap_gives_intervals_on_one_prompt():
@@ -209,3 +214,54 @@ def test_a_verifier_combination_normalises_across_an_arms_seeds_as_combine_score
         VerifierCombination((Judge("a"), Judge("b")), (0.0, 0.0))
     with pytest.raises(ValueError, match="normalisation: got 'max'"):
         VerifierCombination((Judge("a"), Judge("b")), (1.0, 1.0), "max")
+
+
+def test_prompts_are_the_texts_lines_each_once():
+    assert prompt_lines("  a red ball \n\n a blue cube\n") == ["a red ball", "a blue cube"]
+    with pytest.raises(ValueError, match="prompt: empty; with a text encoder on clip, write the prompts"):
+        prompt_lines(" \n ")
+    with pytest.raises(ValueError, match="prompt: 'a red ball' is written twice; list each prompt once"):
+        prompt_lines("a red ball\na blue cube\na red ball")
+
+
+def test_two_prompts_give_no_intervals_and_three_resample_prompts():
+    store = ScoreStore(None)
+    cached = {0: [0.45, 0.8, 0.3, 0.5], 1: [0.9, 0.1, 0.5, 0.4], 2: FULL}
+    for prompt, scores in cached.items():
+        for seed, (full, draft) in enumerate(zip(FULL, scores)):
+            store.add(FULL_ARM, prompt, seed, full + prompt, seconds=2.0, calls=10)
+            store.add(tau_arm(0.1), prompt, seed, draft + prompt, seconds=1.0, calls=10, skipped=5)
+    two = Calibration.from_store(store, CalibrationPlan((0.1,), 4, 0, 0.5, prompts=2), bootstrap=50)
+    assert not two.has_intervals and "No intervals: 2 prompts cannot be resampled" in two.report()
+    assert len(two.rows()[0]["capture"]) == 1
+    three = Calibration.from_store(store, CalibrationPlan((0.1,), 4, 0, 0.5, prompts=3), bootstrap=50)
+    assert three.results[0].fidelity.resampled == PROMPT_BOOTSTRAP and len(three.rows()[0]["capture"]) == 3
+    # top-1 is the share of prompts whose winner the cache keeps: prompts 0 and 2 of 3
+    assert three.rows()[0]["top1"][0] == pytest.approx(2 / 3)
+    assert "Each figure rests on 3 prompts x 4 seeds" in three.report()
+
+
+def test_comfyui_engines_get_their_own_table_and_the_fewest_computed_calls_win():
+    store = store_with({0.1: (FULL, 4)})  # our tau keeps the ranking at 6 of 10 calls computed
+    plan = CalibrationPlan((0.1,), 4, 0, 0.9)
+    easy = plan.for_engine("EasyCache", (0.2, 2.5), "easycache_thresholds")
+    for threshold, scores, skipped in ((0.2, FULL, 7), (2.5, [0.9, 0.1, 0.5, 0.4], 9)):
+        for seed, score in enumerate(scores):
+            store.add(easy.arm(threshold), 0, seed, score, seconds=1.0, calls=10, skipped=skipped)
+    engines = EnginesCalibration.from_store(store, [plan, easy], bootstrap=20)
+    assert [calibration.recommended_tau for calibration in engines.calibrations] == [0.1, 0.2]
+    assert engines.fastest.plan.engine == "EasyCache" and engines.threshold("LazyCache") == 0.0
+    report = engines.report()
+    assert "EasyCache:\n| reuse_threshold |" in report and "Recommended EasyCache reuse_threshold: 0.2" in report
+    assert "Fewest computed calls at the target: EasyCache reuse_threshold 0.2 (capture 100.0 %, 3.33x fewer " \
+        "transformer calls; 12 computed of 40)" in report
+    assert [row["engine"] for row in engines.engine_rows()] == ["CachedSearch cache", "EasyCache", "EasyCache"]
+    assert engines.chart().shape == (800, 640, 3)
+    with pytest.raises(ValueError, match="easycache_thresholds: 3.5 in \"0.2 3.5\" is outside EasyCache's range 0 "
+                       "to 3"):
+        plan.for_engine("EasyCache", (0.2, 3.5), "easycache_thresholds")
+
+
+def test_a_remembered_family_calibration_says_how_many_prompts():
+    entry = {"tau": 0.2, "capture": 0.93, "capture_target": 0.9, "seeds": 8, "prompts": 25}
+    assert describe_remembered(entry) == "calibrated for this setup: tau 0.2 (capture 93 %, 25 prompts)"

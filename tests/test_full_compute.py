@@ -251,3 +251,40 @@ def test_calibrates_full_arm_is_full_compute_with_easycache_on_its_input(engine,
     assert all(torch.equal(got, want) for got, want in zip(full_arm, expected.frames, strict=True))
     cached = stock(engine, wan, SEED, model=engine.one("EasyCache", model=model, **FOREIGN_CACHES["EasyCache"]))
     assert not torch.equal(cached, stock(engine, wan, SEED))  # so the full arm would differ with EasyCache left on
+
+
+@pytest.mark.parametrize("cache", list(FOREIGN_CACHES))
+def test_calibrating_a_comfyui_cache_measures_the_stock_ksampler_against_that_cache(engine, wan, cache):
+    """Calibrate with the engine's thresholds: the full arm is the stock KSampler (full compute, checked), the
+    engine's arm is a KSampler on the engine's own node, and its table and threshold come out beside our tau's."""
+    from cachedsearch_core.judge import FrameJudge
+    from scripts.tiny_models import WAN21_VAE_FILE
+
+    model, positive, negative, latent = wan
+    vae = engine.one("VAELoader", vae_name=WAN21_VAE_FILE)
+    recorder, seeds = FrameRecorder(), 2
+    threshold = FOREIGN_CACHES[cache]["reuse_threshold"]
+    output = engine.output(
+        "CachedSearchCalibrate", model=model, positive=positive, negative=negative, latent_image=latent, vae=vae,
+        verifier=recorder, prompt="a red ball", first_seed=SEED, seeds=seeds, taus="0.5", capture_target=0.5,
+        warmup_steps=1, cooldown_steps=1, frames_per_candidate=4, **{f"{cache.lower()}_thresholds": str(threshold)},
+        **SETTINGS)
+    # after the check on the input latent: the full arm, our tau's arm, the engine's arm, seed by seed
+    full_arm, engine_arm = recorder.frames[1 : 1 + seeds], recorder.frames[1 + 2 * seeds :]
+    cached_model = engine.one(cache, model=model, reuse_threshold=threshold, start_percent=0.15, end_percent=0.95,
+                              verbose=False)
+    for arm, sampled_on in ((full_arm, None), (engine_arm, cached_model)):
+        expected = FrameRecorder()
+        for seed in range(SEED, SEED + seeds):
+            FrameJudge(expected, "a red ball", 4).score(engine.one("VAEDecode", samples={"samples": stock(
+                engine, wan, seed, model=sampled_on)}, vae=vae))
+        assert all(torch.equal(got, want) for got, want in zip(arm, expected.frames, strict=True))
+    assert not torch.equal(engine_arm[0], full_arm[0])  # the engine skipped calls: its drafts differ
+    (shown,) = output.ui["cachedsearch_calibration"]
+    (row,) = [row for row in shown["engine_rows"] if row["engine"] == cache]
+    assert row["tau"] == threshold and 0 < row["computed_calls"] < row["calls"] == seeds * STEPS
+    tau, report, chart, easycache, lazycache = output.result
+    assert {"EasyCache": easycache, "LazyCache": lazycache}[cache] in (0.0, threshold)
+    assert f"{cache}:\n| reuse_threshold |" in report and "Fewest computed calls at the target:" in report
+    assert f"x (1 taus + 1 {cache} reuse_thresholds) = 6 rollouts" in report
+    assert tuple(chart.shape) == (1, 800, 640, 3)

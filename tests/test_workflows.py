@@ -40,7 +40,8 @@ def input_spec(info, name):
 
 
 def test_the_workflows_ship():
-    assert NAMES == ["cachedsearch_calibrate_wan21", "cachedsearch_calibrate_wan22_a14b", "cachedsearch_hunyuan15_t2v", "cachedsearch_hunyuan_t2v",
+    assert NAMES == ["cachedsearch_calibrate_family", "cachedsearch_calibrate_wan21",
+                     "cachedsearch_calibrate_wan22_a14b", "cachedsearch_hunyuan15_t2v", "cachedsearch_hunyuan_t2v",
                      "cachedsearch_wan21_t2v", "cachedsearch_wan21_t2v_pruned", "cachedsearch_wan22_a14b_i2v",
                      "cachedsearch_wan22_a14b_t2v", "cachedsearch_wan22_a14b_t2v_4step",
                      "cachedsearch_wan22_a14b_t2v_gguf", "cachedsearch_wan22_ti2v"]
@@ -191,3 +192,15 @@ def test_workflow_runs_end_to_end_and_delivers_the_stock_result_for_the_winner(c
     delivered, reference = frames(comfy_server, entry), frames(comfy_server, stock)
     assert len(delivered) == len(reference) == 9
     assert all((a == b).all() for a, b in zip(delivered, reference))
+
+
+@pytest.mark.slow
+def test_the_family_calibration_workflow_runs_on_tiny_weights(comfy_server):
+    """The family workflow's tiny variant (its first prompt: there is no tiny text encoder) calibrates and searches
+    with the calibrated tau."""
+    _, api = load("cachedsearch_calibrate_family")
+    entry = comfy_server.run_prompt(tiny_workflow_variant(api, pooled=False))
+    assert entry["status"]["status_str"] == "success", entry["status"]
+    (calibrate_key,) = [key for key, node in api.items() if node["class_type"] == "CachedSearchCalibrate"]
+    (shown,) = entry["outputs"][calibrate_key]["cachedsearch_calibration"]
+    assert (shown["prompts"], shown["seeds"], [row["tau"] for row in shown["rows"]]) == (1, 2, [2.0])

@@ -70,6 +70,33 @@ class BallAndSpotPrompt:
         return ([[world.conditioning(prompt), {}]], [[world.conditioning(None), {}]], world.prompt_text(prompt))
 
 
+class WorldTextEncoder:
+    """A text encoder stand-in (what CLIPTextEncode calls): the world's conditioning of a prompt's text, so that
+    CachedSearch Calibrate encodes several world prompts, one per line, as it would with a real CLIP."""
+
+    def tokenize(self, text: str) -> str:
+        return text
+
+    def encode_from_tokens_scheduled(self, tokens: str) -> list:
+        prompt = _prompt_of(tokens) if tokens.strip() else None
+        return [[ball_spot_world.conditioning(prompt), {}]]
+
+
+class BallAndSpotTextEncoder:
+    CATEGORY = "CachedSearch/demo"
+    FUNCTION = "load"
+    RETURN_TYPES = ("CLIP",)
+    DESCRIPTION = ("Demo-only: the world's text conditioning as a text encoder, for CLIPTextEncode and CachedSearch "
+                   "Calibrate's clip input (world prompts only).")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    def load(self):
+        return (WorldTextEncoder(),)
+
+
 class BallAndSpotVerifier:
     CATEGORY = "CachedSearch/demo"
     FUNCTION = "score"
@@ -170,6 +197,7 @@ NODE_CLASS_MAPPINGS = {
     "CachedSearchDemoBallAndSpotRender": BallAndSpotRender,
     "CachedSearchDemoBallAndSpotFrames": BallAndSpotFrames,
     "CachedSearchDemoBallAndSpotVerifierModel": BallAndSpotVerifierModel,
+    "CachedSearchDemoBallAndSpotTextEncoder": BallAndSpotTextEncoder,
 }
 NODE_DISPLAY_NAME_MAPPINGS = {
     "CachedSearchDemoBallAndSpotPrompt": "Ball-and-Spot Prompt (CachedSearch demo)",
@@ -177,4 +205,5 @@ NODE_DISPLAY_NAME_MAPPINGS = {
     "CachedSearchDemoBallAndSpotRender": "Ball-and-Spot Render (CachedSearch demo)",
     "CachedSearchDemoBallAndSpotFrames": "Ball-and-Spot Latent Frames (CachedSearch demo)",
     "CachedSearchDemoBallAndSpotVerifierModel": "Ball-and-Spot Verifier Model (CachedSearch demo)",
+    "CachedSearchDemoBallAndSpotTextEncoder": "Ball-and-Spot Text Encoder (CachedSearch demo)",
 }

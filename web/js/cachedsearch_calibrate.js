@@ -64,15 +64,20 @@ function measured(values, digits = 2) {
   return values.length === 3 && typeof values[1] === "number" ? `${value} [${values[1].toFixed(digits)}, ${values[2].toFixed(digits)}]` : value;
 }
 
+// What each figure rests on: the seeds, and the prompts when there are several.
+function restsOn(result) {
+  return result.prompts > 1 ? `${result.prompts} prompts x ${result.seeds} seeds` : `${result.seeds} seeds`;
+}
+
 function verdictLines(result) {
   const target = `${Math.round(100 * result.capture_target)}%`;
   if (result.recommended_tau && typeof result.recommended_tau === "object") {
     const picks = Object.entries(result.recommended_tau).map(([expert, tau]) => `${expert} ${tau > 0 ? tau : "0 (cache off)"}`);
-    return `recommended tau: ${picks.join(", ")} (largest with capture ≥ ${target}), ${result.seeds} seeds, ${result.steps} steps`;
+    return `recommended tau: ${picks.join(", ")} (largest with capture ≥ ${target}), ${restsOn(result)}, ${result.steps} steps`;
   }
   return typeof result.recommended_tau === "number" && result.recommended_tau > 0
-    ? `recommended tau ${result.recommended_tau} (largest with capture ≥ ${target}), ${result.seeds} seeds, ${result.steps} steps`
-    : `no tau keeps ${target} capture: tau 0, leave the cache off (${result.seeds} seeds, ${result.steps} steps)`;
+    ? `recommended tau ${result.recommended_tau} (largest with capture ≥ ${target}), ${restsOn(result)}, ${result.steps} steps`
+    : `no tau keeps ${target} capture: tau 0, leave the cache off (${restsOn(result)}, ${result.steps} steps)`;
 }
 
 function renderCalibration(node, output) {
