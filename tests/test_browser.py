@@ -423,10 +423,13 @@ def test_results_appear_in_the_browser_survive_a_reload_and_a_cached_requeue(com
     assert len(second) == CANDIDATES and not set(first) & set(second)
     assert (ARTIFACTS / f"verifier_ranking_{frontend_version('pinned')}_classic.png").stat().st_size > 0
     # the panels show the newest of the two queued searches; the earlier one opens from the history, says a pick
-    # there drafts it again, and its pick queues that search's own prompt (its seed)
+    # there drafts it again (or may), and its pick queues that search's own prompt (its seed)
     earlier = seen["earlier"]
     assert earlier["newest"] == sorted(second) and earlier["shown"] == first
-    assert "earlier run 1 of" in earlier["label"]
+    # counted among this workflow's runs only (the live, pick and wait runs above were another load's), and the
+    # Recommit follows to that run's delivery
+    assert earlier["label"].endswith("earlier run 1 of 1"), earlier["label"]
+    assert any(f"delivered seed {seed} " in earlier["recommitPanel"] for seed in first), earlier["recommitPanel"]
     # (ComfyUI 0.3's cache no longer holds it; 0.33's may, while memory lasts: the note says which)
     assert "a pick drafts this search again (same seeds, same drafts, " in earlier["note"], earlier["note"]
     queued = earlier["queued"]["prompt"]
@@ -439,8 +442,8 @@ def test_results_appear_in_the_browser_survive_a_reload_and_a_cached_requeue(com
                "factual consistency")
     by_headers = {tuple(h for h in headers if h not in ("margin", "preview")): rows
                   for headers, rows in by_headers.items()}
-    combined_rows = by_headers[("", "#", "seed", "ImageReward", "VideoScore", "score", "skipped", "s", "pick")]
-    video_rows = by_headers[("", "#", "seed", *aspects, "score", "skipped", "s", "pick")]
+    combined_rows = by_headers[("", "#", "seed", "ImageReward", "VideoScore", "score", "skipped", "time", "pick")]
+    video_rows = by_headers[("", "#", "seed", *aspects, "score", "skipped", "time", "pick")]
     assert len(combined_rows) == len(video_rows) == 3
     assert combined_rows[0]["winner"] and combined_rows[0]["score"] == max(row["score"] for row in combined_rows)
     video_by_seed = {row["seed"]: row["score"] for row in video_rows}

@@ -492,8 +492,8 @@ try {
     result.seedRuns = await draftSeedsOfNextRuns(2);
     await waitForIdleQueue();
 
-    // The panels show the newest search; an earlier one opens from the history, says what a pick costs there
-    // (its drafts are no longer cached) and its pick queues that search's own prompt.
+    // The panels show the newest search; this workflow's earlier one opens from the history on every panel, says
+    // what a pick costs there and its pick queues that search's own prompt.
     const shownSeeds = () => page.$$eval(".cachedsearch-panel tr.candidate", (rows) => rows.map((r) => Number(r.dataset.seed)).sort((a, b) => a - b));
     const earlier = { newest: await shownSeeds() };
     await page.click(".cachedsearch-panel button.cachedsearch-earlier", { force: true });
@@ -501,6 +501,8 @@ try {
     earlier.shown = await shownSeeds();
     earlier.note = (await pickNote()).text;
     earlier.label = await page.$eval(".cachedsearch-runs", (element) => element.textContent);
+    earlier.recommitPanel = await page.evaluate(() => window.app.graph.nodes.find((n) => n.type === "CachedSearchRecommit")
+      .widgets.find((w) => w.name === "cachedsearch_results").element.textContent);
     await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_earlier_run.png") });
     const again = await nextQueuedRun(() => page.click(".cachedsearch-panel tr.candidate.winner button.cachedsearch-pick-commit", { force: true }));
     earlier.queued = again.body;

@@ -221,15 +221,18 @@ export async function queuePick(source, candidate, mode) {
   return `queued: ${mode} candidate ${candidate}`;
 }
 
-// The earlier runs of the graph node `nodeId` (same class) the server's history holds, newest first:
-// [{promptId, output}] with each run's UI payload for that node.
-export async function earlierRuns(nodeId, classType) {
+// The runs of workflow `workflowId` (the graph's id, which a queued prompt carries in its saved workflow; every
+// run when the frontend gives graphs no id) in which the graph node `nodeId` (same class) showed results, newest
+// first, as the server's history holds them: [{promptId, outputs}] with every node's UI payload of that run.
+export async function earlierRuns(nodeId, classType, workflowId) {
   const response = await api.fetchApi("/history?max_items=64");
   if (!response.ok) return [];
   const runs = [];
   for (const [promptId, entry] of Object.entries(await response.json()).reverse()) {
-    const output = entry.outputs?.[nodeId];
-    if (output && entry.prompt?.[2]?.[nodeId]?.class_type === classType) runs.push({ promptId, output });
+    const ofWorkflow = !workflowId || entry.prompt?.[3]?.extra_pnginfo?.workflow?.id === workflowId;
+    if (ofWorkflow && entry.outputs?.[nodeId] && entry.prompt?.[2]?.[nodeId]?.class_type === classType) {
+      runs.push({ promptId, outputs: entry.outputs });
+    }
   }
   return runs;
 }

@@ -237,24 +237,36 @@ function enlarge(node, rows, row, status, what) {
   showLarge(frames, `${describe(row)}${what ? `, ${what}` : ""}`, pickActions(node, rows, row, status));
 }
 
-// "‹ earlier" / "newer ›" through this node's runs in the server's history, and what a pick costs there.
-function runNavigation(node, render) {
+// Every panel of this graph as run `runs[index]` left it (index 0: the newest), so the drafts, the ranking and
+// the delivery shown are one run's. A node that showed nothing in that run keeps what it shows.
+function showRun(runs, index) {
+  const { promptId, outputs } = runs[index];
+  for (const node of app.graph?.nodes ?? []) {
+    const renderer = RENDERERS[node.comfyClass ?? node.type];
+    const output = outputs[String(node.id)];
+    if (!renderer || !output) continue;
+    node.cachedsearchView = index === 0 ? undefined : { runs, index, promptId };
+    renderer(node, output);
+  }
+}
+
+// "‹ earlier" / "newer ›" through this workflow's runs in the server's history, and what a pick costs there.
+function runNavigation(node) {
   const line = element("div", undefined, "cachedsearch-line cachedsearch-runs");
   const view = node.cachedsearchView;
   const label = element("span", view ? `earlier run ${view.index} of ${view.runs.length - 1}` : "newest run");
   const step = async (by) => {
     try {
-      const runs = view?.runs ?? (await earlierRuns(String(node.id), node.comfyClass ?? node.type));
+      const runs = view?.runs ?? (await earlierRuns(String(node.id), node.comfyClass ?? node.type, app.graph?.id));
       const index = (view?.index ?? 0) + by;
       if (index < 0 || index >= runs.length) return;
-      node.cachedsearchView = index === 0 ? undefined : { runs, index, promptId: runs[index].promptId };
-      render(runs[index].output);
+      showRun(runs, index);
     } catch (error) {
       label.textContent = `history unavailable: ${error.message}`;
     }
   };
   const earlier = element("button", "‹ earlier", "cachedsearch-earlier");
-  earlier.title = "Show an earlier run's drafts (from ComfyUI's history) to pick from them";
+  earlier.title = "Show this workflow's earlier run (from ComfyUI's history) on every panel, to pick from its drafts";
   earlier.addEventListener("click", () => step(1));
   const newer = element("button", "newer ›", "cachedsearch-newer");
   newer.disabled = !view;
@@ -330,6 +342,13 @@ function skippedCell(row) {
   return cell;
 }
 
+// What the ranking table's less obvious columns mean, on hover.
+const HEADER_TOOLTIPS = {
+  preview: "Preview score at the prune step: compare previews with previews, not with final scores",
+  skipped: "Share of this draft's transformer calls the cache skipped",
+  time: "Seconds this draft took on this machine",
+};
+
 function renderRanking(node, output) {
   const given = output.cachedsearch_ranking;
   if (!Array.isArray(given) || given.length === 0) return false;
@@ -349,11 +368,11 @@ function renderRanking(node, output) {
   const table = element("table");
   const header = element("tr");
   const titles = ["", "#", "seed", ...columns, "score", ...(hasMargin ? ["margin"] : []),
-    ...(hasPreview ? ["preview"] : []), "skipped", "s", "pick"];
-  for (const title of titles) header.append(element("th", title));
-  if (hasPreview) {
-    header.children[4 + columns.length + (hasMargin ? 1 : 0)].title =
-      "Preview score at the prune step: compare previews with previews, not with final scores";
+    ...(hasPreview ? ["preview"] : []), "skipped", "time", "pick"];
+  for (const title of titles) {
+    const cell = element("th", title);
+    if (HEADER_TOOLTIPS[title]) cell.title = HEADER_TOOLTIPS[title];
+    header.append(cell);
   }
   table.append(header);
   for (const row of [...ranked, ...pruned]) {
@@ -410,7 +429,7 @@ function renderRanking(node, output) {
   }
   const content = element("div");
   const verifier = verifierLine(output);
-  const nav = runNavigation(node, (earlier) => renderRanking(node, earlier));
+  const nav = runNavigation(node);
   const note = pickNote(node, rows, content);
   content.append(nav, ...(verifier ? [verifier] : []), table, note, status);
   const rowHeight = hasFrames ? 40 : 19;
