@@ -131,11 +131,9 @@ def wait_for_click(choices: PickChoices, preselected: int, mode: str, timeout_se
     prompt_id = server.last_prompt_id
     with MAILBOX.waiting(prompt_id, node_id, choices, preselected, mode) as entry:
         server.send_sync(AWAITING_PICK_EVENT, entry.as_dict())
-        chosen = f"the verifier's choice, candidate {preselected}, is pre-selected" if preselected else \
-            "no verifier ranking: nothing pre-selected"
-        limit = f"; delivers the pre-selected one after {timeout_seconds} s" if timeout_seconds and preselected else ""
-        server.send_progress_text(f"waiting for your pick: Commit this or Keep this on a draft ({chosen}{limit}); "
-                                  "Cancel stops the run", node_id)
+        # short: the panel's banner says the rest, and a long text is cut at the node's bottom edge
+        limit = f" (the verifier's choice after {timeout_seconds} s)" if timeout_seconds and preselected else ""
+        server.send_progress_text(f"waiting for your pick{limit}; Cancel stops the run", node_id)
         answer = _await_answer(entry, timeout_seconds)
     if answer is not None:
         return answer

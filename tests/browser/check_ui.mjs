@@ -258,6 +258,24 @@ async function waitForFramesOf(selector, count, timeout = 10000) {
 const candidateRows = () => page.$$eval(".cachedsearch-panel tr.candidate", (rows) =>
   rows.map((row) => ({ seed: Number(row.dataset.seed), score: Number(row.dataset.score), winner: row.classList.contains("winner") })));
 
+// The Verifier's pick note once it says what a pick costs (`state`: once it says that one): {state, text}; as it
+// stands after 30 s if it never does (the test then shows what it said).
+async function pickNote(state) {
+  try {
+    await page.waitForFunction((state) => {
+      const note = document.querySelector(".cachedsearch-pick-note");
+      return note?.dataset.state !== undefined && (!state || note.dataset.state === state);
+    }, state, { timeout: 30000 });
+  } catch {
+    // reported through the state and text below
+  }
+  return page.$eval(".cachedsearch-pick-note", (note) => ({ state: note.dataset.state ?? null, text: note.textContent }));
+}
+
+// The frontend's progress texts ("draft 3 / 3 (seed …)") on CachedSearch nodes, by node type.
+const progressTexts = () => page.evaluate(() => window.app.graph.nodes.filter((node) => node.type.startsWith("CachedSearch"))
+  .flatMap((node) => (node.widgets ?? []).filter((w) => w.name === "$$node-text-preview").map((w) => `${node.type}: ${w.value}`)));
+
 async function waitForRows(count, timeout = 30000) {
   try {
     await page.waitForFunction((n) => document.querySelectorAll(".cachedsearch-panel tr.candidate").length >= n,
@@ -345,7 +363,16 @@ try {
     result.rows = await candidateRows();
     result.served = await page.evaluate(() =>
       window.cachedsearchExecuted.map((detail) => detail.output?.cachedsearch_ranking).find(Array.isArray) ?? []);
+    result.samplerCost = await page.evaluate(() =>
+      window.cachedsearchExecuted.map((detail) => detail.output?.cachedsearch_cost?.[0]).find(Boolean) ?? null);
+    result.pickNoteAfterRun = await pickNote();
+    result.progressTextsAfterRun = await progressTexts();
     await page.screenshot({ path: config.screenshot });
+    await zoomTo(["CachedSearchVerifier"]);
+    await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_verifier.png") });
+    await zoomTo(["CachedSearchSampler"]);
+    await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_sampler.png") });
+    await fitGraphInView();
     await page.click(".cachedsearch-panel tr.winner img.cachedsearch-player", { force: true });
     result.overlay = (await page.$(".cachedsearch-overlay")) !== null;
     await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_live_enlarged.png") });
@@ -388,9 +415,15 @@ try {
     await setInputs({ wait_for_pick: true, pick: 0 });
     const answeredRun = nextQueuedRun(queueGraph);
     await page.waitForSelector(".cachedsearch-wait", { timeout: 120000 });
-    const wait = { banner: await page.$eval(".cachedsearch-wait", (element) => element.textContent), recommit: recommitId };
+    const wait = { banner: await page.$eval(".cachedsearch-wait", (element) => element.textContent), recommit: recommitId,
+      recommitPanel: await page.evaluate(() => window.app.graph.nodes.find((n) => n.type === "CachedSearchRecommit")
+        .widgets.find((w) => w.name === "cachedsearch_results").element.textContent),
+      pickNote: await pickNote("waiting"),
+      pickTitles: await page.$$eval(".cachedsearch-panel tr.candidate button", (buttons) => buttons.map((b) => b.title)) };
     await fitGraphInView();
     await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_waiting.png") });
+    await zoomTo(["CachedSearchRecommit"]);
+    await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_waiting_recommit.png") });
     // back to 100 % on the table, as an artist clicks (at the whole graph's zoom frontend 1.32's low-quality
     // rendering leaves the buttons a few pixels wide)
     await zoomTo(["CachedSearchVerifier"]);
@@ -464,16 +497,17 @@ try {
     result.seedRuns = await draftSeedsOfNextRuns(2);
     await waitForIdleQueue();
 
-    // The panels show the newest search; an earlier one opens from the history, says what a pick costs there
-    // (its drafts are no longer cached) and its pick queues that search's own prompt.
+    // The panels show the newest search; this workflow's earlier one opens from the history on every panel, says
+    // what a pick costs there and its pick queues that search's own prompt.
     const shownSeeds = () => page.$$eval(".cachedsearch-panel tr.candidate", (rows) => rows.map((r) => Number(r.dataset.seed)).sort((a, b) => a - b));
     const earlier = { newest: await shownSeeds() };
     await page.click(".cachedsearch-panel button.cachedsearch-earlier", { force: true });
     await page.waitForFunction(() => document.querySelector(".cachedsearch-runs")?.textContent.includes("earlier run"), null, { timeout: 10000 });
-    await page.waitForFunction(() => document.querySelector(".cachedsearch-pick-note")?.dataset.cached !== undefined, null, { timeout: 10000 });
     earlier.shown = await shownSeeds();
-    earlier.note = await page.$eval(".cachedsearch-pick-note", (element) => element.textContent);
+    earlier.note = (await pickNote()).text;
     earlier.label = await page.$eval(".cachedsearch-runs", (element) => element.textContent);
+    earlier.recommitPanel = await page.evaluate(() => window.app.graph.nodes.find((n) => n.type === "CachedSearchRecommit")
+      .widgets.find((w) => w.name === "cachedsearch_results").element.textContent);
     await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_earlier_run.png") });
     const again = await nextQueuedRun(() => page.click(".cachedsearch-panel tr.candidate.winner button.cachedsearch-pick-commit", { force: true }));
     earlier.queued = again.body;

@@ -121,27 +121,67 @@ export function samplerOf(prompt, nodeId) {
   return Array.isArray(candidates) ? samplerOf(prompt, String(candidates[0])) ?? String(candidates[0]) : String(nodeId);
 }
 
-// What a pick on the drafts of run `promptId` costs. ComfyUI's default cache holds the results of its newest
-// run only: drafts that run made again are served from it, an earlier search's are drafted again (same seeds,
-// same drafts) before the commit.
+// The API prompt ComfyUI will have run just before a pick queued now: its queue runs in order, so the last
+// prompt queued (pending, else running), else the newest in its history.
+async function promptBeforeNextRun() {
+  const queue = await api.fetchApi("/queue");
+  if (!queue.ok) throw new Error(`the server answered ${queue.status} for its queue`);
+  const { queue_running: running = [], queue_pending: pending = [] } = await queue.json();
+  const queued = [...running, ...pending].sort((a, b) => a[0] - b[0]).at(-1);
+  if (queued) return queued[2];
+  const newest = await api.fetchApi("/history?max_items=1");
+  if (!newest.ok) throw new Error(`the server answered ${newest.status} for its history`);
+  return Object.values(await newest.json()).at(-1)?.prompt?.[2];
+}
+
+let serverCache;
+
+// Which results ComfyUI's cache keeps, from the server's command line and version: "none" (--cache-none),
+// "newest" (the classic cache, ComfyUI 0.3's default: the newest prompt's results only) or "earlier" (an LRU or
+// RAM-pressure cache, ComfyUI 0.33's default: earlier prompts' results too, while they fit).
+function cacheKind() {
+  serverCache ??= api.fetchApi("/system_stats").then(async (response) => {
+    if (!response.ok) throw new Error(`the server answered ${response.status} for its system stats`);
+    const { argv = [], comfyui_version: version = "" } = (await response.json()).system ?? {};
+    if (argv.includes("--cache-none")) return "none";
+    if (argv.includes("--cache-classic")) return "newest";
+    if (argv.some((arg) => arg.startsWith("--cache-lru") || arg.startsWith("--cache-ram"))) return "earlier";
+    return /^0\.3\.\d+/.test(version) ? "newest" : "earlier";
+  });
+  serverCache.catch(() => {
+    serverCache = undefined; // asked again next time
+  });
+  return serverCache;
+}
+
+// What a pick on the drafts node `nodeId` showed for run `promptId` will reuse: {state, samplerId, cost}.
+// state "waiting": a Recommit of this search waits for the pick; "held": ComfyUI will still hold these drafts
+// when the pick runs; "maybe": its cache may still hold them (it keeps earlier results while they fit);
+// "gone": it will not, the search is drafted again; "lost": the server no longer has that run, nothing can be
+// picked from it; "unknown": the server did not say.
+// cost: the search's cachedsearch_cost as that run stored it (undefined while the run has not finished).
 export async function pickCost(promptId, nodeId) {
-  if (waitFor(promptId)) return { cached: true, text: "this run is waiting for your pick: it costs nothing more" };
   try {
-    const newestResponse = await api.fetchApi("/history?max_items=1");
-    const newest = Object.values(newestResponse.ok ? await newestResponse.json() : {}).at(-1)?.prompt?.[2];
-    const source = (await historyEntry(promptId))?.prompt?.[2];
-    const sampler = source && samplerOf(source, String(nodeId));
-    if (newest && sampler && source[sampler]) {
-      const wanted = upstreamForm(source, sampler);
-      const memo = new Map();
-      if (Object.keys(newest).some((id) => upstreamForm(newest, id, memo) === wanted)) {
-        return { cached: true, text: "a pick costs one commit: ComfyUI still holds these drafts" };
-      }
+    const entry = await historyEntry(promptId);
+    const source = entry?.prompt?.[2];
+    if (!entry) return { state: "lost" };
+    const samplerId = samplerOf(source, String(nodeId));
+    if (!samplerId || !source[samplerId]) return { state: "unknown" };
+    const found = { samplerId, cost: entry.outputs?.[samplerId]?.cachedsearch_cost?.[0] };
+    if (waitFor(promptId) || await waitOnSameSearch(source, samplerId)) return { ...found, state: "waiting" };
+    const kind = await cacheKind();
+    if (kind === "none") return { ...found, state: "gone" };
+    const before = await promptBeforeNextRun();
+    const wanted = upstreamForm(source, samplerId);
+    const memo = new Map();
+    if (before && Object.keys(before).some((id) => upstreamForm(before, id, memo) === wanted)) {
+      return { ...found, state: "held" };
     }
+    return { ...found, state: kind === "earlier" ? "maybe" : "gone" };
   } catch (error) {
-    console.warn("CachedSearch: could not read the server's history", error);
+    console.warn("CachedSearch: could not read the server's queue, history or cache settings", error);
+    return { state: "unknown" };
   }
-  return { cached: false, text: "a pick here drafts this search again (same seeds, same drafts), then commits" };
 }
 
 const clientId = () => api.clientId ?? api.initialClientId ?? sessionStorage.getItem("clientId") ?? undefined;
@@ -181,15 +221,18 @@ export async function queuePick(source, candidate, mode) {
   return `queued: ${mode} candidate ${candidate}`;
 }
 
-// The earlier runs of the graph node `nodeId` (same class) the server's history holds, newest first:
-// [{promptId, output}] with each run's UI payload for that node.
-export async function earlierRuns(nodeId, classType) {
+// The runs of workflow `workflowId` (the graph's id, which a queued prompt carries in its saved workflow; every
+// run when the frontend gives graphs no id) in which the graph node `nodeId` (same class) showed results, newest
+// first, as the server's history holds them: [{promptId, outputs}] with every node's UI payload of that run.
+export async function earlierRuns(nodeId, classType, workflowId) {
   const response = await api.fetchApi("/history?max_items=64");
   if (!response.ok) return [];
   const runs = [];
   for (const [promptId, entry] of Object.entries(await response.json()).reverse()) {
-    const output = entry.outputs?.[nodeId];
-    if (output && entry.prompt?.[2]?.[nodeId]?.class_type === classType) runs.push({ promptId, output });
+    const ofWorkflow = !workflowId || entry.prompt?.[3]?.extra_pnginfo?.workflow?.id === workflowId;
+    if (ofWorkflow && entry.outputs?.[nodeId] && entry.prompt?.[2]?.[nodeId]?.class_type === classType) {
+      runs.push({ promptId, outputs: entry.outputs });
+    }
   }
   return runs;
 }

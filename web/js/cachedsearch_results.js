@@ -184,6 +184,8 @@ function candidateRows(rows, output) {
   return all;
 }
 
+const SAVED_DRAFTS = "These drafts come from a saved workflow: queue it to pick from them.";
+
 // Where a pick on this panel goes; undefined when the node has not run in this server's history.
 function pickSource(node, rows) {
   const promptId = node.cachedsearchView?.promptId ?? node.properties?.[STORED_PROMPT];
@@ -194,13 +196,20 @@ function describe(row) {
   return `candidate ${row.candidate ?? "?"} (seed ${row.seed})`;
 }
 
+// A pick button's tooltip: what the click does now (`state`: pickCost's, undefined until it is known).
+function pickTitle(mode, row, state) {
+  const what = mode === "keep" ? `the draft of ${describe(row)} as drafted` : `${describe(row)} at full compute`;
+  return state === "waiting" ? `Deliver ${what}: answers the run that waits for your pick`
+    : `Queue the run that made these drafts again to deliver ${what} (the note under the table says what it reuses)`;
+}
+
 function pickActions(node, rows, row, status) {
+  const state = node.cachedsearchPick?.state;
   const actions = [{ text: "Commit this", mode: "commit", className: "cachedsearch-pick-commit",
-    title: `Queue the graph again and deliver ${describe(row)} at full compute: the search and the verifier ` +
-      "are served from ComfyUI's cache, only the Recommit runs" }];
+    title: pickTitle("commit", row, state) }];
   if (!row.pruned) {
     actions.push({ text: "Keep this", mode: "keep", className: "cachedsearch-pick-keep",
-      title: `Deliver the draft of ${describe(row)} as it is (no extra compute)` });
+      title: pickTitle("keep", row, state) });
   }
   return actions.map((action) => ({ ...action, run: () => pick(node, rows, row, action.mode, status) }));
 }
@@ -211,7 +220,7 @@ async function pick(node, rows, row, mode, status) {
     if (status) status.textContent = text;
   };
   if (!source) {
-    say("These drafts come from a saved workflow: queue it to pick from them.");
+    say(SAVED_DRAFTS);
     return;
   }
   say(`${mode === "keep" ? "keeping" : "committing"} ${describe(row)}…`);
@@ -228,24 +237,36 @@ function enlarge(node, rows, row, status, what) {
   showLarge(frames, `${describe(row)}${what ? `, ${what}` : ""}`, pickActions(node, rows, row, status));
 }
 
-// "‹ earlier" / "newer ›" through this node's runs in the server's history, and what a pick costs there.
-function runNavigation(node, render) {
+// Every panel of this graph as run `runs[index]` left it (index 0: the newest), so the drafts, the ranking and
+// the delivery shown are one run's. A node that showed nothing in that run keeps what it shows.
+function showRun(runs, index) {
+  const { promptId, outputs } = runs[index];
+  for (const node of app.graph?.nodes ?? []) {
+    const renderer = RENDERERS[node.comfyClass ?? node.type];
+    const output = outputs[String(node.id)];
+    if (!renderer || !output) continue;
+    node.cachedsearchView = index === 0 ? undefined : { runs, index, promptId };
+    renderer(node, output);
+  }
+}
+
+// "‹ earlier" / "newer ›" through this workflow's runs in the server's history, and what a pick costs there.
+function runNavigation(node) {
   const line = element("div", undefined, "cachedsearch-line cachedsearch-runs");
   const view = node.cachedsearchView;
   const label = element("span", view ? `earlier run ${view.index} of ${view.runs.length - 1}` : "newest run");
   const step = async (by) => {
     try {
-      const runs = view?.runs ?? (await earlierRuns(String(node.id), node.comfyClass ?? node.type));
+      const runs = view?.runs ?? (await earlierRuns(String(node.id), node.comfyClass ?? node.type, app.graph?.id));
       const index = (view?.index ?? 0) + by;
       if (index < 0 || index >= runs.length) return;
-      node.cachedsearchView = index === 0 ? undefined : { runs, index, promptId: runs[index].promptId };
-      render(runs[index].output);
+      showRun(runs, index);
     } catch (error) {
       label.textContent = `history unavailable: ${error.message}`;
     }
   };
   const earlier = element("button", "‹ earlier", "cachedsearch-earlier");
-  earlier.title = "Show an earlier run's drafts (from ComfyUI's history) to pick from them";
+  earlier.title = "Show this workflow's earlier run (from ComfyUI's history) on every panel, to pick from its drafts";
   earlier.addEventListener("click", () => step(1));
   const newer = element("button", "newer ›", "cachedsearch-newer");
   newer.disabled = !view;
@@ -254,17 +275,53 @@ function runNavigation(node, render) {
   return line;
 }
 
-// One line under a table: how to pick and what the pick costs, filled in from the server's history.
-function pickNote(node, rows) {
-  const note = element("div", "Commit re-generates a draft at full compute, Keep delivers it as drafted.",
-    "cachedsearch-line cachedsearch-pick-note cachedsearch-muted");
-  const source = pickSource(node, rows);
-  if (source) {
-    pickCost(source.promptId, source.nodeId).then(({ cached, text }) => {
-      note.dataset.cached = cached;
-      note.textContent = `Commit re-generates a draft at full compute, Keep delivers it as drafted; ${text}.`;
-    });
+const PICK_NOTE_BEFORE = "Commit this renders a draft at full compute; Keep this delivers it as drafted.";
+
+// What a pick costs, in the search's own numbers (`cost`: its cachedsearch_cost; undefined: none known).
+function pickNoteText(state, cost) {
+  const calls = (count) => (typeof count === "number" ? ` (${count} transformer calls)` : "");
+  const commit = cost?.commit_free ? "Commit this costs nothing more (every draft already is full compute)"
+    : `Commit this costs one full render${calls(cost?.rollout_calls)}`;
+  const draftsAgain = `a pick drafts this search again (same seeds, same drafts${typeof cost?.search_calls === "number"
+    ? `, ${cost.search_calls} transformer calls` : ""})`;
+  switch (state) {
+    case "waiting":
+      return `This run waits for your pick: ${commit}; Keep this costs nothing.`;
+    case "held":
+      return `ComfyUI still holds these drafts, so a pick reuses them: ${commit}; Keep this costs nothing.`;
+    case "maybe":
+      return "ComfyUI may still hold these drafts (it keeps earlier runs while memory lasts): then " +
+        `${commit}, Keep this nothing; if not, ${draftsAgain} first.`;
+    case "gone":
+      return `ComfyUI no longer holds these drafts: ${draftsAgain}; then ${commit}, Keep this nothing more.`;
+    case "lost":
+      return "ComfyUI no longer has the run that made these drafts: queue the graph again to pick.";
+    default:
+      return "Cannot tell whether ComfyUI still holds these drafts: if it does not, a pick drafts this search again.";
   }
+}
+
+// One line under a table: what a pick costs now, from what ComfyUI holds (and the buttons' tooltips with it).
+function pickNote(node, rows, content) {
+  const note = element("div", PICK_NOTE_BEFORE, "cachedsearch-line cachedsearch-pick-note cachedsearch-muted");
+  const source = pickSource(node, rows);
+  if (!source) {
+    note.textContent = SAVED_DRAFTS;
+    return note;
+  }
+  pickCost(source.promptId, source.nodeId).then(({ state, samplerId, cost }) => {
+    const known = cost ?? graphNode(samplerId)?.properties?.[STORED]?.cachedsearch_cost?.[0];
+    node.cachedsearchPick = { state };
+    note.dataset.state = state;
+    note.textContent = pickNoteText(state, known);
+    for (const row of rows) {
+      for (const mode of ["commit", "keep"]) {
+        const button = content.querySelector(`tr[data-candidate="${row.candidate}"] button.cachedsearch-pick-${mode}`);
+        if (button) button.title = pickTitle(mode, row, state);
+      }
+    }
+    fitNode(node);
+  });
   return note;
 }
 
@@ -285,6 +342,13 @@ function skippedCell(row) {
   return cell;
 }
 
+// What the ranking table's less obvious columns mean, on hover.
+const HEADER_TOOLTIPS = {
+  preview: "Preview score at the prune step: compare previews with previews, not with final scores",
+  skipped: "Share of this draft's transformer calls the cache skipped",
+  time: "Seconds this draft took on this machine",
+};
+
 function renderRanking(node, output) {
   const given = output.cachedsearch_ranking;
   if (!Array.isArray(given) || given.length === 0) return false;
@@ -304,11 +368,11 @@ function renderRanking(node, output) {
   const table = element("table");
   const header = element("tr");
   const titles = ["", "#", "seed", ...columns, "score", ...(hasMargin ? ["margin"] : []),
-    ...(hasPreview ? ["preview"] : []), "skipped", "s", "pick"];
-  for (const title of titles) header.append(element("th", title));
-  if (hasPreview) {
-    header.children[4 + columns.length + (hasMargin ? 1 : 0)].title =
-      "Preview score at the prune step: compare previews with previews, not with final scores";
+    ...(hasPreview ? ["preview"] : []), "skipped", "time", "pick"];
+  for (const title of titles) {
+    const cell = element("th", title);
+    if (HEADER_TOOLTIPS[title]) cell.title = HEADER_TOOLTIPS[title];
+    header.append(cell);
   }
   table.append(header);
   for (const row of [...ranked, ...pruned]) {
@@ -365,24 +429,27 @@ function renderRanking(node, output) {
   }
   const content = element("div");
   const verifier = verifierLine(output);
-  const nav = runNavigation(node, (earlier) => renderRanking(node, earlier));
-  content.append(nav, ...(verifier ? [verifier] : []), table, pickNote(node, rows), status);
+  const nav = runNavigation(node);
+  const note = pickNote(node, rows, content);
+  content.append(nav, ...(verifier ? [verifier] : []), table, note, status);
   const rowHeight = hasFrames ? 40 : 19;
   show(node, content, (width) => 2 * LINE_HEIGHT + 8 + 20 + rowHeight * rows.length +
     (verifier ? (LINE_HEIGHT * wrappedLines(verifier.textContent, width) + 4) : 0) +
-    LINE_HEIGHT * wrappedLines("Commit re-generates a draft at full compute, Keep delivers it as drafted; a pick here " +
-      "drafts this search again (same seeds, same drafts), then commits.", width) + 4);
+    LINE_HEIGHT * wrappedLines(note.textContent, width) + 4);
   return true;
 }
 
+// The search's cost from the one cost model, in two short sentences; the seconds and why calls lead are on the
+// node's doc page.
 function costLine(output) {
   const cost = output.cachedsearch_cost?.[0];
   if (!cost || typeof cost.calls_ratio !== "number") return "";
-  const seconds = typeof cost.seconds_ratio === "number" ? `, ${Math.round(100 * cost.seconds_ratio)}% of its time` : "";
   const calls = typeof cost.search_calls === "number" && typeof cost.full_calls === "number"
-    ? ` (${cost.search_calls} of ${cost.full_calls})` : "";
-  return `; search cost ${Math.round(100 * cost.calls_ratio)}% of full best-of-N's transformer calls${calls}${seconds}` +
-    `${cost.note ? ` (${cost.note})` : ""}`;
+    ? ` (${cost.search_calls} of ${cost.full_calls} transformer calls)` : "";
+  const commit = cost.commit_free ? " A commit adds nothing: every draft already is full compute."
+    : typeof cost.commit_calls === "number" ? ` A commit adds ${cost.commit_calls} calls.` : "";
+  return ` The drafts cost ${Math.round(100 * cost.calls_ratio)}% of full best-of-${cost.num_candidates ?? "N"}` +
+    `${calls}.${commit}`;
 }
 
 function expertShares(rows) {
@@ -395,6 +462,15 @@ function expertShares(rows) {
   }
   return stages.size > 1
     ? ` (${[...stages].map(([name, total]) => `${name} ${percent(total.skipped, total.calls)}`).join(", ")})` : "";
+}
+
+// A link to this node's doc page (the frontend serves web/docs under the extension's folder).
+function docLink(node, text) {
+  const link = element("a", text, "cachedsearch-doc-link");
+  link.href = new URL(`../docs/${node.comfyClass ?? node.type}.md`, import.meta.url).href;
+  link.target = "_blank";
+  link.rel = "noopener";
+  return link;
 }
 
 function renderDrafts(node, output) {
@@ -413,9 +489,11 @@ function renderDrafts(node, output) {
     ? `${finished.length} of ${rows.length} drafts kept at step ${pruned[0].prune_step} by preview score`
     : `${finished.length} drafts`;
   const budget = budgetLine(output.cachedsearch_budget?.[0]);
-  const text = `${drafts}, ${saving}, mean ${meanSeconds.toFixed(2)} s per draft${costLine(output)}${budget}`;
+  const text = `${drafts}, ${saving}, mean ${meanSeconds.toFixed(2)} s per draft.${costLine(output)}` +
+    (budget ? ` ${budget[0].toUpperCase()}${budget.slice(1)}.` : "");
   const content = element("div");
   const summary = element("div", text, "cachedsearch-summary");
+  if (output.cachedsearch_cost?.[0]) summary.append(" ", docLink(node, "cost details"));
   content.append(summary);
   const watchable = rows.filter((row) => framesOf(row).length);
   if (watchable.length) {
@@ -433,7 +511,7 @@ function renderDrafts(node, output) {
   show(node, content, (width) => {
     const perLine = Math.max(1, Math.floor(width / 67));
     const stripHeight = watchable.length ? Math.ceil(watchable.length / perLine) * 55 + LINE_HEIGHT + 4 : 0;
-    return 8 + LINE_HEIGHT * wrappedLines(text, width) + stripHeight;
+    return 8 + LINE_HEIGHT * wrappedLines(`${text} cost details`, width) + stripHeight;
   });
   return true;
 }
@@ -448,7 +526,7 @@ function budgetLine(budget, measuredCommit) {
   const amount = (value) => budgetAmount(value, budget.unit);
   const breakEven = typeof budget.break_even_width === "number" ? `, N* ${budget.break_even_width.toFixed(2)}` : "";
   const wallTime = budget.deterministic ? "" : ", N depends on wall time";
-  let line = `; budget best-of-${budget.rollouts} (${amount(budget.budget)}): N = ${budget.width}, predicted ` +
+  let line = `budget best-of-${budget.rollouts} (${amount(budget.budget)}): N = ${budget.width}, predicted ` +
     `${amount(budget.predicted_total)}${breakEven}${wallTime}`;
   if (typeof measuredCommit === "number") {
     line += `; recommit predicted ${amount(budget.full_cost)}, measured ${amount(measuredCommit)}`;
@@ -486,7 +564,7 @@ function renderDelivery(node, output) {
   const budget = budgetLine(delivery.budget, delivery.budget?.measured_commit);
   const chooser = chooserLine(delivery);
   const text = `delivered seed ${delivery.seed} (candidate ${delivery.candidate}, ${delivery.mode})` +
-    `${chooser ? `; ${chooser}` : ""}; ${cost}${budget}`;
+    `${chooser ? `; ${chooser}` : ""}; ${cost}${budget ? `; ${budget}` : ""}`;
   // The delivered video itself shows where the workflow decodes and saves it (its Save Video node).
   const content = element("div");
   content.append(element("div", text, "cachedsearch-summary"));
@@ -494,30 +572,49 @@ function renderDelivery(node, output) {
   return true;
 }
 
-// While a Recommit waits for the artist, its panel says so above its last result and offers the verifier's
-// choice; the drafts' own Commit/Keep buttons answer the wait too.
+// While a Recommit waits for the artist, its panel shows only that (its last delivery was another run's) and
+// offers the verifier's choice; the drafts' own Commit/Keep buttons answer the wait too. When the wait ends
+// without a delivery (Cancel), the last delivery shows again.
 function showWaiting(node) {
   const wait = [...waiting.values()].find((entry) => entry.node === String(node.id));
   const panel = node.widgets?.find((w) => w.name === PANEL)?.element;
-  panel?.querySelector(".cachedsearch-wait")?.remove();
   if (!wait) {
-    if (panel) fitNode(node);
+    if (panel?.querySelector(".cachedsearch-wait")) {
+      panel.replaceChildren();
+      const stored = node.properties?.[STORED];
+      if (!stored || !renderDelivery(node, stored)) fitNode(node);
+    }
     return;
   }
-  const content = panel?.firstElementChild ?? element("div");
   const banner = element("div", undefined, "cachedsearch-line cachedsearch-wait");
   const preselected = wait.preselected ? `the verifier's choice is candidate ${wait.preselected}` : "no verifier choice";
-  banner.append(`Waiting for your pick among ${wait.candidates} drafts (${preselected}): press Commit or Keep on a ` +
-    "draft, or Cancel to stop. ");
+  const text = `Waiting for your pick among ${wait.candidates} drafts (${preselected}): press Commit or Keep on a ` +
+    "draft, or Cancel to stop. ";
+  banner.append(text);
   if (wait.preselected) {
     const deliver = element("button", `commit candidate ${wait.preselected}`, "cachedsearch-wait-commit");
+    deliver.title = `Deliver candidate ${wait.preselected} at full compute: answers the run that waits for your pick`;
     deliver.addEventListener("click", () => queuePick({ promptId: wait.prompt_id, nodeId: String(node.id),
       among: wait.candidates }, wait.preselected, "commit").catch((error) => banner.append(` ${error.message}`)));
     banner.append(deliver);
   }
-  content.prepend(banner);
-  if (!panel) show(node, content, () => 3 * LINE_HEIGHT);
-  else fitNode(node, panel);
+  const content = element("div");
+  content.append(banner);
+  show(node, content, (width) => 8 + LINE_HEIGHT * (wrappedLines(text, width) + 1));
+}
+
+// The frontend's widget for a node's progress_text ("draft 8 / 8 (seed …)"), which it keeps until the next run.
+const PROGRESS_TEXT = "$$node-text-preview";
+
+// A finished node's progress text would stand above its results as if it were still running: removed the way the
+// frontend removes it, and the node fitted again whenever the text changes (a text added after the panel
+// would be cut at the node's bottom edge).
+function removeProgressText(node) {
+  const index = node.widgets?.findIndex((widget) => widget.name === PROGRESS_TEXT) ?? -1;
+  if (index < 0) return;
+  node.widgets[index].onRemove?.();
+  node.widgets.splice(index, 1);
+  node.setDirtyCanvas?.(true, true);
 }
 
 function render(node, output, promptId) {
@@ -538,11 +635,16 @@ function render(node, output, promptId) {
 api.addEventListener("executed", ({ detail }) => {
   // The run a node's panel shows, for its pick buttons (the frontend's onExecuted does not pass it).
   const node = graphNode(String(detail?.display_node ?? detail?.node));
+  if (node && RENDERERS[node.comfyClass ?? node.type]) removeProgressText(node);
   if (node && RENDERERS[node.comfyClass ?? node.type] && detail?.prompt_id) {
     node.properties[STORED_PROMPT] = detail.prompt_id;
     node.cachedsearchView = undefined;
     if (detail.output) render(node, detail.output, detail.prompt_id);
   }
+});
+api.addEventListener("progress_text", ({ detail }) => {
+  const node = graphNode(String(detail?.nodeId));
+  if (node && RENDERERS[node.comfyClass ?? node.type]) requestAnimationFrame(() => fitNode(node));
 });
 for (const classType of Object.keys(RENDERERS)) showWhenReused(classType, render);
 onWaitingChanged(() => {
