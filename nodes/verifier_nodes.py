@@ -7,7 +7,7 @@ import comfy.model_patcher
 import comfy.utils
 import folder_paths
 import torch
-from comfy_api.latest import io, ui
+from comfy_api.latest import io
 
 from ..cachedsearch_core import Ranking
 from ..cachedsearch_core.clip_score import ClipScore
@@ -202,7 +202,7 @@ class ScoreCandidates(io.ComfyNode):
 
     @classmethod
     def execute(cls, images, candidates, prompt, verifier, frames_per_candidate) -> io.NodeOutput:
-        return _ranking_output(cls, images, candidates, FrameJudge(verifier, prompt, frames_per_candidate))
+        return _ranking_output(images, candidates, FrameJudge(verifier, prompt, frames_per_candidate))
 
 
 def _frames_per_candidate(images, candidates) -> int:
@@ -216,7 +216,7 @@ def _frames_per_candidate(images, candidates) -> int:
     return total // count
 
 
-def _ranking_output(cls, images, candidates, judge: FrameJudge) -> io.NodeOutput:
+def _ranking_output(images, candidates, judge: FrameJudge) -> io.NodeOutput:
     """Scores every candidate's frames with ``judge``, with a progress bar and Cancel between candidates, and
     builds the ranking, its text and the GUI table, whose rows show the frames the verifier read."""
     count = len(candidates)
@@ -232,13 +232,12 @@ def _ranking_output(cls, images, candidates, judge: FrameJudge) -> io.NodeOutput
             columns.setdefault(name, []).append(column_value)
         progress.update(1)
     ranking = Ranking(tuple(scores), verifier=judge.label, columns=tuple(columns.items()))
-    middle_frames = images[[index * per_candidate + per_candidate // 2 for index in range(count)]]
     frames = {number: save_panel_frames(images[[index * per_candidate + pick for pick in scored_frames]])
               for index, number in enumerate(candidates.candidate_numbers)}
-    return _show_ranking(cls, ranking, candidates, middle_frames, frames)
+    return _show_ranking(ranking, candidates, frames)
 
 
-def _show_ranking(cls, ranking, candidates, middle_frames=None, frames=None) -> io.NodeOutput:
+def _show_ranking(ranking, candidates, frames=None) -> io.NodeOutput:
     """The ranking, its text and the GUI table: every candidate in seed order with score, rank and margin (pruned
     ones with their preview), what the verifier's score means, and ``frames`` (keyed by candidate number)."""
     lines = []
@@ -252,8 +251,6 @@ def _show_ranking(cls, ranking, candidates, middle_frames=None, frames=None) -> 
              "cachedsearch_verifier": [describe_verifier(ranking.verifier)]}
     if candidates.pruning is not None:
         shown["cachedsearch_pruned"] = pruned_rows(candidates)
-    if middle_frames is not None:
-        shown.update(ui.PreviewImage(middle_frames, cls=cls).as_dict())
     return io.NodeOutput(ranking, text, ui=shown)
 
 
@@ -357,7 +354,7 @@ class ScoreVideos(io.ComfyNode):
 
     @classmethod
     def execute(cls, images, candidates, prompt, verifier, max_frames, rank_by, aspect_weights) -> io.NodeOutput:
-        return _ranking_output(cls, images, candidates, FrameJudge(verifier, prompt, max_frames, rank_by,
+        return _ranking_output(images, candidates, FrameJudge(verifier, prompt, max_frames, rank_by,
                                                                    aspect_weights))
 
 
@@ -404,7 +401,7 @@ class CombineScores(io.ComfyNode):
                 raise ValueError(f"ranking_{position}: has {len(ranking.scores)} scores but the search made "
                                  f"{len(candidates)} candidates; connect rankings of this sampler's drafts")
         combined = combine_rankings([ranking for ranking, _ in pairs], [weight for _, weight in pairs], normalisation)
-        return _show_ranking(cls, combined, candidates)
+        return _show_ranking(combined, candidates)
 
 
 _NORMALISATION_TOOLTIP = ("rank average (default): ranks scaled to [0, 1], robust to one verifier's outliers. z-score: "

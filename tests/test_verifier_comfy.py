@@ -32,13 +32,14 @@ def test_verifier_ranks_candidates_by_mean_reward_over_k_frames(engine, drafted)
     assert seed == 5 + ranking.winner
 
 
-def test_verifier_output_ui_shows_middle_frames_and_scores(engine, drafted):
+def test_verifier_output_ui_shows_scored_frames_and_scores(engine, drafted):
     images, candidates, verifier = drafted
     node = engine.nodes["CachedSearchVerifier"]
     with torch.inference_mode():
         output = node.execute(images=images, candidates=candidates, prompt=PROMPT, verifier=verifier,
                               frames_per_candidate=8)
-    assert len(output.ui["images"]) == 3
+    # the table's rows show the drafts; no unlabelled image grid of the frontend's under it
+    assert "images" not in output.ui
     assert output.ui["text"][0] == output.result[1]
     ranking = output.result[0]
     rows = output.ui["cachedsearch_ranking"]
