@@ -113,6 +113,7 @@ def search_output(candidates: SearchCandidates, preview_vae=None, announce=None)
              "cachedsearch_cost": [cost.as_dict()]}
     if candidates.pruning is not None:
         shown["cachedsearch_pruned"] = pruned_rows(candidates)
+        shown["cachedsearch_pruning"] = [candidates.pruning.as_dict()]
     if candidates.budget is not None:
         shown["cachedsearch_budget"] = [candidates.budget.as_dict()]
     return io.NodeOutput(candidates.latent(candidates.draft_latents), candidates, report, ui=shown)

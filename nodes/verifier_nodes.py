@@ -252,6 +252,7 @@ def _show_ranking(cls, ranking, candidates, middle_frames=None, frames=None) -> 
              "cachedsearch_verifier": [describe_verifier(ranking.verifier)]}
     if candidates.pruning is not None:
         shown["cachedsearch_pruned"] = pruned_rows(candidates)
+        shown["cachedsearch_pruning"] = [candidates.pruning.as_dict()]
     if middle_frames is not None:
         shown.update(ui.PreviewImage(middle_frames, cls=cls).as_dict())
     return io.NodeOutput(ranking, text, ui=shown)
