@@ -10,6 +10,8 @@ import comfy.model_management
 import torch
 from comfy_api.latest import io
 
+from ..cachedsearch_core import candidate_seeds
+from ..cachedsearch_core.budget import BudgetPlan, pruned_budget_width
 from ..cachedsearch_core.image_reward import require_prompt
 from ..cachedsearch_core.judge import FrameJudge
 from ..cachedsearch_core.pruning import CacheWindow, PruningPlan, PruningSchedule, preview_frame_indices
@@ -107,6 +109,14 @@ class PreviewPruning:
         for record, previews in zip(candidates.pruning.rounds, previews_by_round):
             shown.update(zip(record.scored, previews))
         return dataclasses.replace(candidates, pruning_previews=tuple(shown[index] for index in range(len(seeds))))
+
+
+    def search_within(self, recipe: StagedRecipe, seed: int, budget: BudgetPlan, announce=None) -> SearchCandidates:
+        """The pruned search of the widest N (seeds seed, seed + 1, ...) whose schedule and one full commit fit the
+        budget (``pruned_budget_width``)."""
+        chosen = pruned_budget_width(lambda width: self.checked_plan(recipe, width), recipe.steps, budget)
+        candidates = self.search(recipe, candidate_seeds(seed, chosen.width), announce)
+        return dataclasses.replace(candidates, budget=chosen)
 
 
 SCHEDULE_TOOLTIP = (

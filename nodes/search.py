@@ -24,7 +24,7 @@ import torch
 from comfy_extras.nodes_custom_sampler import Noise_EmptyNoise, Noise_RandomNoise, SamplerCustomAdvanced
 
 from ..cachedsearch_core import Draft, Ranking, SearchCost, StageCalls, search_report
-from ..cachedsearch_core.budget import BudgetOutcome
+from ..cachedsearch_core.budget import BudgetOutcome, PrunedBudget
 from ..cachedsearch_core.panels import candidate_number, candidate_rows
 from ..cachedsearch_core.pruning import PrunedCandidate, PruningOutcome, PruningPlan, RoundRecord, survivors
 from .cache_patch import STATISTICS_CALLBACK_OPTION, TRAJECTORY_POSITION_OPTION, step_cache_config
@@ -266,8 +266,8 @@ class SearchCandidates:
     latent_entries: dict = dataclasses.field(default_factory=dict)
     # Set by a pruned search: the drafts are its survivors, this records the prune step and the dropped candidates.
     pruning: PruningOutcome | None = None
-    # Set by a fixed-budget search: the width it chose and the costs it predicted.
-    budget: BudgetOutcome | None = None
+    # Set by a fixed-budget search: the width it chose and the costs it predicted (a pruned one: from its schedule).
+    budget: BudgetOutcome | PrunedBudget | None = None
     # Set by a pruned search: the temp images (/view references) of the frames its Pruning Plan decoded to score
     # each candidate's preview, for the panels (seed order, every candidate).
     pruning_previews: tuple[tuple[dict, ...], ...] = ()

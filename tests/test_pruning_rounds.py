@@ -8,6 +8,7 @@ import contextlib
 import pytest
 import torch
 
+from cachedsearch_core.budget import BudgetPlan, BudgetUnit, pruned_budget_width
 from cachedsearch_core.cost import pruned_search_steps
 from cachedsearch_core.pruning import CacheWindow, PruningSchedule
 from scripts.tiny_models import WAN21_VAE_FILE, WAN22_A14B_FILES
@@ -297,3 +298,56 @@ def test_advanced_sampler_prunes_in_rounds_inside_its_sigmas(engine, wan):
     unpruned, _, _ = engine.run("CachedSearchSamplerAdvanced", **inputs)
     reference = unpruned["samples"][[seed - SEED for seed in survivors]]
     assert (drafts["samples"] - reference).abs().max().item() <= 1e-4 * reference.abs().max().item()
+
+
+# Width from savings: a Budget and a Pruning Plan on one sampler.
+
+
+def checked_plan_at(schedule, steps=STEPS):
+    def plan_at(width):
+        plan = PruningSchedule(schedule).plan(width, steps)
+        plan.check_stages(width, [CacheWindow(0, steps)])
+        return plan
+    return plan_at
+
+
+halving_plan_at = checked_plan_at("3:1/2, 5:1/2")
+
+
+def test_a_budget_buys_the_widest_n_whose_schedule_and_commit_fit():
+    # Steps at N: 3 N + 2 ceil(N / 2) + 3 ceil(N / 4); N = 1 and 2 cannot halve twice.
+    chosen = pruned_budget_width(halving_plan_at, STEPS, BudgetPlan(rollouts=4, max_candidates=16))
+    assert (chosen.width, chosen.width_steps, chosen.wider_steps) == (4, 19, 27)
+    assert chosen.predicted_steps == 19 + STEPS <= 4 * STEPS < chosen.wider_steps + STEPS
+    assert pruned_budget_width(halving_plan_at, STEPS, BudgetPlan(rollouts=4, max_candidates=3)).width == 3
+    # The report's single prune at 50 steps (8 to step 20, 4 on) fits best-of-4 only by the cache's skips: refused.
+    with pytest.raises(ValueError, match=r"budget_rollouts: got 4; the pruning schedule runs 200 steps at its "
+                                         r"narrowest N = 4, plus a 50-step commit, more than full best-of-4's 200"):
+        pruned_budget_width(checked_plan_at("40%:4", 50), 50, BudgetPlan(rollouts=4))
+    with pytest.raises(ValueError, match=r"budget_unit: got 'wall time'; a pruned search chooses its width before "
+                                         r"drafting"):
+        pruned_budget_width(halving_plan_at, STEPS, BudgetPlan(rollouts=4, unit=BudgetUnit.WALL_TIME))
+    with pytest.raises(ValueError, match=r"schedule: round 2 \('5:1/2'\)"):  # fits no width: the schedule's error
+        pruned_budget_width(halving_plan_at, STEPS, BudgetPlan(rollouts=4, max_candidates=2))
+
+
+def test_a_budget_with_a_pruning_plan_explores_the_widest_n_and_commits_exactly(engine, wan):
+    model, positive, negative, latent, vae = wan
+    pruning = plan(engine, vae, [0.1, 0.9, 0.5, 0.7, 0.8, 0.2, 0.3], "3:1/2, 5:1/2")
+    budget = engine.one("CachedSearchBudget", budget_rollouts=4, budget_unit="transformer calls", max_candidates=16)
+    with forward_calls(model) as counted:
+        output = engine.output("CachedSearchSampler", model=engine.one("CachedSearchApplyCache", model=model, **OFF),
+                               positive=positive, negative=negative, latent_image=latent, seed=SEED,
+                               num_candidates=2, pruning=pruning, budget=budget, **SETTINGS)
+    _, candidates, report = output.result
+    assert len(candidates.pruning.seeds) == 4 and counted == [19]  # num_candidates is ignored
+    assert candidates.seeds == [SEED + 1]
+    assert "the pruned schedule at N = 4 runs 19 + commit 8 = 27 (N = 5 would run 35 steps)" in report
+    (shown,) = output.ui["cachedsearch_budget"]
+    assert (shown["width"], shown["budget"], shown["predicted_total"], shown["pruned"]) == (4, 32, 27, True)
+    ranking = engine.one("CachedSearchRankingFromScores", candidates=candidates, scores="1")
+    with forward_calls(model) as counted:
+        delivered, seed, commit_report = recommit(engine, candidates, ranking=ranking)
+    assert counted == [STEPS] and seed == SEED + 1
+    assert torch.equal(delivered["samples"], ksampler(engine, wan, SEED + 1))
+    assert "budget: measured 27 transformer calls with the commit, 84.4 % of full best-of-4's 32" in commit_report
