@@ -64,9 +64,10 @@ class Rollouts:
                 record = json.loads(line)
                 self.records[(record["arm"], record["prompt"])] = record
 
-    def get(self, arm: str, prompt: int, make):
+    def get(self, arm: str, prompt: int, make, *args):
+        """The record of (arm, prompt), made by ``make(*args)`` unless stored."""
         if (arm, prompt) not in self.records:
-            record = {"arm": arm, "prompt": prompt, **make()}
+            record = {"arm": arm, "prompt": prompt, **make(*args)}
             self.records[(arm, prompt)] = record
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a") as file:
@@ -154,10 +155,10 @@ def main() -> None:
     widest = max(width for width, _ in PRUNED_ARMS.values())
     start = time.perf_counter()
     for prompt in range(args.prompts):
-        store.get("full", prompt, lambda: full_rollouts(backend, args.steps, prompt, widest))
-        store.get(f"tau {args.tau:g}", prompt, lambda: cached_drafts(backend, args.steps, args.tau, prompt))
+        store.get("full", prompt, full_rollouts, backend, args.steps, prompt, widest)
+        store.get(f"tau {args.tau:g}", prompt, cached_drafts, backend, args.steps, args.tau, prompt)
         for name, (width, schedule) in PRUNED_ARMS.items():
-            store.get(name, prompt, lambda: pruned_search(backend, args.steps, args.tau, prompt, width, schedule))
+            store.get(name, prompt, pruned_search, backend, args.steps, args.tau, prompt, width, schedule)
         print(f"[prune_rounds] prompt {prompt + 1} / {args.prompts} ({time.perf_counter() - start:.0f} s)", flush=True)
 
     prompts = range(args.prompts)
