@@ -34,6 +34,18 @@ def break_even_width(gamma: float, commit_fraction: float) -> float:
     return commit_fraction / (1.0 - gamma)
 
 
+def pruned_search_steps(num_candidates: int, steps: int, rounds: Sequence[tuple[int, int]]) -> int:
+    """Sampler steps a pruned search of ``num_candidates`` runs, with prune ``rounds`` of (step p_r, keep k_r):
+    every candidate to p_1, then each round's survivors on to the next round's step, the last round's to the end,
+    nothing recomputed: N p_1 + sum_r k_r (p_(r+1) - p_r), with p_(R+1) = T. Times the transformer calls per step it
+    is the calls the search asks for, exact (one round: N p + k (T - p)); a step cache computes fewer of them."""
+    total, reaching, previous = 0, num_candidates, 0
+    for step, keep in rounds:
+        total += reaching * (step - previous)
+        reaching, previous = keep, step
+    return total + reaching * (steps - previous)
+
+
 def _percent(ratio: float) -> str:
     return f"{100 * ratio:.1f} %"
 

@@ -95,7 +95,9 @@ def _draft_fields(draft: Draft, stage_names: Sequence[str]) -> dict:
 def candidate_rows(drafts: Sequence[Draft], stage_names: Sequence[str] = (), pruning: PruningOutcome | None = None,
                    ranking: Ranking | None = None) -> list[dict]:
     """One JSON-ready row per candidate in seed order: the finished ``drafts`` and, for a pruned search, the
-    candidates dropped at the prune step ("pruned": true), every one with its preview score. With a ranking of the
+    candidates dropped at a prune round ("pruned": true, "prune_step": the round's step), every one with the
+    preview score that decided it (its last round's); after several rounds each row also lists its score at every
+    round it reached ("round_scores"). With a ranking of the
     finished drafts (same order) those rows also carry score, winner, rank and margin."""
     first_seed = pruning.seeds[0] if pruning is not None else drafts[0].seed
     ranked = ranks_and_margins(ranking.scores) if ranking is not None else None
@@ -110,12 +112,17 @@ def candidate_rows(drafts: Sequence[Draft], stage_names: Sequence[str] = (), pru
         rows.append(row)
     if pruning is not None:
         for dropped in pruning.pruned:
-            row = {"candidate": candidate_number(dropped.draft.seed, first_seed),
-                   **_draft_fields(dropped.draft, stage_names), "pruned": True, "prune_step": pruning.prune_step}
+            number = candidate_number(dropped.draft.seed, first_seed)
+            row = {"candidate": number, **_draft_fields(dropped.draft, stage_names), "pruned": True,
+                   "prune_step": pruning.dropped_at(number - 1)}
             if ranking is not None:
                 row["winner"] = False
             rows.append(row)
-        preview_scores = dict(zip(pruning.seeds, pruning.preview_scores))
+        several = len(pruning.rounds) > 1
         for row in rows:
-            row["preview_score"] = preview_scores[row["seed"]]
+            index = row["candidate"] - 1
+            # The score that decided the candidate's fate: the round that dropped it, or the last one it survived.
+            row["preview_score"] = pruning.deciding_score(index)
+            if several:
+                row["round_scores"] = [{"step": step, "score": score} for step, score in pruning.round_scores(index)]
     return sorted(rows, key=lambda row: row["candidate"])

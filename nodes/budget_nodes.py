@@ -21,7 +21,8 @@ def budget_input() -> io.Input:
         "budget", optional=True,
         tooltip="Optional: a CachedSearch Budget plan. When connected, num_candidates is ignored and the search "
         "drafts seeds seed, seed + 1, ... while the drafts plus one full recommit fit in what full best-of-M would "
-        "cost (at most the plan's max_candidates). With a wall-time plan the chosen N depends on wall time.",
+        "cost (at most the plan's max_candidates). With a wall-time plan the chosen N depends on wall time. With a "
+        "Pruning Plan connected too, the search takes the widest N whose pruning schedule and the recommit fit.",
     )
 
 
@@ -35,7 +36,8 @@ class SearchBudget(io.ComfyNode):
             description="Spend what full best-of-M would cost instead of choosing N: connected to a CachedSearch "
             "sampler's budget input, the search keeps drafting seeds while the drafts so far plus one full-compute "
             "recommit fit in M full rollouts, and reports the N it chose. Counted in transformer calls (default) the "
-            "choice is deterministic; counted in wall time the chosen N depends on wall time.",
+            "choice is deterministic; counted in wall time the chosen N depends on wall time. With a Pruning Plan on the "
+            "same sampler, the savings of pruning buy width: the widest N whose schedule fits is explored.",
             inputs=[
                 io.Int.Input("budget_rollouts", default=4, min=2, max=MAX_CANDIDATES,
                              tooltip="M: the search may spend what M full rollouts cost (full best-of-M), one of "

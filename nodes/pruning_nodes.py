@@ -10,9 +10,11 @@ import comfy.model_management
 import torch
 from comfy_api.latest import io
 
+from ..cachedsearch_core import candidate_seeds
+from ..cachedsearch_core.budget import BudgetPlan, pruned_budget_width
 from ..cachedsearch_core.image_reward import require_prompt
 from ..cachedsearch_core.judge import FrameJudge
-from ..cachedsearch_core.pruning import CacheWindow, PruningPlan, preview_frame_indices
+from ..cachedsearch_core.pruning import CacheWindow, PruningPlan, PruningSchedule, preview_frame_indices
 from .cache_patch import step_cache_config
 from .panel_frames import save_panel_frames
 from .search import SearchCandidates, StagedRecipe, run_pruned_search
@@ -51,7 +53,9 @@ def decode_preview(vae, latent: torch.Tensor, preview_frames: int) -> torch.Tens
 @dataclasses.dataclass(frozen=True)
 class PreviewPruning:
     """What the Pruning Plan node hands to a search node (type CACHEDSEARCH_PRUNING_PLAN): where to prune, how many
-    to keep, and the VAE, verifier and prompt that score the previews. Holds no state between runs."""
+    to keep, and the VAE, verifier and prompt that score the previews. Holds no state between runs.
+
+    schedule: several rounds (``PruningSchedule``); when set it replaces prune_fraction, prune_step and keep."""
 
     prune_fraction: float
     prune_step: int  # 0: prune_fraction of the search's steps
@@ -60,36 +64,68 @@ class PreviewPruning:
     vae: object
     verifier: object
     prompt: str
+    schedule: PruningSchedule | None = None
 
-    def plan(self, steps: int) -> PruningPlan:
+    def plan(self, steps: int, num_candidates: int) -> PruningPlan:
+        if self.schedule is not None:
+            return self.schedule.plan(num_candidates, steps, self.preview_frames)
         if self.prune_step:
             return PruningPlan(prune_step=self.prune_step, keep=self.keep, preview_frames=self.preview_frames)
         return PruningPlan(prune_step=round(self.prune_fraction * steps), keep=self.keep,
                            preview_frames=self.preview_frames, prune_fraction=self.prune_fraction)
 
+    def checked_plan(self, recipe: StagedRecipe, num_candidates: int) -> PruningPlan:
+        """The plan for this search, refused (naming the input) when it cannot apply."""
+        plan = self.plan(recipe.steps, num_candidates)
+        plan.check_stages(num_candidates, cache_windows(recipe), latent_frames(recipe.latent))
+        return plan
+
     def search(self, recipe: StagedRecipe, seeds: list[int], announce=None) -> SearchCandidates:
-        """The pruned search: the survivors as CANDIDATES carrying the record of the prune step."""
-        plan = self.plan(recipe.steps)
-        plan.check_stages(len(seeds), cache_windows(recipe), latent_frames(recipe.latent))
-        # The x0 estimates are in the model's sampling space; the VAE decodes what the sampler outputs.
-        model = recipe.stages[recipe.stage_at(plan.prune_step)].patcher.model
+        """The pruned search: the survivors as CANDIDATES carrying the record of every prune round."""
+        plan = self.checked_plan(recipe, len(seeds))
         # The preview's frames are the K to judge, scored as the Verifier scores a draft's.
         judge = FrameJudge(self.verifier, self.prompt, plan.preview_frames)
-        previews = []
+        round_steps = iter(plan.round_steps)  # the runner scores the rounds in order
+        previews_by_round = []
 
         def score_previews(estimates):
-            scores = []
+            step = next(round_steps)
+            # The x0 estimates are in the model's sampling space; the VAE decodes what the sampler outputs.
+            model = recipe.stages[recipe.stage_at(step)].patcher.model
+            scores, previews = [], []
             for index, estimate in enumerate(estimates):
                 comfy.model_management.throw_exception_if_processing_interrupted()
                 if announce is not None:
-                    announce(f"scoring preview {index + 1} / {len(estimates)} at step {plan.prune_step}")
+                    announce(f"scoring preview {index + 1} / {len(estimates)} at step {step}")
                 frames = decode_preview(self.vae, model.process_latent_out(estimate), plan.preview_frames)
                 scores.append(judge.score(frames)[0])
                 previews.append(tuple(save_panel_frames(frames)))
+            previews_by_round.append(previews)
             return scores
 
         candidates = run_pruned_search(recipe, seeds, plan, score_previews, announce).candidates
-        return dataclasses.replace(candidates, pruning_previews=tuple(previews))
+        # Each candidate's panel frames: the preview of the last round it was scored in (the one that decided it).
+        shown = {}
+        for record, previews in zip(candidates.pruning.rounds, previews_by_round):
+            shown.update(zip(record.scored, previews))
+        return dataclasses.replace(candidates, pruning_previews=tuple(shown[index] for index in range(len(seeds))))
+
+
+    def search_within(self, recipe: StagedRecipe, seed: int, budget: BudgetPlan, announce=None) -> SearchCandidates:
+        """The pruned search of the widest N (seeds seed, seed + 1, ...) whose schedule and one full commit fit the
+        budget (``pruned_budget_width``)."""
+        chosen = pruned_budget_width(lambda width: self.checked_plan(recipe, width), recipe.steps, budget)
+        candidates = self.search(recipe, candidate_seeds(seed, chosen.width), announce)
+        return dataclasses.replace(candidates, budget=chosen)
+
+
+SCHEDULE_TOOLTIP = (
+    "Optional: prune in several rounds, as where:keep pairs separated by commas; where is a share of the steps (20%) "
+    "or a step (10), keep a count (4) or a share of the candidates still running (1/2 halves them). \"20%:4, 40%:2\": "
+    "8 drafts to 20 % of the steps, the best 4 on to 40 %, the best 2 of those to the end. \"20%:1/2, 40%:1/2, "
+    "60%:1/2\" halves the field three times. Steps must rise and each round keep fewer than the one before. When "
+    "set it replaces keep, prune_fraction and prune_step; empty: one prune as those say."
+)
 
 
 class PruningPlanNode(io.ComfyNode):
@@ -102,7 +138,8 @@ class PruningPlanNode(io.ComfyNode):
             description="Makes a search cheaper by pruning mid-trajectory: every candidate runs to the prune step, "
             "a few frames decoded from the sampler's own x0 estimate there are scored by the verifier, and only the "
             "best `keep` continue to the end (from the prune step, nothing recomputed). Connect it to a CachedSearch "
-            "sampler's optional pruning input. The report: prune at 20 of 50 steps, keep 4 of 8, 4 preview frames.",
+            "sampler's optional pruning input. The report: prune at 20 of 50 steps, keep 4 of 8, 4 preview frames. A "
+            "schedule prunes in several rounds (e.g. halve the field at 20 %, 40 % and 60 % of the steps).",
             inputs=[
                 io.Vae.Input("vae", tooltip="The VAE of the drafts (the one your VAEDecode uses): decodes only the "
                              "preview frames, each from one latent frame."),
@@ -123,12 +160,28 @@ class PruningPlanNode(io.ComfyNode):
                 io.Int.Input("preview_frames", default=4, min=1, max=64,
                              tooltip="Frames per preview, evenly spaced over the video and scored like the "
                              "Verifier's frames (the report uses 4). At most the latent's frame count."),
+                io.String.Input("schedule", default="", optional=True, tooltip=SCHEDULE_TOOLTIP),
             ],
             outputs=[PruningPlanType.Output(display_name="pruning", tooltip="For a CachedSearch sampler's pruning "
                                             "input.")],
         )
 
     @classmethod
-    def execute(cls, vae, verifier, prompt, keep, prune_fraction, prune_step, preview_frames) -> io.NodeOutput:
+    def validate_inputs(cls, schedule=None):
+        try:
+            _schedule(schedule)
+        except ValueError as error:
+            return str(error)
+        return True
+
+    @classmethod
+    def execute(cls, vae, verifier, prompt, keep, prune_fraction, prune_step, preview_frames,
+                schedule="") -> io.NodeOutput:
         require_prompt(prompt)
-        return io.NodeOutput(PreviewPruning(prune_fraction, prune_step, keep, preview_frames, vae, verifier, prompt))
+        return io.NodeOutput(PreviewPruning(prune_fraction, prune_step, keep, preview_frames, vae, verifier, prompt,
+                                            _schedule(schedule)))
+
+
+def _schedule(text: str | None) -> PruningSchedule | None:
+    """The schedule typed on the node, or None when empty (one prune)."""
+    return PruningSchedule(text) if text and text.strip() else None

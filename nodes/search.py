@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import itertools
 import time
 from typing import Protocol
 
@@ -23,9 +24,9 @@ import torch
 from comfy_extras.nodes_custom_sampler import Noise_EmptyNoise, Noise_RandomNoise, SamplerCustomAdvanced
 
 from ..cachedsearch_core import Draft, Ranking, SearchCost, StageCalls, search_report
-from ..cachedsearch_core.budget import BudgetOutcome
+from ..cachedsearch_core.budget import BudgetOutcome, PrunedBudget
 from ..cachedsearch_core.panels import candidate_number, candidate_rows
-from ..cachedsearch_core.pruning import PrunedCandidate, PruningOutcome, PruningPlan, survivors
+from ..cachedsearch_core.pruning import PrunedCandidate, PruningOutcome, PruningPlan, RoundRecord, survivors
 from .cache_patch import STATISTICS_CALLBACK_OPTION, TRAJECTORY_POSITION_OPTION, step_cache_config
 from .full_compute import CallMeter, cache_engines_on, check_full_compute, full_compute_model
 from .prompt_server import prompt_server
@@ -265,8 +266,8 @@ class SearchCandidates:
     latent_entries: dict = dataclasses.field(default_factory=dict)
     # Set by a pruned search: the drafts are its survivors, this records the prune step and the dropped candidates.
     pruning: PruningOutcome | None = None
-    # Set by a fixed-budget search: the width it chose and the costs it predicted.
-    budget: BudgetOutcome | None = None
+    # Set by a fixed-budget search: the width it chose and the costs it predicted (a pruned one: from its schedule).
+    budget: BudgetOutcome | PrunedBudget | None = None
     # Set by a pruned search: the temp images (/view references) of the frames its Pruning Plan decoded to score
     # each candidate's preview, for the panels (seed order, every candidate).
     pruning_previews: tuple[tuple[dict, ...], ...] = ()
@@ -313,14 +314,14 @@ class SearchCandidates:
     def draft_is_full_compute(self, index: int, model=None) -> bool:
         """Whether the draft of ``self.drafts[index]`` already is what committing its seed would sample, so a commit
         can deliver it without sampling again: its cache skipped no transformer call, this process drafted it, it
-        ran the recipe's own stock calls (a pruned search that split a stage there ran two calls where the commit
-        runs one, and multistep samplers do not resume a split exactly), and the commit uses the drafts' models
+        ran the recipe's own stock calls (a pruned search that split a stage at a round's step ran two calls where the
+        commit runs one, and multistep samplers do not resume a split exactly), and the commit uses the drafts' models
         (``model`` unconnected, or the very model the drafts ran on)."""
         if not self.drafts[index].skipped_nothing:
             return False
         if model is not None and any(stage.patcher is not model for stage in self.recipe.stages):
             return False
-        return self.pruning is None or self.pruning.prune_step in self.recipe.stage_boundaries
+        return self.pruning is None or all(step in self.recipe.stage_boundaries for step in self.pruning.round_steps)
 
     def latent(self, samples: torch.Tensor) -> dict:
         return {**self.latent_entries, "samples": samples}
@@ -363,15 +364,17 @@ def draft_rows(candidates: SearchCandidates, ranking: Ranking | None = None) -> 
 
 def pruned_rows(candidates: SearchCandidates) -> list[dict]:
     """The dropped candidates of a pruned search for the frontend panels (JSON-ready): what each cost up to the
-    prune step and its preview score. Empty for an unpruned search."""
+    round that dropped it, that round's step and its preview score there. Empty for an unpruned search."""
     if candidates.pruning is None:
         return []
     rows = []
-    for pruned in candidates.pruning.pruned:
+    pruning = candidates.pruning
+    for pruned in pruning.pruned:
         draft = pruned.draft
+        index = pruning.seeds.index(draft.seed)
         rows.append({"seed": draft.seed, "preview_score": pruned.preview_score, "seconds": round(draft.seconds, 3),
                      "skipped": draft.calls_skipped, "calls": draft.calls_computed + draft.calls_skipped,
-                     "prune_step": candidates.pruning.prune_step})
+                     "prune_step": pruning.dropped_at(index)})
     return rows
 
 
@@ -522,89 +525,117 @@ def _at_trajectory_position(stage: Stage, steps_before: int, trajectory_steps: i
     return stage.with_model(model)
 
 
-def _split_stage(stage: Stage, local_step: int) -> tuple[Stage, Stage]:
-    """Two stock calls that together run ``stage``, the first up to ``local_step`` of its steps returning the
-    leftover noise, the second resuming there without adding noise: two chained KSamplerAdvanced nodes, or two
-    SamplerCustomAdvanced nodes on SplitSigmas' halves (RandomNoise, then DisableNoise). Each half's cache keeps
-    the unsplit stage's warmup and cooldown (else the split would add a cooldown before and a warmup after it)."""
-    if isinstance(stage, CustomSamplerStage):
-        head = dataclasses.replace(stage, sigmas=stage.sigmas[..., : local_step + 1])
-        tail = dataclasses.replace(stage, sigmas=stage.sigmas[..., local_step:], add_noise=False)
-    else:
-        split_at = (stage.start_step or 0) + local_step
-        head = dataclasses.replace(stage, last_step=split_at, force_full_denoise=False)
-        tail = dataclasses.replace(stage, disable_noise=True, start_step=split_at)
-    return (_at_trajectory_position(head, 0, stage.step_count),
-            _at_trajectory_position(tail, local_step, stage.step_count))
+def _split_stage(stage: Stage, local_steps: list[int]) -> tuple[Stage, ...]:
+    """Stock calls that together run ``stage``, cut after each of ``local_steps`` of its steps: the first returns
+    the leftover noise, each later one resumes there without adding noise, as chained KSamplerAdvanced nodes do, or
+    SamplerCustomAdvanced nodes on SplitSigmas' pieces (RandomNoise, then DisableNoise). Each piece's cache keeps
+    the unsplit stage's warmup and cooldown (else a split would add a cooldown before and a warmup after it)."""
+    cuts = [0, *local_steps, stage.step_count]
+    first_step = None if isinstance(stage, CustomSamplerStage) else (stage.start_step or 0)
+    pieces = []
+    for start, end in itertools.pairwise(cuts):
+        first, last = start == 0, end == stage.step_count
+        if first_step is None:
+            piece = dataclasses.replace(stage, sigmas=stage.sigmas[..., start : end + 1],
+                                        add_noise=stage.add_noise and first)
+        else:
+            piece = dataclasses.replace(
+                stage, disable_noise=stage.disable_noise or not first,
+                start_step=stage.start_step if first else first_step + start,
+                last_step=stage.last_step if last else first_step + end,
+                force_full_denoise=stage.force_full_denoise and last)
+        pieces.append(_at_trajectory_position(piece, start, stage.step_count))
+    return tuple(pieces)
 
 
-def split_recipe(recipe: StagedRecipe, step: int) -> tuple[StagedRecipe, int]:
-    """The recipe with the stage that contains ``step`` split there into two stock calls (``_split_stage``), as a
-    stock graph chains two samplers. Returns the split recipe and the index of the first stage after the split.
-    """
-    if 0 < step < recipe.steps:
-        index = recipe.stage_at(step)
-        stage, before = recipe.stages[index], recipe.stage_starts[index]
-        if step == before + stage.step_count:
-            return recipe, index + 1
-        head, tail = _split_stage(stage, step - before)
-        names = list(recipe.names)
-        names[index : index + 1] = [f"{names[index]} to step {step}", f"{names[index]} from step {step}"]
-        stages = (*recipe.stages[:index], head, tail, *recipe.stages[index + 1:])
-        return dataclasses.replace(recipe, stages=stages, stage_names=tuple(names)), index + 1
-    raise ValueError(f"prune_step: got {step}; use a step from 1 to {recipe.steps - 1}")
+@dataclasses.dataclass(frozen=True)
+class SplitRecipe:
+    """A recipe with its stages cut at prune steps (``split_recipe``): the split recipe, for each prune step the
+    index of the first split stage after it, and for each split stage the index of the recipe's stage it is part
+    of."""
+
+    recipe: StagedRecipe
+    resume_indices: tuple[int, ...]
+    origins: tuple[int, ...]
+
+    def merged_calls(self, calls: tuple[StageCalls, ...]) -> tuple[StageCalls, ...]:
+        """Per-stage statistics of the unsplit recipe: the pieces of a split stage added together."""
+        merged: dict[int, StageCalls] = {}
+        for origin, piece in zip(self.origins, calls):
+            before = merged.get(origin, StageCalls(0, 0))
+            merged[origin] = StageCalls(before.computed + piece.computed, before.skipped + piece.skipped)
+        return tuple(merged[origin] for origin in sorted(merged))
 
 
-def _merge_stage_calls(calls: tuple[StageCalls, ...], split_index: int, was_split: bool) -> tuple[StageCalls, ...]:
-    """Per-stage statistics of the unsplit recipe: the two halves of a split stage added together."""
-    if not was_split or len(calls) <= split_index:
-        return calls
-    head, tail = calls[split_index - 1], calls[split_index]
-    return (*calls[: split_index - 1], StageCalls(head.computed + tail.computed, head.skipped + tail.skipped),
-            *calls[split_index + 1:])
+def split_recipe(recipe: StagedRecipe, steps: tuple[int, ...]) -> SplitRecipe:
+    """The recipe with the stage that contains each of ``steps`` (rising) split there into stock calls
+    (``_split_stage``), as a stock graph chains samplers; a step at a stage boundary splits nothing."""
+    for step in steps:
+        if not 0 < step < recipe.steps:
+            raise ValueError(f"prune_step: got {step}; use a step from 1 to {recipe.steps - 1}")
+    stages, names, origins = [], [], []
+    for index, (stage, name, start) in enumerate(zip(recipe.stages, recipe.names, recipe.stage_starts,
+                                                     strict=True)):
+        inside = [step - start for step in steps if start < step < start + stage.step_count]
+        bounds = [start, *(start + local for local in inside), start + stage.step_count]
+        stages += _split_stage(stage, inside) if inside else (stage,)
+        names += [f"{name} steps {a}-{b}" for a, b in itertools.pairwise(bounds)] if inside else [name]
+        origins += [index] * (len(inside) + 1)
+    split = dataclasses.replace(recipe, stages=tuple(stages), stage_names=tuple(names))
+    return SplitRecipe(split, tuple(split.stage_starts.index(step) for step in steps), tuple(origins))
 
 
 def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan, score_previews,
                       announce=None) -> PrunedSearch:
-    """Run every seed to ``plan.prune_step``, score them with ``score_previews(x0_estimates)`` (the sampler's
-    x0 estimate of its last step before the prune step, one latent batch per candidate in seed order; returns one
-    score each; decoding only ``plan.preview_frames`` frames is the caller's) and continue only the
-    ``plan.keep`` best from there, without recomputing the steps before it.
+    """Run every seed to the first round's step, score them with ``score_previews(x0_estimates)`` (the sampler's
+    x0 estimate of its last step before the round's step, one latent batch per candidate still running, in seed
+    order; returns one score each; decoding only ``plan.preview_frames`` frames is the caller's) and continue only
+    that round's ``keep`` best from there, without recomputing the steps before it; each later round likewise on
+    the survivors. ``score_previews`` is called once per round, in order. The sampler steps run are
+    ``plan.search_steps`` exactly.
 
     A candidate cancelled or failing while previews are scored leaves nothing behind: all state is local.
     """
-    split, resume_index = split_recipe(recipe, plan.prune_step)
-    was_split = len(split.stages) > len(recipe.stages)
-    progress = SearchProgress(len(seeds) * plan.prune_step + plan.keep * (recipe.steps - plan.prune_step))
-    states = run_stages(split, [CandidateState(seed, split.latent) for seed in seeds], progress,
-                        range(resume_index - 1), announce)
-    # The last stage before the prune step runs on a clone that keeps the sampler's x0 estimate (the denoised
-    # output of its last call), one candidate at a time so each candidate's estimate is its own.
-    estimates = []
-    head = _keeping_x0(split.stages[resume_index - 1], estimates)
-    head_recipe = dataclasses.replace(split, stages=(*split.stages[: resume_index - 1], head))
-    previews = []
-    for index, state in enumerate(states):
+    split = split_recipe(recipe, plan.round_steps)
+    staged = split.recipe
+    progress = SearchProgress(plan.search_steps(len(seeds), recipe.steps))
+    running = list(range(len(seeds)))  # the candidates still running, by index in seed order
+    states = [CandidateState(seed, staged.latent) for seed in seeds]
+    records, dropped, preview_seconds, done = [], {}, 0.0, 0
+    for prune_round, resume_index in zip(plan.rounds, split.resume_indices):
+        states = run_stages(staged, states, progress, range(done, resume_index - 1), announce)
+        # The last stage before the round's step runs on a clone that keeps the sampler's x0 estimate (the denoised
+        # output of its last call), one candidate at a time so each candidate's estimate is its own.
+        estimates = []
+        head = _keeping_x0(staged.stages[resume_index - 1], estimates)
+        head_recipe = dataclasses.replace(staged, stages=(*staged.stages[: resume_index - 1], head))
+        previews = []
+        for position, state in enumerate(states):
+            if announce is not None:
+                announce(f"draft {position + 1} / {len(states)} (seed {state.seed}) to step {prune_round.step}")
+            estimates.clear()
+            (states[position],) = run_stages(head_recipe, [state], progress, range(resume_index - 1, resume_index))
+            previews.append(estimates[-1])
         if announce is not None:
-            announce(f"draft {index + 1} / {len(states)} (seed {state.seed}) to step {plan.prune_step}")
-        estimates.clear()
-        (states[index],) = run_stages(head_recipe, [state], progress, range(resume_index - 1, resume_index))
-        previews.append(estimates[-1])
-    if announce is not None:
-        announce(f"scoring {len(states)} previews at step {plan.prune_step}")
-    start = time.perf_counter()
-    preview_scores = tuple(float(score) for score in score_previews(previews))
-    preview_seconds = time.perf_counter() - start
-    if len(preview_scores) != len(states):
-        raise ValueError(f"preview scores: got {len(preview_scores)} for {len(states)} candidates")
-    kept = survivors(preview_scores, plan.keep)
-    continuing = run_stages(split, [states[index] for index in kept], progress,
-                            range(resume_index, len(split.stages)), announce)
-    continuing = [dataclasses.replace(state, stage_calls=_merge_stage_calls(state.stage_calls, resume_index,
-                                                                            was_split))
+            announce(f"scoring {len(states)} previews at step {prune_round.step}")
+        start = time.perf_counter()
+        preview_scores = tuple(float(score) for score in score_previews(previews))
+        preview_seconds += time.perf_counter() - start
+        if len(preview_scores) != len(states):
+            raise ValueError(f"preview scores: got {len(preview_scores)} for {len(states)} candidates")
+        kept = survivors(preview_scores, prune_round.keep)
+        records.append(RoundRecord(prune_round.step, tuple(running), preview_scores,
+                                   tuple(running[position] for position in kept)))
+        for position, state in enumerate(states):
+            if position not in kept:
+                draft = dataclasses.replace(state, stage_calls=split.merged_calls(state.stage_calls)).draft()
+                dropped[running[position]] = PrunedCandidate(draft, preview_scores[position])
+        states, running, done = [states[p] for p in kept], [running[p] for p in kept], resume_index
+    continuing = run_stages(staged, states, progress, range(done, len(staged.stages)), announce)
+    continuing = [dataclasses.replace(state, stage_calls=split.merged_calls(state.stage_calls))
                   for state in continuing]
-    pruned = tuple(PrunedCandidate(states[index].draft(), preview_scores[index])
-                   for index in range(len(states)) if index not in kept)
-    outcome = PruningOutcome(plan.prune_step, recipe.steps, tuple(seeds), preview_scores, tuple(kept), pruned,
-                             preview_seconds, plan.preview_frames)
+    first, *later = records
+    outcome = PruningOutcome(plan.prune_step, recipe.steps, tuple(seeds), first.preview_scores, tuple(running),
+                             tuple(dropped[index] for index in sorted(dropped)), preview_seconds,
+                             plan.preview_frames, tuple(later))
     return PrunedSearch(candidates_from_states(recipe, continuing, pruning=outcome))

@@ -48,13 +48,11 @@ def _pruning_input():
 
 
 def _explore(recipe: StagedRecipe, seed: int, num_candidates: int, announce, pruning, budget) -> SearchCandidates:
-    """The drafts of N seeds from ``seed``; pruned when a pruning plan is connected, or as many seeds as a budget
-    plan affords when one is connected instead."""
+    """The drafts of N seeds from ``seed``; pruned when a pruning plan is connected; as many seeds as a budget
+    plan affords when one is connected (with a pruning plan too: the widest N whose schedule fits)."""
     if budget is not None:
         if pruning is not None:
-            raise ValueError("budget: a fixed-budget search cannot also be pruned (the width is chosen while drafting, "
-                             "the survivors after all drafts reached the prune step); connect either the pruning "
-                             "plan or the budget plan, not both")
+            return pruning.search_within(recipe, seed, budget, announce)
         return run_budget_search(recipe, seed, budget, announce)
     seeds = candidate_seeds(seed, num_candidates)
     if pruning is None:
@@ -113,6 +111,7 @@ def search_output(candidates: SearchCandidates, preview_vae=None, announce=None)
              "cachedsearch_cost": [cost.as_dict()]}
     if candidates.pruning is not None:
         shown["cachedsearch_pruned"] = pruned_rows(candidates)
+        shown["cachedsearch_pruning"] = [candidates.pruning.as_dict()]
     if candidates.budget is not None:
         shown["cachedsearch_budget"] = [candidates.budget.as_dict()]
     return io.NodeOutput(candidates.latent(candidates.draft_latents), candidates, report, ui=shown)

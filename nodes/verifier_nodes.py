@@ -251,6 +251,7 @@ def _show_ranking(ranking, candidates, frames=None) -> io.NodeOutput:
              "cachedsearch_verifier": [describe_verifier(ranking.verifier)]}
     if candidates.pruning is not None:
         shown["cachedsearch_pruned"] = pruned_rows(candidates)
+        shown["cachedsearch_pruning"] = [candidates.pruning.as_dict()]
     return io.NodeOutput(ranking, text, ui=shown)
 
 

@@ -234,16 +234,6 @@ def test_bad_pruning_input_names_the_input(engine, wan, plan, n, message):
     assert verifier.frames_seen == []  # refused before any sampling
 
 
-def test_a_pruning_plan_and_a_budget_together_are_refused_naming_budget(engine, wan):
-    model, _, _, _, vae = wan
-    cached = engine.one("CachedSearchApplyCache", model=model, **SKIPPING)
-    verifier = ScriptedVerifier(SCRIPTED_PREVIEW_SCORES)
-    budget = engine.one("CachedSearchBudget", budget_rollouts=4, budget_unit="transformer calls", max_candidates=8)
-    with pytest.raises(ValueError, match="budget: a fixed-budget search cannot also be pruned"):
-        pruned_search(engine, cached, wan, pruning_plan(engine, vae, verifier), budget=budget)
-    assert verifier.frames_seen == []
-
-
 def test_advanced_sampler_prunes_inside_its_sigmas(engine, wan):
     model, positive, negative, latent, vae = wan
     cached = engine.one("CachedSearchApplyCache", model=model, **OFF)
