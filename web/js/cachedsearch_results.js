@@ -184,6 +184,54 @@ function candidateRows(rows, output) {
   return all;
 }
 
+// A pruned search's rounds in order, `{round, step, scored, kept, dropped}` (candidate numbers), from the
+// payload's cachedsearch_pruning; none where an older CachedSearch did not send it.
+function pruneRounds(output) {
+  const rounds = output.cachedsearch_pruning?.[0]?.rounds;
+  const valid = (round) => typeof round?.step === "number" &&
+    ["scored", "kept", "dropped"].every((name) => Array.isArray(round[name]));
+  return Array.isArray(rounds) && rounds.every(valid) ? rounds : [];
+}
+
+// Where a search pruned in several rounds: each dropped candidate's round, by candidate number. A single prune
+// reads as it always did ("pruned" and its step), so it gets none.
+function roundsDropping(rounds) {
+  const byCandidate = new Map();
+  if (rounds.length < 2) return byCandidate;
+  rounds.forEach((round, index) => {
+    for (const candidate of round.dropped) byCandidate.set(candidate, { number: index + 1, step: round.step });
+  });
+  return byCandidate;
+}
+
+// A pruned row in a few words: when it was dropped, with its round where there were several.
+function droppedText(row, dropping) {
+  const round = dropping.get(row.candidate);
+  return round ? `dropped at step ${round.step} (round ${round.number})` : "pruned";
+}
+
+// One line for a search pruned in several rounds: "rounds: step 6 kept 8 of 16 · step 10 kept 4 of 8", who each
+// round dropped on hover; undefined for a single prune or none.
+function roundsLine(rounds) {
+  if (rounds.length < 2) return undefined;
+  const text = `rounds: ${rounds.map((round) => `step ${round.step} kept ${round.kept.length} of ${round.scored.length}`)
+    .join(" · ")}`;
+  const line = element("div", text, "cachedsearch-line cachedsearch-rounds");
+  line.title = rounds.map((round, index) => `round ${index + 1} at step ${round.step} dropped candidates ` +
+    `${round.dropped.join(", ") || "none"} on their preview scores`).join("\n");
+  return line;
+}
+
+// The preview scores a row had at each round it reached, for its preview cell's tooltip.
+function roundScoresTitle(row, dropping) {
+  if (!Array.isArray(row.round_scores) || row.round_scores.length === 0) return "";
+  const last = row.round_scores.length - 1;
+  const verdict = dropping.has(row.candidate) ? "dropped here" : "kept";
+  return "preview score " + row.round_scores.map((entry, index) => `at step ${entry.step}: ` +
+    `${typeof entry.score === "number" ? entry.score.toFixed(4) : "-"}${index === last ? ` (${verdict})` : ""}`)
+    .join("; ");
+}
+
 const SAVED_DRAFTS = "These drafts come from a saved workflow: queue it to pick from them.";
 
 // Where a pick on this panel goes; undefined when the node has not run in this server's history.
@@ -354,8 +402,12 @@ function renderRanking(node, output) {
   if (!Array.isArray(given) || given.length === 0) return false;
   const rows = candidateRows(given.map((row) => ({ ...row })), output);
   const ranked = rows.filter((row) => !row.pruned && typeof row.score === "number").sort((a, b) => b.score - a.score);
+  const rounds = pruneRounds(output);
+  const dropping = roundsDropping(rounds);
+  // the last round's dropped first: preview scores compare only within a round
+  const roundOf = (row) => dropping.get(row.candidate)?.number ?? 0;
   const pruned = rows.filter((row) => row.pruned)
-    .sort((a, b) => (b.preview_score ?? -Infinity) - (a.preview_score ?? -Infinity));
+    .sort((a, b) => roundOf(b) - roundOf(a) || (b.preview_score ?? -Infinity) - (a.preview_score ?? -Infinity));
   // Extra per-candidate columns: VideoScore's aspects, or each verifier behind a combined score.
   const columns = ranked[0]?.columns && typeof ranked[0].columns === "object" ? Object.keys(ranked[0].columns) : [];
   const hasMargin = ranked.some((row) => typeof row.margin === "number");
@@ -386,7 +438,7 @@ function renderRanking(node, output) {
       const player = createPlayer(frames, `${describe(row)}: click to enlarge`);
       player.addEventListener("click", (event) => {
         event.stopPropagation();
-        enlarge(node, rows, row, status, row.pruned ? "pruned" : `score ${row.score.toFixed(4)}`);
+        enlarge(node, rows, row, status, row.pruned ? droppedText(row, dropping) : `score ${row.score.toFixed(4)}`);
       });
       thumbnail.append(player);
     }
@@ -397,7 +449,7 @@ function renderRanking(node, output) {
       cell.dataset.column = name;
       line.append(cell);
     }
-    const score = element("td", row.pruned ? "pruned" : row.score.toFixed(3), "score");
+    const score = element("td", row.pruned ? droppedText(row, dropping) : row.score.toFixed(3), "score");
     if (!row.pruned && high > low) {
       const bar = element("div", undefined, "bar");
       bar.style.width = `${Math.round((100 * (row.score - low)) / (high - low))}%`;
@@ -405,13 +457,18 @@ function renderRanking(node, output) {
     }
     if (row.pruned) score.title = `pruned at step ${row.prune_step ?? "?"}: no final score`;
     line.append(score);
-    if (hasMargin) {
+    // a dropped row's round takes the margin's room too: it has no margin, and the table stays narrow
+    if (hasMargin && dropping.has(row.candidate)) {
+      score.colSpan = 2;
+    } else if (hasMargin) {
       const margin = element("td", typeof row.margin === "number" ? signed(row.margin) : "-", "margin");
       margin.title = row.winner ? "ahead of the runner-up" : "behind the winner";
       line.append(margin);
     }
     if (hasPreview) {
-      line.append(element("td", typeof row.preview_score === "number" ? row.preview_score.toFixed(3) : "-", "preview"));
+      const preview = element("td", typeof row.preview_score === "number" ? row.preview_score.toFixed(3) : "-", "preview");
+      preview.title = roundScoresTitle(row, dropping);
+      line.append(preview);
     }
     line.append(skippedCell(row), element("td", typeof row.seconds === "number" ? row.seconds.toFixed(1) : "-"));
     const pickCell = element("td", undefined, "pick");
@@ -431,10 +488,12 @@ function renderRanking(node, output) {
   const verifier = verifierLine(output);
   const nav = runNavigation(node);
   const note = pickNote(node, rows, content);
-  content.append(nav, ...(verifier ? [verifier] : []), table, note, status);
+  const roundsSummary = roundsLine(rounds);
+  const lines = [verifier, roundsSummary].filter(Boolean);
+  content.append(nav, ...lines, table, note, status);
   const rowHeight = hasFrames ? 40 : 19;
   show(node, content, (width) => 2 * LINE_HEIGHT + 8 + 20 + rowHeight * rows.length +
-    (verifier ? (LINE_HEIGHT * wrappedLines(verifier.textContent, width) + 4) : 0) +
+    lines.reduce((sum, line) => sum + LINE_HEIGHT * wrappedLines(line.textContent, width) + 4, 0) +
     LINE_HEIGHT * wrappedLines(note.textContent, width) + 4);
   return true;
 }
@@ -485,25 +544,31 @@ function renderDrafts(node, output) {
   const saving = skipped > 0 && calls > skipped
     ? `${percent(skipped, calls)} of transformer calls skipped${expertShares(finished)} (~${(calls / (calls - skipped)).toFixed(2)}x fewer)`
     : "no transformer calls skipped";
-  const drafts = pruned.length
-    ? `${finished.length} of ${rows.length} drafts kept at step ${pruned[0].prune_step} by preview score`
-    : `${finished.length} drafts`;
+  const rounds = pruneRounds(output);
+  const dropping = roundsDropping(rounds);
+  const drafts = !pruned.length ? `${finished.length} drafts`
+    : dropping.size ? `${finished.length} of ${rows.length} drafts kept by preview score in ${rounds.length} rounds`
+      : `${finished.length} of ${rows.length} drafts kept at step ${pruned[0].prune_step} by preview score`;
   const budget = budgetLine(output.cachedsearch_budget?.[0]);
   const text = `${drafts}, ${saving}, mean ${meanSeconds.toFixed(2)} s per draft.${costLine(output)}` +
     (budget ? ` ${budget[0].toUpperCase()}${budget.slice(1)}.` : "");
   const content = element("div");
   const summary = element("div", text, "cachedsearch-summary");
   if (output.cachedsearch_cost?.[0]) summary.append(" ", docLink(node, "cost details"));
-  content.append(summary);
+  const roundsSummary = roundsLine(rounds);
+  content.append(summary, ...(roundsSummary ? [roundsSummary] : []));
   const watchable = rows.filter((row) => framesOf(row).length);
   if (watchable.length) {
     const status = element("div", "", "cachedsearch-line cachedsearch-status");
     const strip = element("div", undefined, "cachedsearch-strip");
     for (const row of watchable) {
       const figure = element("figure");
-      const player = createPlayer(framesOf(row), `${describe(row)}${row.pruned ? ", pruned" : ""}: click to enlarge`);
-      player.addEventListener("click", () => enlarge(node, rows, row, status, row.pruned ? "pruned" : "draft"));
-      figure.append(player, element("figcaption", `${row.candidate}${row.pruned ? " ✂" : ""}`));
+      const fate = row.pruned ? droppedText(row, dropping) : "draft";
+      const player = createPlayer(framesOf(row), `${describe(row)}${row.pruned ? `, ${fate}` : ""}: click to enlarge`);
+      player.addEventListener("click", () => enlarge(node, rows, row, status, fate));
+      // several rounds: the step that dropped it, as the rounds line above names the rounds
+      const cut = dropping.has(row.candidate) ? ` ✂${dropping.get(row.candidate).step}` : row.pruned ? " ✂" : "";
+      figure.append(player, element("figcaption", `${row.candidate}${cut}`));
       strip.append(figure);
     }
     content.append(strip, status);
@@ -511,7 +576,8 @@ function renderDrafts(node, output) {
   show(node, content, (width) => {
     const perLine = Math.max(1, Math.floor(width / 67));
     const stripHeight = watchable.length ? Math.ceil(watchable.length / perLine) * 55 + LINE_HEIGHT + 4 : 0;
-    return 8 + LINE_HEIGHT * wrappedLines(`${text} cost details`, width) + stripHeight;
+    const roundsHeight = roundsSummary ? LINE_HEIGHT * wrappedLines(roundsSummary.textContent, width) + 4 : 0;
+    return 8 + LINE_HEIGHT * wrappedLines(`${text} cost details`, width) + roundsHeight + stripHeight;
   });
   return true;
 }
