@@ -96,6 +96,65 @@ def stored_results_workflow(tiny: dict, object_info: dict, frames: list[dict]) -
     return gui
 
 
+ROUNDS_CANDIDATES = 16
+ROUNDS = ((6, 8), (10, 4))  # (step, keep): 16 drafts, 8 kept at step 6, 4 of them at step 10
+
+
+def pruned_in_rounds(frames: list[dict]) -> dict:
+    """What the Sampler and the Verifier show after a search of N = 16 with 16-digit seeds pruned in two rounds
+    (ROUNDS), in the payload the server sends: the rounds (cachedsearch_pruning) and every candidate's row with its
+    preview score at each round it reached. The preview scores put the survivors apart from the seed order."""
+    candidates = list(range(1, ROUNDS_CANDIDATES + 1))
+    scores = [{c: round(0.9 - 0.05 * (7 * c % 16), 4) for c in candidates}]  # 7 c mod 16: a permutation
+    rounds, running = [], candidates
+    for number, (step, keep) in enumerate(ROUNDS, start=1):
+        if number > 1:
+            scores.append({c: round(0.6 - 0.07 * (5 * c % 8), 4) for c in running})
+        kept = sorted(sorted(running, key=lambda c: -scores[-1][c])[:keep])
+        rounds.append({"round": number, "step": step, "scored": running,
+                       "preview_scores": [scores[-1][c] for c in running], "kept": kept,
+                       "dropped": [c for c in running if c not in kept]})
+        running = kept
+    rows = []
+    for candidate in candidates:
+        reached = [{"step": step, "score": by_candidate[candidate]}
+                   for (step, _), by_candidate in zip(ROUNDS, scores) if candidate in by_candidate]
+        row = {"candidate": candidate, "seed": LONG_SEED + candidate - 1, "seconds": 12.5, "skipped": 21,
+               "calls": 50, "frames": frames, "preview_score": reached[-1]["score"], "round_scores": reached}
+        dropped_at = [record["step"] for record in rounds if candidate in record["dropped"]]
+        if dropped_at:
+            row.update(pruned=True, prune_step=dropped_at[0], frames=frames[:4], seconds=1.5)
+        rows.append(row)
+    finished = [row for row in rows if not row.get("pruned")]
+    ranking = [dict(row, score=0.75 - 0.125 * index, rank=index + 1, winner=index == 0,
+                    margin=0.125 if index == 0 else -0.125 * index) for index, row in enumerate(finished)]
+    ranking += [dict(row, winner=False) for row in rows if row.get("pruned")]
+    pruning = {"steps": 16, "num_candidates": ROUNDS_CANDIDATES, "preview_frames": 4, "rounds": rounds}
+    pruned = [{key: row[key] for key in ("seed", "preview_score", "seconds", "skipped", "calls", "prune_step")}
+              for row in rows if row.get("pruned")]
+    drafts = {"text": ["report"], "cachedsearch_drafts": rows, "cachedsearch_pruned": pruned,
+              "cachedsearch_pruning": [pruning]}
+    return {
+        "CachedSearchSampler": drafts, "CachedSearchSamplerAdvanced": drafts,
+        "CachedSearchVerifier": {"text": ["scores"], "cachedsearch_ranking": ranking, "cachedsearch_pruned": pruned,
+                                 "cachedsearch_pruning": [pruning], "cachedsearch_verifier": [
+                                     {"name": "ImageReward", "higher_is_better": True,
+                                      "scale": "about -2 to 2, 0 an average image"}]},
+    }
+
+
+def stored_rounds_workflow(tiny: dict, object_info: dict, frames: list[dict]) -> dict:
+    """The tiny workflow as saved after a search pruned in rounds (pruned_in_rounds), one node per column: a panel
+    that grows wider than the room its node is laid out with reaches into the next column."""
+    layout, _ = column_layout(tiny, {key: index for index, key in enumerate(tiny)}, object_info)
+    gui = api_to_gui(tiny, object_info, layout)
+    stored = pruned_in_rounds(frames)
+    for node in gui["nodes"]:
+        if node["type"] in stored:
+            node["properties"]["cachedsearch_last_output"] = stored[node["type"]]
+    return gui
+
+
 def tiny_shipped(name: str, object_info: dict) -> dict:
     """A shipped workflow as laid out, on tiny weights with N = 8 and a 16-digit seed (GUI format)."""
     gui = json.loads((REPO_ROOT / "workflows" / f"{name}.json").read_text())
@@ -212,6 +271,7 @@ def check_ui(server, tmp_path, frontend: str, full: bool, vue_nodes: bool, live_
     files = {"tiny": api_to_gui(tiny, object_info, layout),
              "tiny_fixed": api_to_gui(tiny, object_info, layout, seed_control="fixed"),
              "stored": stored_results_workflow(copy.deepcopy(tiny), object_info, frames),
+             "stored_rounds": stored_rounds_workflow(copy.deepcopy(tiny), object_info, frames),
              "unknown_node": api_to_gui(tiny, object_info, layout)}
     files["unknown_node"]["nodes"][0]["type"] = UNKNOWN_NODE_TYPE
     combination = f"{frontend_version(frontend)}_{'nodes2' if vue_nodes else 'classic'}"
@@ -237,7 +297,10 @@ def check_ui(server, tmp_path, frontend: str, full: bool, vue_nodes: bool, live_
                                ["DistributedCollector"]}
     config = {"workflows": shipped, "after_run": checks,
               "tiny_workflow": str(tmp_path / "tiny.json"), "tiny_workflow_fixed": str(tmp_path / "tiny_fixed.json"),
-              "stored_workflow": str(tmp_path / "stored.json"), "missing_node_probes": list(missing_node_probes),
+              "stored_workflow": str(tmp_path / "stored.json"),
+              "stored_rounds": {"workflow": str(tmp_path / "stored_rounds.json"),
+                                "screenshot": str(ARTIFACTS / f"rounds_{combination}.png")},
+              "missing_node_probes": list(missing_node_probes),
               "candidates": CANDIDATES, "first_seed": FIRST_SEED,
               "full": full, "live_pick": True,
               "screenshot": str(ARTIFACTS / f"verifier_ranking_{combination}.png")}
@@ -265,6 +328,7 @@ def check_ui(server, tmp_path, frontend: str, full: bool, vue_nodes: bool, live_
     assert "ImageReward score, higher is better: about -2 to 2, 0 an average image" in stored
     # the winner with its margin; a pruned candidate keeps its number (seed order) and shows its preview score
     assert "★ 170.500+0.100-" in stored and "410pruned-0.12540%16.5commit" in stored
+    assert_rounds_shown(seen["storedRounds"])
     # the shipped workflows as saved after a run: nothing overlaps, leaves its group or clips, in this renderer
     assert set(seen["layout"]) == set(SHIPPED) | ({f"{LIVE_LAYOUT_WORKFLOW} (live)"} if live_layout else set())
     assert_fits(seen["layout"])
@@ -277,6 +341,33 @@ def check_ui(server, tmp_path, frontend: str, full: bool, vue_nodes: bool, live_
     assert player["stepped"] == f"frame {paused % FRAMES + 1} / {FRAMES}"
     assert player["playing"] != player["stepped"]
     return seen
+
+
+def assert_rounds_shown(seen: dict):
+    """A search of N = 16 pruned in two rounds, as saved (pruned_in_rounds): both panels say what each round kept,
+    every dropped row its step and round with the preview score that decided it (each round's on hover), the last
+    round's dropped above the first's; nothing clipped or overlapping."""
+    sampler, verifier = (next(text for text in seen["panels"] if text.startswith(start))
+                         for start in ("4 of 16 drafts kept by preview score in 2 rounds", "‹ earlier"))
+    rounds = "rounds: step 6 kept 8 of 16 · step 10 kept 4 of 8"
+    assert rounds in sampler and rounds in verifier, seen["panels"]
+    # candidate 3 (seed …842002) survived step 6 and was dropped at step 10 on its preview 0.110 there; candidate 2
+    # dropped at step 6 on 0.200; both keep their numbers and commit buttons
+    dropped_late = "3…842002dropped at step 10 (round 2)0.11042%1.5commit"
+    dropped_early = "2…842001dropped at step 6 (round 1)0.20042%1.5commit"
+    assert dropped_late in verifier and dropped_early in verifier, verifier
+    assert verifier.index(dropped_late) < verifier.index(dropped_early)
+    assert verifier.count("(round 2)") == 4 and verifier.count("(round 1)") == 8
+    # the survivors: the winner first, with its score and margin
+    assert "★ 5…8420040.750+0.125" in verifier, verifier
+    # the sampler's strip: a dropped draft's caption names the step that dropped it
+    assert "3 ✂10" in sampler and "2 ✂6" in sampler and "16 ✂" not in sampler, sampler
+    assert "preview score at step 6: 0.6500; at step 10: 0.1100 (dropped here)" in seen["previewTitles"]
+    assert "preview score at step 6: 0.9000; at step 10: 0.6000 (kept)" in seen["previewTitles"]
+    assert seen["clipped"] == []
+    problems = {kind: seen["layout"][kind] for kind in ("overlaps", "panelsOutside", "clipped")}
+    assert problems == {"overlaps": [], "panelsOutside": [], "clipped": []}
+    assert seen["layout"]["panels"] == 2
 
 
 def key_of(prompt: dict, class_type: str) -> str:

@@ -8,7 +8,7 @@ const config = JSON.parse(readFileSync(configPath, "utf8"));
 const result = { frontend: null, vueNodes: null, missing: {}, loadWarnings: {}, extensionErrors: [], rows: [], served: [],
   panels: [], overlay: false, toleranceErrors: [], rowsAfterReload: 0, clipped: [], clippedAfterRun: [], storedPanels: [],
   reusedRows: 0, reusedPanels: [], seedRuns: [], missingInProbes: {}, layout: {}, player: null, pick: null,
-  wait: null, earlier: null };
+  wait: null, earlier: null, storedRounds: null };
 const consoleMessages = [];
 
 const { context, page } = await openChromium();
@@ -342,6 +342,26 @@ try {
     seen.closed = (await page.$(".cachedsearch-overlay")) === null;
     result.player = seen;
   }
+  }
+
+  // A search of 16 drafts pruned in two rounds, as saved: the panels' texts, the preview cells' tooltips (each
+  // round's score), what is clipped or overlaps, and screenshots of the whole graph and each panel at 100 %.
+  if (config.stored_rounds) {
+    const rounds = config.stored_rounds;
+    await loadWorkflow(JSON.parse(readFileSync(rounds.workflow, "utf8")));
+    await page.waitForFunction(() => document.querySelectorAll(".cachedsearch-rounds").length >= 2, null, { timeout: 60000 })
+      .catch(() => {}); // a panel without its rounds line fails the test's check on the texts
+    await settled(page, "the stored rounds");
+    const seen = { panels: await panelTexts(), clipped: await clippedPanels(),
+      previewTitles: await page.$$eval(".cachedsearch-panel td.preview", (cells) => cells.map((cell) => cell.title)) };
+    await fitGraphInView();
+    seen.layout = await layoutProblems();
+    await page.screenshot({ path: rounds.screenshot });
+    await zoomTo(["CachedSearchSampler", "CachedSearchSamplerAdvanced"]);
+    await page.screenshot({ path: rounds.screenshot.replace(/\.png$/, "_sampler_100.png") });
+    await zoomTo(["CachedSearchVerifier"]);
+    await page.screenshot({ path: rounds.screenshot.replace(/\.png$/, "_verifier_100.png") });
+    result.storedRounds = seen;
   }
 
   // A live search through the Run button, then the artist's side of it: enlarge the winner, "Commit this" on another
