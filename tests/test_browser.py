@@ -144,11 +144,15 @@ def pruned_in_rounds(frames: list[dict]) -> dict:
 
 
 def stored_rounds_workflow(tiny: dict, object_info: dict, frames: list[dict]) -> dict:
-    """The tiny workflow as saved after a search pruned in rounds (pruned_in_rounds), one node per column: a panel
-    that grows wider than the room its node is laid out with reaches into the next column."""
-    layout, _ = column_layout(tiny, {key: index for index, key in enumerate(tiny)}, object_info)
-    gui = api_to_gui(tiny, object_info, layout)
+    """The tiny workflow as saved after a search pruned in rounds (pruned_in_rounds), the Sampler and the Verifier
+    each alone in its column: a panel that grows wider than the room its node is laid out with reaches into the
+    next column."""
     stored = pruned_in_rounds(frames)
+    others = [key for key, node in tiny.items() if node["class_type"] not in stored]
+    columns = {key: index % 3 for index, key in enumerate(others)}
+    columns.update({key: 3 + index for index, key in enumerate(key for key in tiny if key not in columns)})
+    layout, _ = column_layout(tiny, columns, object_info)
+    gui = api_to_gui(tiny, object_info, layout)
     for node in gui["nodes"]:
         if node["type"] in stored:
             node["properties"]["cachedsearch_last_output"] = stored[node["type"]]
@@ -347,14 +351,16 @@ def assert_rounds_shown(seen: dict):
     """A search of N = 16 pruned in two rounds, as saved (pruned_in_rounds): both panels say what each round kept,
     every dropped row its step and round with the preview score that decided it (each round's on hover), the last
     round's dropped above the first's; nothing clipped or overlapping."""
-    sampler, verifier = (next(text for text in seen["panels"] if text.startswith(start))
-                         for start in ("4 of 16 drafts kept by preview score in 2 rounds", "‹ earlier"))
+    samplers = [text for text in seen["panels"] if text.startswith("4 of 16 drafts kept by preview score in 2 rounds")]
+    verifiers = [text for text in seen["panels"] if text.startswith("‹ earlier")]
+    assert len(samplers) == len(verifiers) == 1, seen["panels"]
+    sampler, verifier = samplers[0], verifiers[0]
     rounds = "rounds: step 6 kept 8 of 16 · step 10 kept 4 of 8"
     assert rounds in sampler and rounds in verifier, seen["panels"]
     # candidate 3 (seed …842002) survived step 6 and was dropped at step 10 on its preview 0.110 there; candidate 2
     # dropped at step 6 on 0.200; both keep their numbers and commit buttons
-    dropped_late = "3…842002dropped at step 10 (round 2)0.11042%1.5commit"
-    dropped_early = "2…842001dropped at step 6 (round 1)0.20042%1.5commit"
+    dropped_late = "3…842002✂ step 10 (round 2)0.11042%1.5commit"
+    dropped_early = "2…842001✂ step 6 (round 1)0.20042%1.5commit"
     assert dropped_late in verifier and dropped_early in verifier, verifier
     assert verifier.index(dropped_late) < verifier.index(dropped_early)
     assert verifier.count("(round 2)") == 4 and verifier.count("(round 1)") == 8

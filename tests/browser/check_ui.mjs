@@ -349,12 +349,13 @@ try {
   if (config.stored_rounds) {
     const rounds = config.stored_rounds;
     await loadWorkflow(JSON.parse(readFileSync(rounds.workflow, "utf8")));
+    await fitGraphInView(); // the classic canvas attaches a DOM widget only while its node is in view
     await page.waitForFunction(() => document.querySelectorAll(".cachedsearch-rounds").length >= 2, null, { timeout: 60000 })
       .catch(() => {}); // a panel without its rounds line fails the test's check on the texts
     await settled(page, "the stored rounds");
     const seen = { panels: await panelTexts(), clipped: await clippedPanels(),
       previewTitles: await page.$$eval(".cachedsearch-panel td.preview", (cells) => cells.map((cell) => cell.title)) };
-    await fitGraphInView();
+    await fitGraphInView(); // again, now that the panels have grown
     seen.layout = await layoutProblems();
     await page.screenshot({ path: rounds.screenshot });
     await zoomTo(["CachedSearchSampler", "CachedSearchSamplerAdvanced"]);

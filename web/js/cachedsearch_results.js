@@ -204,18 +204,19 @@ function roundsDropping(rounds) {
   return byCandidate;
 }
 
-// A pruned row in a few words: when it was dropped, with its round where there were several.
+// A pruned row in a few words: when it was dropped, with its round where there were several (✂ as on the
+// Sampler's captions, so that the table keeps to the room a Verifier is laid out with).
 function droppedText(row, dropping) {
   const round = dropping.get(row.candidate);
-  return round ? `dropped at step ${round.step} (round ${round.number})` : "pruned";
+  return round ? `✂ step ${round.step} (round ${round.number})` : "pruned";
 }
 
 // One line for a search pruned in several rounds: "rounds: step 6 kept 8 of 16 · step 10 kept 4 of 8", who each
 // round dropped on hover; undefined for a single prune or none.
 function roundsLine(rounds) {
   if (rounds.length < 2) return undefined;
-  const text = `rounds: ${rounds.map((round) => `step ${round.step} kept ${round.kept.length} of ${round.scored.length}`)
-    .join(" · ")}`;
+  const kept = (round) => `step ${round.step} kept ${round.kept.length} of ${round.scored.length}`;
+  const text = `rounds: ${rounds.map(kept).join(" · ")}`;
   const line = element("div", text, "cachedsearch-line cachedsearch-rounds");
   line.title = rounds.map((round, index) => `round ${index + 1} at step ${round.step} dropped candidates ` +
     `${round.dropped.join(", ") || "none"} on their preview scores`).join("\n");
@@ -455,7 +456,8 @@ function renderRanking(node, output) {
       bar.style.width = `${Math.round((100 * (row.score - low)) / (high - low))}%`;
       score.append(bar);
     }
-    if (row.pruned) score.title = `pruned at step ${row.prune_step ?? "?"}: no final score`;
+    if (row.pruned) score.title = `pruned at step ${row.prune_step ?? "?"}${dropping.has(row.candidate)
+      ? ` (round ${dropping.get(row.candidate).number} of ${rounds.length})` : ""}: no final score`;
     line.append(score);
     // a dropped row's round takes the margin's room too: it has no margin, and the table stays narrow
     if (hasMargin && dropping.has(row.candidate)) {
