@@ -496,6 +496,40 @@ def test_over_http_a_cancelled_calibration_resumes_in_a_fresh_server_with_only_t
     assert table["recommended_tau"] == uninterrupted["recommended_tau"]
 
 
+def test_over_http_the_cost_on_the_canvas_is_the_reports_and_names_a_bad_input(comfy_server):
+    """POST /cachedsearch/calibration_cost (what the node shows before it runs) answers from the plans the node runs:
+    the report's cost for the same widgets, every prompt line with a text encoder on clip, ComfyUI's engines'
+    thresholds; a value the node would refuse is answered with the node's own message."""
+    from cachedsearch_core.calibration import CalibrationPlan, sweep_rollouts
+
+    def cost(node, clip=False, **changes):
+        inputs = {**calibrate_wan()["calibrate"]["inputs"], **changes}
+        return comfy_server.request("POST", "/cachedsearch/calibration_cost", {
+            "node": node, "inputs": {name: value for name, value in inputs.items() if not isinstance(value, list)},
+            "clip": clip})
+
+    status, one = cost("CachedSearchCalibrate")
+    assert status == 200 and one["rollouts"] == 9 and one["full_rollouts"] == 3 and one["full_rollout_times"] == 6
+    # the report of this graph says (test_over_http_cancel_mid_calibration_...): "cost: 3 full rollouts + 3 cached
+    # rollouts x 2 taus = 9 rollouts (54 sampler steps ..."
+    assert one["breakdown"] == "3 full rollouts + 3 cached rollouts x 2 taus"
+    assert one["line"] == sweep_rollouts([CalibrationPlan((0.1, 0.5), 3)]).line()
+    prompts = "\n".join(f"prompt {index}" for index in range(25))
+    status, family = cost("CachedSearchCalibrate", clip=True, prompt=prompts, seeds=8, taus="0.1 0.2 0.3",
+                          easycache_thresholds="0.2")
+    assert status == 200 and family["rollouts"] == 25 * 8 * (1 + 3 + 1) and family["full_rollout_times"] == 600
+    assert family["line"].startswith("Cost: 1000 rollouts = 25 prompts x (8 full rollouts + 8 cached rollouts x (3 "
+                                     "taus + 1 EasyCache reuse_thresholds)); about 600 full-rollout times")
+    status, experts = cost("CachedSearchCalibrateExperts", seeds=2, taus_high="0.1 2", taus_low="0.1")
+    assert status == 200 and experts["rollouts"] == 2 * (2 + 2 + 1) and experts["at_most"]
+    assert cost("CachedSearchCalibrate", taus="0.5 0.1") == (400, {"error": "taus: got \"0.5 0.1\", which is not "
+                                                                    "strictly increasing; list each tau once, "
+                                                                    "smallest first (\"0.1 0.5\")"})
+    status, refused = cost("CachedSearchCalibrate", clip=True, prompt="a ball\na ball")
+    assert status == 400 and refused["error"].startswith("prompt: 'a ball' is written twice")
+    assert cost("CachedSearchCalibrate", seeds=None)[0] == 400
+
+
 def test_over_http_apply_cache_shows_the_calibration_remembered_for_its_setup(comfy_server):
     entry = comfy_server.run_prompt(calibrate_wan(seed=9, capture_target=0.9))
     tau = entry["outputs"]["calibrate"]["cachedsearch_calibration"][0]["recommended_tau"]
