@@ -328,7 +328,7 @@ class Calibration:
 
         image = Image.new("RGB", (width, height), "white")
         draw = ImageDraw.Draw(image)
-        title_font, font = ImageFont.load_default(size=20), ImageFont.load_default(size=18)
+        font = ImageFont.load_default(size=22)
         left, right, top, bottom = 64, width - 64, 72, height - 56
         taus = [r.tau for r in self.results]
         captures = [r.fidelity.capture_of_means.value for r in self.results]
@@ -382,13 +382,17 @@ class Calibration:
             px, py = x(picked.tau), y_capture(picked.fidelity.capture_of_means.value)
             draw.ellipse([px - 10, py - 10, px + 10, py + 10], outline=(200, 30, 30), width=3)
         name = self.plan.threshold_name
-        title = (f"recommended {name} {self.recommended_tau:g} (red circle)" if picked is not None else
-                 f"no {name} meets the target: cache off")
-        draw.text((left, 8), f"{label}{title}", fill=(0, 0, 0), font=title_font)
-        legend_x = left
-        for text, colour in (("capture", capture_colour), ("speed-up in calls", speed_colour)):
-            draw.line([legend_x, 46, legend_x + 18, 46], fill=colour, width=3)
-            draw.text((legend_x + 24, 46), text, fill=colour, font=font, anchor="lm")
+        title = label + (f"recommended {name} {self.recommended_tau:g}" if picked is not None else
+                         f"no {name} meets the target: cache off")
+        size = 26
+        while size > 14 and draw.textlength(title, font=ImageFont.load_default(size=size)) > width - 16:
+            size -= 2  # a long engine name and verdict still fit on one line
+        draw.text((8, 6), title, fill=(0, 0, 0), font=ImageFont.load_default(size=size))
+        legend_x = 8
+        for text, colour in (("capture", capture_colour), ("speed-up in calls", speed_colour),
+                             ("the pick", (200, 30, 30))):
+            draw.line([legend_x, 50, legend_x + 18, 50], fill=colour, width=3)
+            draw.text((legend_x + 24, 50), text, fill=colour, font=font, anchor="lm")
             legend_x += 24 + draw.textlength(text, font=font) + 24
         draw.text(((left + right) / 2, height - 6), name, fill=(0, 0, 0), font=font, anchor="mb")
         return np.array(image, dtype=np.uint8)
