@@ -155,13 +155,56 @@ class CalibrationPlan:
 def sweep_cost(plans: list[CalibrationPlan], steps: int) -> str:
     """What a calibration of several engines' thresholds on the same full rollouts costs (``plans`` share their
     prompts and seeds), said before it runs."""
+    return sweep_rollouts(plans).text(steps)
+
+
+def sweep_rollouts(plans: list[CalibrationPlan]) -> RolloutCount:
+    """The rollouts of a calibration of several engines' thresholds on the same full rollouts (``plans`` share
+    their prompts and seeds)."""
     first = plans[0]
     labels = [plan.thresholds_label for plan in plans]
     per_prompt = (f"{first.seeds} full rollouts + {first.seeds} cached rollouts x "
                   f"{labels[0] if len(labels) == 1 else '(' + ' + '.join(labels) + ')'}")
     full_rollouts = first.prompts * first.seeds
-    rollouts = full_rollouts * (1 + sum(len(plan.taus) for plan in plans))
-    return f"{_per_prompts(per_prompt, first.prompts)} = {_rollouts_cost(rollouts, full_rollouts, steps)}"
+    return RolloutCount(_per_prompts(per_prompt, first.prompts),
+                        full_rollouts * (1 + sum(len(plan.taus) for plan in plans)), full_rollouts)
+
+
+@dataclasses.dataclass(frozen=True)
+class RolloutCount:
+    """A calibration's cost before it runs, the one formula behind its report and the node's line on the canvas.
+
+    breakdown: how the rollouts add up, e.g. "4 full rollouts + 4 cached rollouts x 5 taus".
+    rollouts: every rollout (at most, when ``at_most``: the two-expert picks together run only when both pick a tau).
+    full_rollouts: those at full compute; each costs one full-rollout time, a cached one less (at the ~2x speed-up
+    of a good tau, half).
+    """
+
+    breakdown: str
+    rollouts: int
+    full_rollouts: int
+    at_most: bool = False
+
+    @property
+    def full_rollout_times(self) -> float:
+        """About how many full rollouts' time it takes at a 2x cache speed-up."""
+        return self.full_rollouts + (self.rollouts - self.full_rollouts) / 2
+
+    def text(self, steps: int) -> str:
+        """The report's cost line."""
+        return (f"{self.breakdown} = {self.rollouts} rollouts{' at most' if self.at_most else ''} "
+                f"({self.rollouts * steps} sampler steps; at most {self.rollouts} full-rollout times, about "
+                f"{self.full_rollout_times:g} at a 2x cache speed-up), each decoded and scored by the verifier")
+
+    def line(self) -> str:
+        """The node's line on the canvas, before it runs."""
+        return (f"Cost: {self.rollouts} rollouts{' at most' if self.at_most else ''} = {self.breakdown}; about "
+                f"{self.full_rollout_times:g} full-rollout times at a 2x cache speed-up (at most {self.rollouts}), "
+                "each decoded and scored.")
+
+    def as_dict(self) -> dict:
+        return {"breakdown": self.breakdown, "rollouts": self.rollouts, "full_rollouts": self.full_rollouts,
+                "full_rollout_times": self.full_rollout_times, "at_most": self.at_most, "line": self.line()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -279,12 +322,14 @@ class Calibration:
 
     def chart(self, width: int = 640, height: int = 400, label: str = "") -> np.ndarray:
         """Capture and speed-up (transformer calls) against tau, the capture target dashed, the pick circled: an
-        RGB image [height, width, 3] of uint8; ``label`` begins the title (e.g. "high-noise expert: ")."""
-        from PIL import Image, ImageDraw
+        RGB image [height, width, 3] of uint8; ``label`` begins the title (e.g. "high-noise expert: "). Its text is
+        large and its ticks few, so it reads on a Preview Image at 100 % zoom (the node shows it about half size)."""
+        from PIL import Image, ImageDraw, ImageFont
 
         image = Image.new("RGB", (width, height), "white")
         draw = ImageDraw.Draw(image)
-        left, right, top, bottom = 56, width - 56, 34, height - 44
+        font = ImageFont.load_default(size=22)
+        left, right, top, bottom = 64, width - 64, 72, height - 56
         taus = [r.tau for r in self.results]
         captures = [r.fidelity.capture_of_means.value for r in self.results]
         speedups = [r.call_speedup for r in self.results]
@@ -306,34 +351,50 @@ class Calibration:
 
         capture_colour, speed_colour, target_colour = (40, 120, 200), (220, 110, 30), (90, 90, 90)
         draw.rectangle([left, top, right, bottom], outline=(0, 0, 0))
+        labelled_until = -math.inf  # a tau label too close to the previous one is left out (its tick stays)
         for tau in taus:
-            draw.line([x(tau), bottom, x(tau), bottom + 4], fill=(0, 0, 0))
-            draw.text((x(tau) - 10, bottom + 6), f"{tau:g}", fill=(0, 0, 0))
-        for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
+            draw.line([x(tau), bottom, x(tau), bottom + 5], fill=(0, 0, 0))
+            text = f"{tau:g}"
+            text_width = draw.textlength(text, font=font)
+            if x(tau) - text_width / 2 > labelled_until + 6:
+                draw.text((x(tau) - text_width / 2, bottom + 7), text, fill=(0, 0, 0), font=font)
+                labelled_until = x(tau) + text_width / 2
+        for tick in (0.0, 0.5, 1.0):
             if capture_low <= tick <= capture_high:
-                draw.text((8, y_capture(tick) - 6), f"{tick:.0%}", fill=capture_colour)
-        for tick in np.linspace(1.0, speed_high, 4):
-            draw.text((right + 6, y_speed(tick) - 6), f"{tick:.1f}x", fill=speed_colour)
+                draw.text((left - 8, y_capture(tick)), f"{tick:.0%}", fill=capture_colour, font=font, anchor="rm")
+        for tick in (1.0, speed_high):
+            draw.text((right + 8, y_speed(tick)), f"{tick:.1f}x", fill=speed_colour, font=font, anchor="lm")
         target_y = y_capture(self.plan.capture_target)
         for start in range(left, right, 12):
-            draw.line([start, target_y, min(start + 6, right), target_y], fill=target_colour, width=1)
-        draw.text((left + 4, target_y - 13), f"target {self.plan.capture_target:.0%}", fill=target_colour)
+            draw.line([start, target_y, min(start + 6, right), target_y], fill=target_colour, width=2)
+        target = f"target {self.plan.capture_target:.0%}"
+        box = draw.textbbox((right - 6, target_y + 5), target, font=font, anchor="ra")
+        draw.rectangle([box[0] - 3, box[1] - 2, box[2] + 3, box[3] + 2], fill="white")
+        draw.text((right - 6, target_y + 5), target, fill=target_colour, font=font, anchor="ra")
         for values, scale, colour in ((captures, y_capture, capture_colour), (speedups, y_speed, speed_colour)):
             points = [(x(tau), scale(value)) for tau, value in zip(taus, values) if math.isfinite(value)]
             if len(points) > 1:
-                draw.line(points, fill=colour, width=2)
+                draw.line(points, fill=colour, width=3)
             for px, py in points:
-                draw.ellipse([px - 3, py - 3, px + 3, py + 3], fill=colour)
+                draw.ellipse([px - 4, py - 4, px + 4, py + 4], fill=colour)
         picked = self.recommended
         if picked is not None and math.isfinite(picked.fidelity.capture_of_means.value):
             px, py = x(picked.tau), y_capture(picked.fidelity.capture_of_means.value)
-            draw.ellipse([px - 8, py - 8, px + 8, py + 8], outline=(200, 30, 30), width=2)
+            draw.ellipse([px - 10, py - 10, px + 10, py + 10], outline=(200, 30, 30), width=3)
         name = self.plan.threshold_name
-        title = (f"recommended {name} {self.recommended_tau:g}" if picked is not None else
-                 f"no {name} meets the target: cache off")
-        draw.text((left, 10), f"{label}capture (blue) and speed-up in calls (orange) vs {name}; {title}",
-                  fill=(0, 0, 0))
-        draw.text(((left + right) / 2 - 3 * len(name), height - 20), name, fill=(0, 0, 0))
+        title = label + (f"recommended {name} {self.recommended_tau:g}" if picked is not None else
+                         f"no {name} meets the target: cache off")
+        size = 26
+        while size > 14 and draw.textlength(title, font=ImageFont.load_default(size=size)) > width - 16:
+            size -= 2  # a long engine name and verdict still fit on one line
+        draw.text((8, 6), title, fill=(0, 0, 0), font=ImageFont.load_default(size=size))
+        legend_x = 8
+        for text, colour in (("capture", capture_colour), ("speed-up in calls", speed_colour),
+                             ("the pick", (200, 30, 30))):
+            draw.line([legend_x, 50, legend_x + 18, 50], fill=colour, width=3)
+            draw.text((legend_x + 24, 50), text, fill=colour, font=font, anchor="lm")
+            legend_x += 24 + draw.textlength(text, font=font) + 24
+        draw.text(((left + right) / 2, height - 6), name, fill=(0, 0, 0), font=font, anchor="mb")
         return np.array(image, dtype=np.uint8)
 
 
@@ -377,8 +438,13 @@ class EnginesCalibration:
         meeting = [calibration for calibration in self.calibrations if calibration.recommended is not None]
         return min(meeting, key=lambda calibration: calibration.recommended.computed_calls, default=None)
 
+    def fastest_pick(self) -> dict | None:
+        """The panel's verdict across engines: {"engine", "threshold"} of ``fastest``, or None."""
+        fastest = self.fastest
+        return None if fastest is None else {"engine": fastest.plan.engine, "threshold": fastest.recommended_tau}
+
     def rows(self) -> list[dict]:
-        """Our cache's rows (the panel's table)."""
+        """Our cache's rows (the panel's table without the engines)."""
         return self.ours.rows()
 
     def engine_rows(self) -> list[dict]:
@@ -414,15 +480,6 @@ class EnginesCalibration:
 
 def _per_prompts(per_prompt: str, prompts: int) -> str:
     return per_prompt if prompts == 1 else f"{prompts} prompts x ({per_prompt})"
-
-
-def _rollouts_cost(rollouts: int, full_rollouts: int, steps: int, at_most: bool = False) -> str:
-    """A calibration's rollouts, sampler steps and full-rollout equivalents: the full rollouts cost one each, a
-    cached one less (at the ~2x speed-up of a good tau, half)."""
-    cached = rollouts - full_rollouts
-    return (f"{rollouts} rollouts{' at most' if at_most else ''} ({rollouts * steps} sampler steps; at most "
-            f"{rollouts} full-rollout times, about {full_rollouts + cached / 2:g} at a 2x cache speed-up), each "
-            "decoded and scored by the verifier")
 
 
 def _json_number(value: float) -> float | None:
@@ -525,11 +582,14 @@ class ExpertsPlan:
         return self.high.prompts * self.seeds * (2 + len(self.high.taus) + len(self.low.taus))
 
     def cost(self, steps: int) -> str:
+        return self.rollout_count().text(steps)
+
+    def rollout_count(self) -> RolloutCount:
         seeds = self.seeds
         per_prompt = (f"{seeds} full rollouts + {seeds} cached rollouts x ({len(self.high.taus)} high-noise taus + "
                       f"{len(self.low.taus)} low-noise taus) + {seeds} with both picks")
-        return (f"{_per_prompts(per_prompt, self.high.prompts)} = "
-                f"{_rollouts_cost(self.rollouts, self.high.prompts * seeds, steps, at_most=True)}")
+        return RolloutCount(_per_prompts(per_prompt, self.high.prompts), self.rollouts, self.high.prompts * seeds,
+                            at_most=True)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,7 +4,7 @@ from comfy_api.latest import ComfyExtension, io
 
 from .apply_cache_nodes import ApplyStepCache
 from .budget_nodes import SearchBudget
-from .calibrate_nodes import Calibrate, CalibrateExperts
+from .calibrate_nodes import Calibrate, CalibrateExperts, register_calibration_cost_route
 from .distributed_nodes import DistributedSearchSampler
 from .distributed_search import register_server_hooks
 from .pick import register_pick_routes
@@ -18,6 +18,7 @@ from .verifier_nodes import (
 register_model_folders()
 register_server_hooks()
 register_pick_routes()
+register_calibration_cost_route()
 
 
 class CachedSearchExtension(ComfyExtension):

@@ -29,20 +29,21 @@ import nodes as comfy_nodes
 from ..cachedsearch_core import StepCacheConfig
 from ..cachedsearch_core.audit import FULL_ARM, ScoreStore, tau_arm
 from ..cachedsearch_core.calibration import (
+    COMFYUI_ENGINES,
     DEFAULT_CAPTURE_TARGET,
     DEFAULT_SEEDS,
     DEFAULT_TAUS,
     EXPERTS,
     HIGH_NOISE,
-    OUR_ENGINE,
     LOW_NOISE,
-    COMFYUI_ENGINES,
+    OUR_ENGINE,
     Calibration,
     CalibrationMemory,
     CalibrationPlan,
     EnginesCalibration,
     ExpertsCalibration,
     ExpertsPlan,
+    RolloutCount,
     describe_remembered,
     expert_arm_prefix,
     experts_setup_key,
@@ -50,6 +51,7 @@ from ..cachedsearch_core.calibration import (
     prompt_lines,
     setup_key,
     sweep_cost,
+    sweep_rollouts,
     together_arm,
 )
 from ..cachedsearch_core.combine import VerifierCombination
@@ -59,6 +61,7 @@ from ..cachedsearch_core.video_score import AVERAGE
 from .cache_patch import attach_step_cache
 from .full_compute import full_compute_model
 from .input_checks import check_latent, check_same_latent_format, denoise_message, split_step_message
+from .prompt_server import prompt_server
 from .search import (
     CandidateState,
     FullComputeCheck,
@@ -290,6 +293,64 @@ def _engine_plans(plan: CalibrationPlan, thresholds: dict[str, str]) -> list[Cal
                     for engine, text in thresholds.items() if text and text.strip())]
 
 
+def calibrate_plans(taus: str, seeds: int, first_seed: int, capture_target: float, prompts: int = 1,
+                    easycache_thresholds: str = "", lazycache_thresholds: str = "") -> list[CalibrationPlan]:
+    """What CachedSearch Calibrate runs for its inputs: our plan, then ComfyUI's engines' (raises ValueError naming
+    the input)."""
+    return _engine_plans(CalibrationPlan(parse_taus(taus), seeds, first_seed, capture_target, prompts=prompts),
+                         dict(zip(COMFYUI_ENGINES, (easycache_thresholds, lazycache_thresholds))))
+
+
+def experts_plan(taus_high: str, taus_low: str, seeds: int, first_seed: int, capture_target: float,
+                 prompts: int = 1) -> ExpertsPlan:
+    """What CachedSearch Calibrate (two experts) runs for its inputs (raises ValueError naming the input)."""
+    return ExpertsPlan.create(parse_taus(taus_high, "taus_high"), parse_taus(taus_low, "taus_low"), seeds,
+                              first_seed, capture_target, prompts=prompts)
+
+
+COST_ROUTE = "/cachedsearch/calibration_cost"
+
+
+def planned_cost(node_type: str, inputs: dict, clip_connected: bool) -> RolloutCount:
+    """What the calibration a node's widget values describe will run, from the very plans it runs, so the canvas
+    can say it before the run (raises ValueError naming the input). With a text encoder on clip every line of
+    prompt is a prompt; otherwise there is one."""
+    prompts = len(prompt_lines(inputs.get("prompt", ""))) if clip_connected else 1
+    shared = (inputs.get("seeds"), inputs.get("first_seed"), inputs.get("capture_target"), prompts)
+    if node_type == "CachedSearchCalibrate":
+        return sweep_rollouts(calibrate_plans(inputs.get("taus", ""), *shared,
+                                              inputs.get("easycache_thresholds") or "",
+                                              inputs.get("lazycache_thresholds") or ""))
+    if node_type == "CachedSearchCalibrateExperts":
+        return experts_plan(inputs.get("taus_high", ""), inputs.get("taus_low", ""), *shared).rollout_count()
+    raise ValueError(f"node: got {node_type!r}; CachedSearchCalibrate or CachedSearchCalibrateExperts")
+
+
+def register_calibration_cost_route() -> None:
+    """POST /cachedsearch/calibration_cost on the running ComfyUI server (if any): {"node": its class, "inputs":
+    its widget values, "clip": whether a text encoder is connected} -> the cost (``RolloutCount.as_dict``), or
+    400 with {"error": the message naming the input}."""
+    server = prompt_server()
+    if server is None:
+        return
+    from aiohttp import web  # a server runs on aiohttp
+
+    @server.routes.post(COST_ROUTE)
+    async def calibration_cost(request):
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or not isinstance(body.get("inputs"), dict):
+            return web.json_response({"error": "send JSON {\"node\": str, \"inputs\": {name: value}, \"clip\": "
+                                               "bool}"}, status=400)
+        try:
+            cost = planned_cost(body.get("node"), body["inputs"], bool(body.get("clip")))
+        except (ValueError, TypeError) as error:  # TypeError: a widget value of the wrong type
+            return web.json_response({"error": str(error)}, status=400)
+        return web.json_response(cost.as_dict())
+
+
 def _comfyui_cached(model, engine: str, reuse_threshold: float):
     """A clone of ``model`` without any known cache, then with ComfyUI's ``engine`` node at ``reuse_threshold``."""
     node = comfy_nodes.NODE_CLASS_MAPPINGS.get(engine)
@@ -365,9 +426,9 @@ class Calibrate(io.ComfyNode):
         message = denoise_message(denoise)
         if message is not True or None in (taus, seeds, first_seed, capture_target):
             return message
-        return _plan_message(lambda: _engine_plans(
-            CalibrationPlan(parse_taus(taus), seeds, first_seed, capture_target),
-            dict(zip(COMFYUI_ENGINES, (easycache_thresholds, lazycache_thresholds)))))
+        return _plan_message(lambda: calibrate_plans(taus, seeds, first_seed, capture_target,
+                                                     easycache_thresholds=easycache_thresholds,
+                                                     lazycache_thresholds=lazycache_thresholds))
 
     @classmethod
     def execute(cls, model, negative, latent_image, vae, verifier, prompt, first_seed, seeds, steps, cfg,
@@ -379,9 +440,8 @@ class Calibrate(io.ComfyNode):
             raise ValueError(message)
         check_latent(latent_image)
         prompts = calibration_prompts(positive, clip, prompt)
-        plans = _engine_plans(CalibrationPlan(parse_taus(taus), seeds, first_seed, capture_target,
-                                              prompts=len(prompts)),
-                              dict(zip(COMFYUI_ENGINES, (easycache_thresholds, lazycache_thresholds))))
+        plans = calibrate_plans(taus, seeds, first_seed, capture_target, len(prompts), easycache_thresholds,
+                                lazycache_thresholds)
         plan = plans[0]
 
         def recipe(model_of):
@@ -419,7 +479,8 @@ class Calibrate(io.ComfyNode):
                                "model")
         header = rollouts.header(f"{steps} steps, {sampler_name}/{scheduler}, cfg {cfg:g}, warmup {warmup_steps}, "
                                  f"cooldown {cooldown_steps}", verifier, calibration.full_seconds)
-        engines = {"engine_rows": calibration.engine_rows()} if len(plans) > 1 else {}
+        engines = {"engine_rows": calibration.engine_rows(), "fastest": calibration.fastest_pick()} \
+            if len(plans) > 1 else {}
         thresholds = [calibration.threshold(engine) if len(plans) > 1 else 0.0 for engine in COMFYUI_ENGINES]
         return _output(calibration, calibration.recommended_tau, plan, steps,
                        [*header, calibration.report(), *remembered], (calibration.recommended_tau,), thresholds,
@@ -486,9 +547,7 @@ class CalibrateExperts(io.ComfyNode):
         message = split_step_message(steps, split_step)
         if message is not True or None in (taus_high, taus_low, seeds, first_seed, capture_target):
             return message
-        return _plan_message(lambda: ExpertsPlan.create(parse_taus(taus_high, "taus_high"),
-                                                        parse_taus(taus_low, "taus_low"), seeds, first_seed,
-                                                        capture_target))
+        return _plan_message(lambda: experts_plan(taus_high, taus_low, seeds, first_seed, capture_target))
 
     @classmethod
     def execute(cls, model_high, model_low, negative, latent_image, vae, verifier, prompt, first_seed, seeds,
@@ -502,8 +561,7 @@ class CalibrateExperts(io.ComfyNode):
         check_latent(latent_image)
         check_same_latent_format(model_high, model_low)
         prompts = calibration_prompts(positive, clip, prompt)
-        plan = ExpertsPlan.create(parse_taus(taus_high, "taus_high"), parse_taus(taus_low, "taus_low"), seeds,
-                                  first_seed, capture_target, prompts=len(prompts))
+        plan = experts_plan(taus_high, taus_low, seeds, first_seed, capture_target, len(prompts))
 
         def recipe(tau_high, tau_low):
             def of_prompt(calibration_prompt):

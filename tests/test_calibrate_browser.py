@@ -1,5 +1,6 @@
 """CachedSearch Calibrate's panel in headless Chromium against the real server, on the frontend matrix (the pinned
-frontend and the newest, Nodes 2.0 off and on): a stored calibration shows on load, a live one fills the table and
+frontend and the newest, Nodes 2.0 off and on): before a run the node states its cost (the report's, from its
+widgets, as they change), a stored calibration shows on load, a live one fills the table and its legend and
 Apply Cache's line, the same graph queued again with every result reused shows the table again; on the pinned
 frontend in classic mode Cancel stops a calibration and the next one completes.
 Screenshots: test-artifacts/calibrate_*.png."""
@@ -76,6 +77,23 @@ def run_check(server, tmp_path, files: dict, config: dict, vue_nodes: bool) -> d
     return seen
 
 
+LEGEND = ("skipped: share of transformer calls the cache skipped",
+          "calls: speed-up in transformer calls (exact: trust this one)",
+          "time: speed-up in seconds (noisy on a busy machine)",
+          "rho: rank correlation of cached and full scores (1 = same order)",
+          "top-1: how often the cached drafts pick the full winner", "capture: share of best-of-",
+          "regret: verifier score lost by picking among cached drafts")
+
+
+def check_cost_before_the_run(seen, breakdown: str, rollouts: int, more_seeds: str, input_name: str):
+    """The cost line before the run: the report's figures for the live graph's widgets, another for one seed
+    more, and the node's own refusal of taus that do not increase."""
+    assert seen["costBefore"].startswith(f"Cost: {rollouts} rollouts") and breakdown in seen["costBefore"]
+    assert more_seeds in seen["costMoreSeeds"]
+    assert seen["costRefused"].startswith(f"Cost: not known until this is fixed: {input_name}: got \"0.5 0.1\", "
+                                          "which is not strictly increasing")
+
+
 def check_calibrate(server, tmp_path, frontend: str, vue_nodes: bool, cancel: bool) -> dict:
     renderer = "nodes2" if vue_nodes else "classic"
     seen = run_check(server, tmp_path, workflow_files(server, tmp_path), {
@@ -90,8 +108,15 @@ def check_calibrate(server, tmp_path, frontend: str, vue_nodes: bool, cancel: bo
     stored_text = " ".join(seen["storedPanels"])
     assert "recommended tau 0.1 (largest with capture ≥ 90%), 4 seeds, 30 steps" in stored_text
     assert "calibrated for this setup: tau 0.1 (capture 95 %)" in stored_text
-    # the live calibration
+    # before the run: the cost the report states (tests/test_calibrate_comfy.py: "cost: 3 full rollouts + 3 cached
+    # rollouts x 2 taus = 9 rollouts (54 sampler steps ..."), following the seeds
+    check_cost_before_the_run(seen, "3 full rollouts + 3 cached rollouts x 2 taus", 9,
+                              "Cost: 12 rollouts = 4 full rollouts + 4 cached rollouts x 2 taus", "taus")
+    # the live calibration, its columns explained
     assert seen["liveOutcome"] == "success"
+    live_text = " ".join(seen["livePanels"])
+    assert all(line in live_text for line in LEGEND) and "[low, high]: 95% bootstrap interval over the seeds" in \
+        live_text
     assert [row["tau"] for row in seen["live"]] == [0.1, 0.5]
     assert sum(row["recommended"] for row in seen["live"]) <= 1
     assert any(text.startswith("calibrated for this setup: tau") for text in seen["livePanels"])
@@ -132,6 +157,8 @@ def test_two_expert_calibration_panel_and_each_experts_apply_cache_line(comfy_se
     seen = run_check(comfy_server, tmp_path, files, {
         "seed": SEED, "cancel": False, "calibrate_type": "CachedSearchCalibrateExperts",
         "screenshot": str(ARTIFACTS / f"calibrate_experts_pinned_{renderer}.png")}, vue_nodes)
+    check_cost_before_the_run(seen, "2 full rollouts + 2 cached rollouts x (1 high-noise taus + 1 low-noise taus) + 2 "
+                              "with both picks", 8, "Cost: 12 rollouts at most", "taus_high")
     # the stored table: an expert column, each expert's pick, the pair together
     assert [row["cells"][:2] for row in seen["stored"]] == [["high-noise", "★ 0.1"], ["low-noise", "0.5"],
                                                             ["both", "0.1 + 0.1"]]

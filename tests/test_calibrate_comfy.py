@@ -17,10 +17,11 @@ import pytest
 import torch
 from PIL import Image
 
-from scripts import ball_spot_world
 from bench.audit import cache_window
-from bench.train_tiny_wan import DEFAULT_OUT as WORLD_MODEL, TRAINING_SHIFT
-from scripts.graphs import calibrate_wan, cached_wan_sampling
+from bench.train_tiny_wan import DEFAULT_OUT as WORLD_MODEL
+from bench.train_tiny_wan import TRAINING_SHIFT
+from scripts import ball_spot_world, comfy_runtime
+from scripts.graphs import cached_wan_sampling, calibrate_wan
 
 pytestmark = pytest.mark.slow  # in process, but several seconds a test: not in the fast tier
 
@@ -432,6 +433,101 @@ def test_over_http_cancel_mid_calibration_leaves_the_next_run_clean_and_the_tau_
     report = second["outputs"]["calibrate"]["text"][0]
     assert "cost: 3 full rollouts + 3 cached rollouts x 2 taus = 9 rollouts (54 sampler steps" in report
     assert "Remembered for wan2.1_t2v_1.3B_fp16.safetensors | 6 steps | euler | simple" in report
+
+
+def computed_rollouts(events, steps: int) -> set[int]:
+    """The rollouts (0-based, in the calibration's order) that sampled, from Calibrate's progress events: a computed
+    rollout moves the bar step by step over its own stretch, a reused one moves nothing."""
+    return {(value - 1) // steps for node, value, _ in events if node == "calibrate" and value > 0}
+
+
+def test_over_http_a_cancelled_calibration_resumes_in_a_fresh_server_with_only_the_missing_rollouts(
+        base_with_models):
+    """Cancel a calibration after a few rollouts, stop the server, start a new server process on the same base
+    directory and queue the same graph: the new process computes exactly the rollouts the saved file lacks (counted
+    from the progress bar's steps, independently of the report's own count) and ends with the table of the same
+    graph run uninterrupted."""
+    steps, rollouts = 6, 9  # calibrate_wan: 3 seeds x (full + 2 taus)
+    graph = calibrate_wan(seed=21, capture_target=0.9, steps=steps)
+    base = base_with_models("calibrate_restart")
+    saved = base / "user" / "cachedsearch" / "calibration_rollouts" / "wan2.1_t2v_1.3B_fp16.safetensors.jsonl"
+
+    def run(server, cancel_in_rollout=None):
+        events = []
+
+        def watch(index, node, value, maximum):
+            events.append((node, value, maximum))
+            return cancel_in_rollout is not None and node == "calibrate" and value > cancel_in_rollout * steps
+
+        (entry,) = server.run_batch([graph], watch)
+        return entry, events
+
+    first = comfy_runtime.ComfyServer(base)
+    try:
+        first.start()
+        alone, events = run(first)
+        assert computed_rollouts(events, steps) == set(range(rollouts))  # the meter sees every computed rollout
+        saved.unlink()
+        first.reset_caches()  # the same graph again must run, not come from ComfyUI's cache
+        cancelled, events = run(first, cancel_in_rollout=4)
+    finally:
+        first.stop()
+    assert "execution_interrupted" in [message[0] for message in cancelled["status"]["messages"]]
+    lines = saved.read_text().splitlines()
+    kept = len(lines) - 1  # after the header: the rollouts that finished before Cancel stopped the run
+    assert 4 <= kept < rollouts and computed_rollouts(events, steps) >= set(range(kept))
+
+    second = comfy_runtime.ComfyServer(base)
+    try:
+        second.start()
+        resumed, events = run(second)
+    finally:
+        second.stop()
+    assert resumed["status"]["status_str"] == "success", resumed["status"]
+    assert computed_rollouts(events, steps) == set(range(kept, rollouts))
+    report = resumed["outputs"]["calibrate"]["text"][0]
+    assert f"saved rollouts: {kept} of {rollouts} reused from an earlier run, {rollouts - kept} computed now" in report
+    after = saved.read_text().splitlines()
+    assert after[:len(lines)] == lines and len(after) == 1 + rollouts  # appended the missing ones, nothing twice
+    (table,), (uninterrupted,) = (entry["outputs"]["calibrate"]["cachedsearch_calibration"]
+                                  for entry in (resumed, alone))
+    assert [{key: row[key] for key in MEASURED} for row in table["rows"]] == \
+        [{key: row[key] for key in MEASURED} for row in uninterrupted["rows"]]
+    assert table["recommended_tau"] == uninterrupted["recommended_tau"]
+
+
+def test_over_http_the_cost_on_the_canvas_is_the_reports_and_names_a_bad_input(comfy_server):
+    """POST /cachedsearch/calibration_cost (what the node shows before it runs) answers from the plans the node runs:
+    the report's cost for the same widgets, every prompt line with a text encoder on clip, ComfyUI's engines'
+    thresholds; a value the node would refuse is answered with the node's own message."""
+    from cachedsearch_core.calibration import CalibrationPlan, sweep_rollouts
+
+    def cost(node, clip=False, **changes):
+        inputs = {**calibrate_wan()["calibrate"]["inputs"], **changes}
+        return comfy_server.request("POST", "/cachedsearch/calibration_cost", {
+            "node": node, "inputs": {name: value for name, value in inputs.items() if not isinstance(value, list)},
+            "clip": clip})
+
+    status, one = cost("CachedSearchCalibrate")
+    assert status == 200 and one["rollouts"] == 9 and one["full_rollouts"] == 3 and one["full_rollout_times"] == 6
+    # the report of this graph says (test_over_http_cancel_mid_calibration_...): "cost: 3 full rollouts + 3 cached
+    # rollouts x 2 taus = 9 rollouts (54 sampler steps ..."
+    assert one["breakdown"] == "3 full rollouts + 3 cached rollouts x 2 taus"
+    assert one["line"] == sweep_rollouts([CalibrationPlan((0.1, 0.5), 3)]).line()
+    prompts = "\n".join(f"prompt {index}" for index in range(25))
+    status, family = cost("CachedSearchCalibrate", clip=True, prompt=prompts, seeds=8, taus="0.1 0.2 0.3",
+                          easycache_thresholds="0.2")
+    assert status == 200 and family["rollouts"] == 25 * 8 * (1 + 3 + 1) and family["full_rollout_times"] == 600
+    assert family["line"].startswith("Cost: 1000 rollouts = 25 prompts x (8 full rollouts + 8 cached rollouts x (3 "
+                                     "taus + 1 EasyCache reuse_thresholds)); about 600 full-rollout times")
+    status, experts = cost("CachedSearchCalibrateExperts", seeds=2, taus_high="0.1 2", taus_low="0.1")
+    assert status == 200 and experts["rollouts"] == 2 * (2 + 2 + 1) and experts["at_most"]
+    assert cost("CachedSearchCalibrate", taus="0.5 0.1") == (400, {"error": "taus: got \"0.5 0.1\", which is not "
+                                                                    "strictly increasing; list each tau once, "
+                                                                    "smallest first (\"0.1 0.5\")"})
+    status, refused = cost("CachedSearchCalibrate", clip=True, prompt="a ball\na ball")
+    assert status == 400 and refused["error"].startswith("prompt: 'a ball' is written twice")
+    assert cost("CachedSearchCalibrate", seeds=None)[0] == 400
 
 
 def test_over_http_apply_cache_shows_the_calibration_remembered_for_its_setup(comfy_server):

@@ -1,13 +1,13 @@
 // CachedSearch Calibrate in headless Debian Chromium against a real ComfyUI server: stored results show on load,
-// a live calibration fills the node's table and Apply Cache's line, Cancel stops a calibration and the next one
-// completes. Prints one JSON object with what it saw. Usage: node check_calibrate.mjs URL CONFIG.json
+// before a run the node states its cost and follows its widgets, a live calibration fills the node's table and
+// Apply Cache's line, Cancel stops a calibration and the next one completes. Prints one JSON object with what it saw. Usage: node check_calibrate.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
 import { openChromium, settled } from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
 const result = { frontend: null, vueNodes: null, extensionErrors: [], stored: [], live: [], applyCache: [], clipped: [],
-  cancelled: null, afterCancel: [], requeued: [] };
+  cancelled: null, afterCancel: [], requeued: [], costBefore: null, costMoreSeeds: null, costRefused: null };
 
 const { context, page } = await openChromium();
 const fromExtension = (where) => where.includes("/extensions/cachedsearch/");
@@ -26,6 +26,21 @@ const panelTexts = () => page.$$eval(".cachedsearch-calibration", (panels) => pa
 const clipped = () => page.$$eval(".cachedsearch-calibration", (panels) => panels
   .filter((panel) => panel.offsetParent !== null && panel.scrollHeight > panel.clientHeight + 1)
   .map((panel) => `${panel.textContent.slice(0, 60)} (${panel.scrollHeight} px in ${panel.clientHeight} px)`));
+
+const costText = () => page.$eval(".cachedsearch-calibration .cost", (line) => line.textContent).catch(() => null);
+
+// Sets the calibrator's widget `name` to `value` as typing it would, and waits for the cost line to change.
+async function costAfterSetting(name, value, before) {
+  await page.evaluate(({ name, value, calibrateType }) => {
+    const node = window.app.graph.nodes.find((n) => n.type === calibrateType);
+    const widget = node.widgets.find((w) => w.name === name);
+    widget.value = value;
+    widget.callback?.(value);
+  }, { name, value, calibrateType: config.calibrate_type ?? "CachedSearchCalibrate" });
+  await page.waitForFunction((before) => document.querySelector(".cachedsearch-calibration .cost")?.textContent !== before,
+    before, { timeout: 15000 });
+  return costText();
+}
 
 async function loadWorkflow(path) {
   await page.evaluate((data) => window.app.loadGraphData(data), JSON.parse(readFileSync(path, "utf8")));
@@ -75,8 +90,28 @@ try {
   result.clipped.push(...(await clipped()));
   await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_stored.png") });
 
-  // A live calibration: the table fills, Apply Cache (wired from its tau) shows the remembered setup.
+  // Before a run: the cost, asked of the server from the widgets, follows them; a value the node would refuse is
+  // named.
   await loadWorkflow(config.live_workflow);
+  await page.waitForFunction(() => document.querySelector(".cachedsearch-calibration .cost")?.textContent.startsWith("Cost:"),
+    null, { timeout: 30000 });
+  await settled(page, "the cost before the run");
+  result.costBefore = await costText();
+  result.clipped.push(...(await clipped()));
+  await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_before.png") });
+  const seeds = await page.evaluate((calibrateType) => window.app.graph.nodes.find((n) => n.type === calibrateType)
+    .widgets.find((w) => w.name === "seeds").value, config.calibrate_type ?? "CachedSearchCalibrate");
+  result.costMoreSeeds = await costAfterSetting("seeds", seeds + 1, result.costBefore);
+  const tausWidget = (config.calibrate_type ?? "CachedSearchCalibrate") === "CachedSearchCalibrate" ? "taus" : "taus_high";
+  const taus = await page.evaluate(({ calibrateType, name }) => window.app.graph.nodes.find((n) => n.type === calibrateType)
+    .widgets.find((w) => w.name === name).value, { calibrateType: config.calibrate_type ?? "CachedSearchCalibrate", name: tausWidget });
+  result.costRefused = await costAfterSetting(tausWidget, "0.5 0.1", result.costMoreSeeds);
+  await costAfterSetting(tausWidget, taus, result.costRefused);
+  if (await costAfterSetting("seeds", seeds, result.costMoreSeeds) !== result.costBefore) {
+    throw new Error("the cost did not come back with the widgets");
+  }
+
+  // A live calibration: the table fills, Apply Cache (wired from its tau) shows the remembered setup.
   result.liveOutcome = await queueCalibration(config.seed, 0);
   await page.waitForFunction(() => document.querySelectorAll(".cachedsearch-calibration tr.tau").length >= 1, null,
     { timeout: 60000 });

@@ -1,14 +1,24 @@
-// Shows CachedSearch Calibrate's table on its node (one row per tau, the recommended one highlighted; the
-// two-expert node's rows name their expert, then both picks together) and, on Apply Cache, the calibration
-// remembered for its setup. Data comes from the nodes' UI payloads and is kept in
-// node.properties so it survives a page reload with the saved workflow.
+// Shows CachedSearch Calibrate's cost before it runs (asked of the server, which computes it from the very plans
+// the node runs: POST /cachedsearch/calibration_cost with the widget values, as they change), its table after a
+// run (one row per tau, the recommended one highlighted; the two-expert node's rows name their expert, then both
+// picks together; with EasyCache or LazyCache measured, every engine's rows) with a legend of its columns, and, on
+// Apply Cache, the calibration remembered for its setup. Results come from the nodes' UI payloads and are kept in
+// node.properties so they survive a page reload with the saved workflow.
 import { app } from "../../../scripts/app.js";
+import { api } from "../../../scripts/api.js";
 import { showResultsOn, showWhenReused } from "./cachedsearch_reused.js";
 
 const PANEL = "cachedsearch_calibration";
 const STORED = "cachedsearch_calibration_output";
 const DOM_WIDGET_MARGIN = 10; // the frontend's inset of a DOM widget's element on each side
 const ROW_HEIGHT = 18;
+const LINE_HEIGHT = 16;
+const COST_ROUTE = "/cachedsearch/calibration_cost";
+const COST_POLL_MS = 400; // how often a Calibrate node looks whether its widgets or prompt links changed
+const CALIBRATORS = ["CachedSearchCalibrate", "CachedSearchCalibrateExperts"];
+// The widgets the cost depends on (the server ignores those a node does not have).
+const COST_INPUTS = ["prompt", "seeds", "first_seed", "capture_target", "taus", "easycache_thresholds",
+  "lazycache_thresholds", "taus_high", "taus_low"];
 
 const STYLE = `
 .cachedsearch-calibration { font: 12px sans-serif; color: var(--fg-color, #ddd); overflow-x: auto; overflow-y: hidden; }
@@ -17,7 +27,11 @@ const STYLE = `
   height: ${ROW_HEIGHT - 2}px; }
 .cachedsearch-calibration tr.recommended { background: rgba(80, 170, 90, 0.35); font-weight: bold; }
 .cachedsearch-calibration tr.below-target { opacity: 0.6; }
-.cachedsearch-calibration .verdict { padding: 4px 0; line-height: 16px; overflow-wrap: anywhere; }`;
+.cachedsearch-calibration .verdict, .cachedsearch-calibration .cost { padding: 4px 0; line-height: ${LINE_HEIGHT}px;
+  overflow-wrap: anywhere; }
+.cachedsearch-calibration .cost.error { color: #e88; }
+.cachedsearch-calibration .legend { font-size: 11px; line-height: 14px; opacity: 0.85; white-space: nowrap; }
+.cachedsearch-calibration tr.engine-start td { border-top: 1px solid rgba(128, 128, 128, 0.5); }`;
 
 function ensureStyle() {
   if (document.getElementById("cachedsearch-calibration-style")) return;
@@ -51,6 +65,109 @@ function show(node, children, height) {
   node.setDirtyCanvas?.(true, true);
 }
 
+// Lines `text` wraps to at `width` pixels in the panel's font (the panel's height is set before it is laid out).
+const measuring = document.createElement("canvas").getContext("2d");
+function wrappedLines(text, width) {
+  measuring.font = "12px sans-serif";
+  let lines = 1;
+  let used = 0;
+  for (const word of text.split(" ")) {
+    const wide = measuring.measureText(`${word} `).width;
+    if (used > 0 && used + wide > width) {
+      lines += 1;
+      used = wide;
+    } else {
+      used += wide;
+    }
+  }
+  return lines;
+}
+
+// The panel: the cost line (before and after a run), then the last result's table, verdict and legend.
+function refresh(node) {
+  const children = [];
+  let height = 0;
+  const cost = node.cachedsearchCost;
+  if (cost) {
+    const line = cell("div", cost.text);
+    line.className = cost.error ? "cost error" : "cost";
+    children.push(line);
+    node.cachedsearchCostWidth = node.size[0];
+    height += wrappedLines(cost.text, node.size[0] - 2 * DOM_WIDGET_MARGIN - 12) * LINE_HEIGHT + 8;
+  }
+  if (node.cachedsearchResult) {
+    children.push(...node.cachedsearchResult.children);
+    height += node.cachedsearchResult.height;
+  }
+  show(node, children, height);
+}
+
+// A linked input's value where the link comes from a node that holds it in a widget (a Primitive, a String
+// node); null when it comes from another node's output; undefined when the input is not linked.
+function linkedValue(node, name) {
+  const slot = node.inputs?.find((input) => input.name === name);
+  if (slot?.link == null) return undefined;
+  const links = app.graph?.links;
+  const link = links?.get?.(slot.link) ?? links?.[slot.link];
+  const origin = link ? app.graph.getNodeById(link.origin_id) : null;
+  const widget = origin?.widgets?.find((w) => typeof w.value === "string" || typeof w.value === "number");
+  return widget ? widget.value : null;
+}
+
+function costRequest(node) {
+  const inputs = {};
+  for (const name of COST_INPUTS) {
+    const linked = linkedValue(node, name);
+    if (linked === null) return { unknown: name };
+    const value = linked ?? node.widgets?.find((w) => w.name === name)?.value;
+    if (value !== undefined) inputs[name] = value;
+  }
+  const clip = node.inputs?.find((input) => input.name === "clip")?.link != null;
+  return { node: node.comfyClass ?? node.type, inputs, clip };
+}
+
+// Asks the server what the node's calibration will cost when its widgets or links changed since it last asked.
+async function updateCost(node) {
+  const request = costRequest(node);
+  const key = JSON.stringify(request);
+  if (key === node.cachedsearchCostKey) {
+    if (node.cachedsearchCost && node.size[0] !== node.cachedsearchCostWidth) refresh(node);
+    return;
+  }
+  node.cachedsearchCostKey = key;
+  let cost;
+  if (request.unknown) {
+    cost = { text: `Cost: counted when the run starts (${request.unknown} comes from another node's output).` };
+  } else {
+    try {
+      const response = await api.fetchApi(COST_ROUTE, { method: "POST", headers: { "Content-Type": "application/json" },
+        body: key });
+      const body = await response.json();
+      cost = response.ok ? { text: body.line } : { text: `Cost: not known until this is fixed: ${body.error}`, error: true };
+    } catch (error) {
+      cost = { text: "Cost: the server did not answer; it is stated when the run starts.", error: true };
+    }
+  }
+  if (key !== node.cachedsearchCostKey) return; // the widgets changed again meanwhile
+  node.cachedsearchCost = cost;
+  refresh(node);
+}
+
+function watchCost(nodeType) {
+  const onAdded = nodeType.prototype.onAdded;
+  nodeType.prototype.onAdded = function () {
+    onAdded?.apply(this, arguments);
+    clearInterval(this.cachedsearchCostTimer);
+    this.cachedsearchCostTimer = setInterval(() => updateCost(this).catch((error) =>
+      console.warn("CachedSearch: could not show the calibration's cost", error)), COST_POLL_MS);
+  };
+  const onRemoved = nodeType.prototype.onRemoved;
+  nodeType.prototype.onRemoved = function () {
+    onRemoved?.apply(this, arguments);
+    clearInterval(this.cachedsearchCostTimer);
+  };
+}
+
 function cell(tag, text) {
   const element = document.createElement(tag);
   element.textContent = text;
@@ -80,31 +197,78 @@ function verdictLines(result) {
     : `no tau keeps ${target} capture: tau 0, leave the cache off (${restsOn(result)}, ${result.steps} steps)`;
 }
 
+// The columns: title, what it means (the legend's line and the header's hover text).
+const COLUMNS = {
+  skipped: "skipped: share of transformer calls the cache skipped",
+  calls: "calls: speed-up in transformer calls (exact: trust this one)",
+  time: "time: speed-up in seconds (noisy on a busy machine)",
+  rho: "rho: rank correlation of cached and full scores (1 = same order)",
+  "top-1": "top-1: how often the cached drafts pick the full winner",
+  capture: "capture: share of best-of-S's gain over a random seed kept",
+  regret: "regret: verifier score lost by picking among cached drafts",
+};
+const OUR_ENGINE = "CachedSearch cache";
+
+function legendLines(result) {
+  const lines = Object.values(COLUMNS);
+  lines[5] = lines[5].replace("S", String(result.seeds)) + ` (target ${Math.round(100 * result.capture_target)}%)`;
+  if (result.intervals) {
+    lines.push(`[low, high]: 95% bootstrap interval over the ${result.prompts > 1 ? "prompts" : "seeds"}`);
+  }
+  lines.push("★ the recommendation; details: the node's page (i)");
+  return lines;
+}
+
+function fastestLine(result) {
+  if (!Array.isArray(result.engine_rows)) return null;
+  const fastest = result.fastest;
+  return fastest ? `fewest computed calls at the target: ${fastest.engine} ${fastest.threshold}`
+    : "no engine keeps the target at any measured threshold";
+}
+
 function renderCalibration(node, output) {
   const result = output?.cachedsearch_calibration?.[0];
   if (!result || !Array.isArray(result.rows) || result.rows.length === 0) return false;
+  const engines = Array.isArray(result.engine_rows) && result.engine_rows.length > result.rows.length;
+  const rows = engines ? result.engine_rows : result.rows;
   const table = document.createElement("table");
   const header = document.createElement("tr");
-  const experts = result.rows.some((row) => typeof row.expert === "string");
-  for (const title of [...(experts ? ["expert"] : []), "tau", "skipped", "calls", "time", "rho", "top-1", "capture", "regret"]) {
-    header.append(cell("th", title));
+  const experts = rows.some((row) => typeof row.expert === "string");
+  const firstColumns = [...(experts ? ["expert"] : []), ...(engines ? ["engine", "threshold"] : ["tau"])];
+  for (const title of [...firstColumns, "skipped", "calls", "time", "rho", "top-1", "capture", "regret"]) {
+    const heading = cell("th", title);
+    if (COLUMNS[title]) heading.title = COLUMNS[title];
+    header.append(heading);
   }
   table.append(header);
-  for (const row of result.rows) {
+  rows.forEach((row, index) => {
     const line = document.createElement("tr");
-    line.className = row.recommended ? "tau recommended" : row.meets_target ? "tau" : "tau below-target";
+    const starts = engines && row.engine !== rows[index - 1]?.engine;
+    line.className = [row.recommended ? "tau recommended" : row.meets_target ? "tau" : "tau below-target",
+      ...(starts && index > 0 ? ["engine-start"] : [])].join(" ");
     line.dataset.tau = row.tau;
     line.dataset.capture = row.capture?.[0] ?? "";
+    if (engines) line.dataset.engine = row.engine;
     if (experts) line.append(cell("td", row.expert ?? ""));
+    if (engines) line.append(cell("td", starts ? (row.engine === OUR_ENGINE ? "CachedSearch" : row.engine) : ""));
     line.append(cell("td", `${row.recommended ? "★ " : ""}${row.tau}`), cell("td", `${Math.round(100 * row.skipped)}%`),
       cell("td", `${row.call_speedup.toFixed(2)}x`), cell("td", `${row.speedup.toFixed(2)}x`), cell("td", measured(row.rho)),
       cell("td", measured(row.top1)), cell("td", measured(row.capture)), cell("td", measured(row.regret, 3)));
     table.append(line);
-  }
-  const verdict = cell("div", verdictLines(result));
+  });
+  const verdicts = [verdictLines(result), fastestLine(result)].filter(Boolean);
+  const verdict = cell("div", verdicts.join(". "));
   verdict.className = "verdict";
-  // The table scrolls sideways at narrow widths rather than growing taller; the verdict may wrap to two lines.
-  show(node, [table, verdict], ROW_HEIGHT * (result.rows.length + 1) + 8 + 2 * 16 + 8);
+  const legend = legendLines(result).map((text) => cell("div", text));
+  const legendBox = document.createElement("div");
+  legendBox.className = "legend";
+  legendBox.append(...legend);
+  // The table and legend scroll sideways at narrow widths rather than growing taller; the verdict may wrap.
+  node.cachedsearchResult = {
+    children: [table, verdict, legendBox],
+    height: ROW_HEIGHT * (rows.length + 1) + 8 + (verdicts.length + 1) * LINE_HEIGHT + 8 + 14 * legend.length + 4,
+  };
+  refresh(node);
   return true;
 }
 
@@ -135,7 +299,7 @@ function render(node, output) {
 
 // Only the calibration tables: Apply Cache's line depends on the sampler downstream of it (steps, sampler,
 // scheduler), which its cached result does not, so a reused one could name another setup's calibration.
-for (const classType of ["CachedSearchCalibrate", "CachedSearchCalibrateExperts"]) showWhenReused(classType, render);
+for (const classType of CALIBRATORS) showWhenReused(classType, render);
 
 app.registerExtension({
   name: "cachedsearch.calibrate",
@@ -143,5 +307,6 @@ app.registerExtension({
     if (!(nodeData.name in RENDERERS)) return;
     ensureStyle();
     showResultsOn(nodeType, render, [STORED]);
+    if (CALIBRATORS.includes(nodeData.name)) watchCost(nodeType);
   },
 });
