@@ -120,6 +120,8 @@ def check_calibrate(server, tmp_path, frontend: str, vue_nodes: bool, cancel: bo
     assert [row["tau"] for row in seen["live"]] == [0.1, 0.5]
     assert sum(row["recommended"] for row in seen["live"]) <= 1
     assert any(text.startswith("calibrated for this setup: tau") for text in seen["livePanels"])
+    # the run is over: no "rollout 9 / 9 ..." stays above the table
+    assert seen["progressTextsAfterRun"] == []
     # queued again unchanged from a fresh load: every result is reused and the table shows again; Apply Cache's
     # line does not (it names the setup downstream of the node, which its cached result does not depend on)
     assert seen["requeuedOutcome"] == "success"
@@ -166,6 +168,7 @@ def test_two_expert_calibration_panel_and_each_experts_apply_cache_line(comfy_se
         "steps" in " ".join(seen["storedPanels"])
     # live, and queued again with every result reused: both experts' rows; live, each Apply Cache names its expert
     # (reused, it shows no line: the line depends on the sampler downstream, which its cached result does not)
+    assert seen["progressTextsAfterRun"] == []
     for outcome, rows, panels in (("liveOutcome", "live", "livePanels"), ("requeuedOutcome", "requeued",
                                                                           "requeuedPanels")):
         assert seen[outcome] == "success"

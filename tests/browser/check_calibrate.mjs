@@ -118,6 +118,10 @@ try {
   await settled(page, "the live calibration's table");
   result.live = await tableRows();
   result.livePanels = await panelTexts();
+  // the frontend's progress texts ("rollout 9 / 9 ...") left on CachedSearch nodes after the run
+  result.progressTextsAfterRun = await page.evaluate(() => window.app.graph.nodes
+    .filter((node) => node.type.startsWith("CachedSearch"))
+    .flatMap((node) => (node.widgets ?? []).filter((w) => w.name === "$$node-text-preview").map((w) => `${node.type}: ${w.value}`)));
   result.clipped.push(...(await clipped()));
   await page.screenshot({ path: config.screenshot });
 

@@ -6,7 +6,7 @@ import { app } from "../../../scripts/app.js";
 import { api } from "../../../scripts/api.js";
 import { createPlayer, ensurePlayerStyle, showLarge } from "./cachedsearch_player.js";
 import { earlierRuns, loadWaiting, onWaitingChanged, pickCost, queuePick, waiting } from "./cachedsearch_pick.js";
-import { graphNode, showResultsOn, showWhenReused } from "./cachedsearch_reused.js";
+import { graphNode, removeProgressText, showResultsOn, showWhenReused } from "./cachedsearch_reused.js";
 
 const PANEL = "cachedsearch_results";
 const FONT = "11px sans-serif";
@@ -669,20 +669,6 @@ function showWaiting(node) {
   const content = element("div");
   content.append(banner);
   show(node, content, (width) => 8 + LINE_HEIGHT * (wrappedLines(text, width) + 1));
-}
-
-// The frontend's widget for a node's progress_text ("draft 8 / 8 (seed …)"), which it keeps until the next run.
-const PROGRESS_TEXT = "$$node-text-preview";
-
-// A finished node's progress text would stand above its results as if it were still running: removed the way the
-// frontend removes it, and the node fitted again whenever the text changes (a text added after the panel
-// would be cut at the node's bottom edge).
-function removeProgressText(node) {
-  const index = node.widgets?.findIndex((widget) => widget.name === PROGRESS_TEXT) ?? -1;
-  if (index < 0) return;
-  node.widgets[index].onRemove?.();
-  node.widgets.splice(index, 1);
-  node.setDirtyCanvas?.(true, true);
 }
 
 function render(node, output, promptId) {

@@ -17,6 +17,7 @@ export function showResultsOn(nodeType, render, storedKeys) {
   const onExecuted = nodeType.prototype.onExecuted;
   nodeType.prototype.onExecuted = function (output) {
     onExecuted?.apply(this, arguments);
+    removeProgressText(this);
     render(this, output);
   };
   const onConfigure = nodeType.prototype.onConfigure;
@@ -31,6 +32,19 @@ export function showResultsOn(nodeType, render, storedKeys) {
     for (const key of storedKeys) delete copy?.properties?.[key]; // a copy has not run yet
     return copy;
   };
+}
+
+// The frontend's widget for a node's progress_text ("draft 8 / 8 (seed …)"), which it keeps until the next run.
+const PROGRESS_TEXT = "$$node-text-preview";
+
+// A finished node's progress text would stand above its results as if it were still running: removed the way the
+// frontend removes it when the node's results arrive.
+export function removeProgressText(node) {
+  const index = node.widgets?.findIndex((widget) => widget.name === PROGRESS_TEXT) ?? -1;
+  if (index < 0) return;
+  node.widgets[index].onRemove?.();
+  node.widgets.splice(index, 1);
+  node.setDirtyCanvas?.(true, true);
 }
 
 export function showWhenReused(classType, render) {
