@@ -322,6 +322,10 @@ def check_ui(server, tmp_path, frontend: str, full: bool, vue_nodes: bool, live_
     # every combination: shipped workflows load cleanly, stored results show, unclipped at the default width
     assert seen["vueNodes"] in (vue_nodes, None)
     assert seen["missingInProbes"] == missing_node_probes  # the check below is not blind on this frontend
+    # the distributed workflow's missing collector carries its registry id: frontend 1.58's details panel names the
+    # pack (without it: "Unknown pack")
+    if frontend == "newest":
+        assert "ComfyUI-Distributed" in seen["missingPackDetails"], seen["missingPackDetails"]
     assert seen["missing"] == {path: [] for path in config["workflows"]}
     assert seen["loadWarnings"] == {path: [] for path in config["workflows"]}
     assert seen["extensionErrors"] == []

@@ -7,7 +7,7 @@ const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
 const result = { frontend: null, vueNodes: null, missing: {}, loadWarnings: {}, extensionErrors: [], rows: [], served: [],
   panels: [], overlay: false, toleranceErrors: [], rowsAfterReload: 0, clipped: [], clippedAfterRun: [], storedPanels: [],
-  reusedRows: 0, reusedPanels: [], seedRuns: [], missingInProbes: {}, layout: {}, player: null, pick: null,
+  reusedRows: 0, reusedPanels: [], seedRuns: [], missingInProbes: {}, missingPackDetails: null, layout: {}, player: null, pick: null,
   wait: null, earlier: null, storedRounds: null };
 const consoleMessages = [];
 
@@ -556,6 +556,22 @@ try {
   // The missing-node check itself: workflows with node types this server lacks must be flagged.
   for (const path of config.missing_node_probes) {
     result.missingInProbes[path] = await loadWorkflow(JSON.parse(readFileSync(path, "utf8")));
+  }
+  // what an artist without ComfyUI-Distributed sees on opening the distributed workflow: the frontend's warning
+  // and, on frontends with a "View details" panel, the missing packs it names (from the nodes' cnr_id)
+  const distributed = config.missing_node_probes.find((path) => path.endsWith("_distributed.json"));
+  if (distributed) {
+    await page.evaluate((data) => window.app.loadGraphData(data), JSON.parse(readFileSync(distributed, "utf8")));
+    await settled(page, "the missing-node warning");
+    await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_missing_pack.png") });
+    const details = await page.$("button:has-text('View details')");
+    if (details) {
+      await details.click();
+      await settled(page, "the missing-node details");
+      await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_missing_pack_details.png") });
+      result.missingPackDetails = await page.evaluate(() => document.body.innerText.split("\n").map((line) => line.trim()));
+    }
+    await page.keyboard.press("Escape");
   }
 } finally {
   await context.close();
