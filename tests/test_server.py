@@ -96,7 +96,9 @@ def test_verifier_ranks_the_drafts_and_recommit_delivers_the_argmax(comfy_server
     scores = [float(line.rsplit(":", 1)[1]) for line in lines]
     winner = max(range(len(scores)), key=lambda i: scores[i])
     assert len(scores) == 3 and lines[winner].startswith("*")
-    assert len(entry["outputs"]["ranking"]["images"]) == 3  # one middle-frame preview per candidate
+    # the panel's rows, each with the frames the verifier scored (and no separate preview grid)
+    rows = entry["outputs"]["ranking"]["cachedsearch_ranking"]
+    assert len(rows) == 3 and all(row["frames"] for row in rows) and "images" not in entry["outputs"]["ranking"]
     report = entry["outputs"]["recommit"]["text"][0]
     assert f"winner: candidate {winner + 1}, seed {50 + winner}, delivered by recommit" in report
     for line, score in zip(report.splitlines()[2:5], scores):
