@@ -6,7 +6,7 @@ import { app } from "../../../scripts/app.js";
 import { api } from "../../../scripts/api.js";
 import { createPlayer, ensurePlayerStyle, showLarge } from "./cachedsearch_player.js";
 import { earlierRuns, loadWaiting, onWaitingChanged, pickCost, queuePick, waiting } from "./cachedsearch_pick.js";
-import { graphNode, showResultsOn, showWhenReused } from "./cachedsearch_reused.js";
+import { graphNode, removeProgressText, showResultsOn, showWhenReused } from "./cachedsearch_reused.js";
 
 const PANEL = "cachedsearch_results";
 const FONT = "11px sans-serif";
@@ -689,6 +689,7 @@ function render(node, output, promptId) {
 api.addEventListener("executed", ({ detail }) => {
   // The run a node's panel shows, for its pick buttons (the frontend's onExecuted does not pass it).
   const node = graphNode(String(detail?.display_node ?? detail?.node));
+  if (node && RENDERERS[node.comfyClass ?? node.type]) removeProgressText(node);
   if (node && RENDERERS[node.comfyClass ?? node.type] && detail?.prompt_id) {
     node.properties[STORED_PROMPT] = detail.prompt_id;
     node.cachedsearchView = undefined;
