@@ -81,16 +81,23 @@ async function waitOnSameSearch(prompt, sampler) {
 
 // A run as the server's history stores it ({prompt: [number, id, prompt, extra_data, outputs]}), or, while it
 // still runs or waits in the queue, its queue item in the same form: a pick during a run queues behind it.
+// A run that just ended may be in neither for a moment (the server stores its history after it leaves the
+// queue): asked again for a few seconds before it counts as gone.
 async function historyEntry(promptId) {
   if (!promptId) return undefined;
-  const response = await api.fetchApi(`/history/${encodeURIComponent(promptId)}`);
-  const entry = response.ok ? (await response.json())[promptId] : undefined;
-  if (entry) return entry;
-  const queue = await api.fetchApi("/queue");
-  if (!queue.ok) return undefined;
-  const { queue_running: running = [], queue_pending: pending = [] } = await queue.json();
-  const item = [...running, ...pending].find((queued) => queued[1] === promptId);
-  return item ? { prompt: item } : undefined;
+  for (let attempt = 0; attempt < 10; attempt += 1) {
+    const response = await api.fetchApi(`/history/${encodeURIComponent(promptId)}`);
+    const entry = response.ok ? (await response.json())[promptId] : undefined;
+    if (entry) return entry;
+    const queue = await api.fetchApi("/queue");
+    if (queue.ok) {
+      const { queue_running: running = [], queue_pending: pending = [] } = await queue.json();
+      const item = [...running, ...pending].find((queued) => queued[1] === promptId);
+      if (item) return { prompt: item };
+    }
+    await new Promise((resolve) => setTimeout(resolve, 300));
+  }
+  return undefined;
 }
 
 // Recommit nodes of an API prompt whose candidates come from the sampler `samplerId`.
