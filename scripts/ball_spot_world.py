@@ -14,8 +14,9 @@ cheap draft follows the full rollout.
 The verifier (``adherence``) is analytic: with the ground's direction removed from the latent, the cosine match of
 the clip with the prompt's ideal clip outside the spot (the best over the ball's possible starts), scaled by
 (1 + s) / 2 where s is the cosine of the latent at that start's spot tokens with the prompt's spot colour (mean over
-the frames): a right ball without its spot scores 0.5, a perfect clip 1, an empty ground 0. Colours and the ground
-are orthogonal 16-channel vectors, so ``render`` can turn a latent clip into RGB frames.
+the frames): a right ball without its spot scores 0.5, a perfect clip 1, an empty ground 0 (what removing the ground
+leaves of it is float rounding, which counts as nothing: ``EMPTY_REMAINDER_SHARE``). Colours and the ground are
+orthogonal 16-channel vectors, so ``render`` can turn a latent clip into RGB frames.
 """
 
 from __future__ import annotations
@@ -42,6 +43,13 @@ PATCH, GRID = 2, 4  # the model's patch size in latent pixels; tokens per side
 _STEP = {0: (0, 1), 1: (1, 0), 2: (1, 1)}  # tokens per frame
 DEFAULT_START = (1, 1)  # the ball's centre token in the first frame, where a caller names none
 BALL_SPREAD, AMPLITUDE, GROUND_AMPLITUDE = 0.9, 2.0, 1.0  # spread in tokens
+# Removing the ground from an empty ground leaves float rounding (0 here, 3e-8 per element on another machine), and
+# the cosine of rounding with a clip is whatever the machine's summation order makes it (0.028 there). So a remainder
+# below this share of the input's norm is nothing and matches nothing (cosine 0): float32 arithmetic leaves about 1e-7
+# of it, and the faintest clip ``render`` can show at all (1/255 of a colour at one pixel) is 1e-3 of an empty
+# ground's norm; 1e-5 keeps a margin of 100 on each side. An input stored coarser than float32 carries its own
+# rounding, up to half its dtype's eps per element, so for it the share is that eps.
+EMPTY_REMAINDER_SHARE = 1e-5
 RGB = torch.tensor([(230, 57, 50), (60, 180, 75), (50, 110, 235), (245, 205, 40)], dtype=torch.float32) / 255
 BACKGROUND = torch.tensor((24, 24, 28), dtype=torch.float32) / 255
 
@@ -147,23 +155,37 @@ def _without_ground(latent: torch.Tensor) -> torch.Tensor:
     return latent - direction * (latent * direction).sum(dim=0, keepdim=True)
 
 
+def _cosine_of_remainder(remainder: torch.Tensor, whole: torch.Tensor, target: torch.Tensor, share: float
+                         ) -> torch.Tensor:
+    """Cosine of ``remainder`` (``whole`` without the ground) with ``target``; 0 where the remainder is under
+    ``share`` of the whole's norm (rounding, not content: ``EMPTY_REMAINDER_SHARE``)."""
+    remainder, target = remainder.flatten(), target.flatten()
+    if torch.linalg.vector_norm(remainder) <= share * torch.linalg.vector_norm(whole):
+        return torch.zeros((), dtype=remainder.dtype)
+    return torch.nn.functional.cosine_similarity(remainder, target, dim=0)
+
+
 def adherence_parts(latent: torch.Tensor, prompt: tuple[int, int, int]) -> tuple[float, float]:
     """(ball, spot) of the verifier: the best cosine of the latent with the prompt's clips over the starts, both
     outside the spot and without the ground, and the mean cosine of the latent at that start's spot tokens (mean
-    over each token's pixels) with the prompt's spot colour."""
-    latent = _without_ground(latent.float())
+    over each token's pixels) with the prompt's spot colour. A part with only rounding left without the ground
+    matches nothing (0)."""
+    share = max(EMPTY_REMAINDER_SHARE, torch.finfo(latent.dtype).eps)
+    whole = latent.float()
+    latent = _without_ground(whole)
     candidate_starts = starts(prompt[2])
     matches = []
     for start in candidate_starts:
         outside = 1 - _spot_mask(prompt[2], start)
         ideal = _without_ground(clip(prompt, start)) * outside
-        matches.append(torch.nn.functional.cosine_similarity(ideal.flatten(), (latent * outside).flatten(), dim=0))
+        matches.append(_cosine_of_remainder(latent * outside, whole * outside, ideal, share))
     best = int(torch.stack(matches).argmax())
     spot_colour = COLOUR_VECTORS[prompt[1]]
     spot_matches = []
     for frame, (row, column) in enumerate(centres(prompt[2], candidate_starts[best])):
-        token = latent[:, frame, PATCH * row:PATCH * (row + 1), PATCH * column:PATCH * (column + 1)]
-        spot_matches.append(torch.nn.functional.cosine_similarity(token.mean(dim=(1, 2)), spot_colour, dim=0))
+        token = (slice(None), frame, slice(PATCH * row, PATCH * (row + 1)), slice(PATCH * column, PATCH * (column + 1)))
+        spot_matches.append(_cosine_of_remainder(latent[token].mean(dim=(1, 2)), whole[token].mean(dim=(1, 2)),
+                                                 spot_colour, share))
     return float(matches[best]), float(torch.stack(spot_matches).mean())
 
 
