@@ -12,6 +12,21 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+# Test variations (docs/development.md): the suite must pass whatever rounding a machine does, so it can run on
+# other thread counts and matmul precisions than this machine's defaults. The thread count goes into the environment
+# before torch and numpy load, so MKL and OpenBLAS take it too, here and in the servers the tests start.
+TEST_THREADS = os.environ.get("CACHEDSEARCH_TEST_THREADS", "")
+TEST_MATMUL_PRECISION = os.environ.get("CACHEDSEARCH_TEST_MATMUL_PRECISION", "")
+if TEST_THREADS:
+    if not TEST_THREADS.isdigit() or int(TEST_THREADS) < 1:
+        raise pytest.UsageError(f"CACHEDSEARCH_TEST_THREADS: got {TEST_THREADS!r}; use a whole number of threads, "
+                                "e.g. 1")
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[variable] = TEST_THREADS
+if TEST_MATMUL_PRECISION not in ("", "highest", "high", "medium"):
+    raise pytest.UsageError(f"CACHEDSEARCH_TEST_MATMUL_PRECISION: got {TEST_MATMUL_PRECISION!r}; use highest, high or "
+                            "medium")
+
 from scripts import comfy_runtime, node_packs, tiny_image_reward, tiny_models, tiny_video_score  # noqa: E402
 
 # ComfyUI-GGUF goes into every test ComfyUI when its snapshot is here (the GGUF tests skip without it).
@@ -57,10 +72,22 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(f"{seconds:7.1f} s  {nodeid}")
 
 
+def pytest_configure(config):
+    import torch
+
+    if TEST_THREADS:
+        torch.set_num_threads(int(TEST_THREADS))
+    if TEST_MATMUL_PRECISION:
+        torch.set_float32_matmul_precision(TEST_MATMUL_PRECISION)
+
+
 def pytest_report_header(config):
+    import torch
+
     root = comfy_runtime.comfyui_root()
     version = (root / "comfyui_version.py").read_text().split('"')[1] if (root / "comfyui_version.py").exists() else "?"
-    return f"ComfyUI {version} at {root}"
+    return [f"ComfyUI {version} at {root}",
+            f"torch: {torch.get_num_threads()} threads, float32 matmul precision {torch.get_float32_matmul_precision()}"]
 
 
 PLACEHOLDER_MODEL_FILES = (
