@@ -8,7 +8,6 @@ shared full-compute references of the same prompts and seeds.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import pathlib
 from collections.abc import Iterable
@@ -16,6 +15,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from .fidelity import PROMPT_BOOTSTRAP, SEED_BOOTSTRAP, FidelityReport, ranking_fidelity
+from .jsonl_store import JsonlFormat, JsonlStore
 
 FULL_ARM = "full"
 DEFAULT_CAPTURE_TARGET = 0.85
@@ -26,18 +26,32 @@ def tau_arm(tau: float) -> str:
     return f"tau {tau:g}"
 
 
+def _read_score(record) -> tuple[tuple[str, int, int], dict]:
+    """Raises ValueError unless ``record`` is a complete score record."""
+    number = (int, float)
+    fields = {"arm": str, "prompt": int, "seed": int, "score": number, "seconds": number, "calls": number,
+              "skipped": number}
+    if not isinstance(record, dict) or any(not isinstance(record.get(name), kind) or isinstance(record[name], bool)
+                                           for name, kind in fields.items()):
+        raise ValueError("not a score record")
+    return (record["arm"], record["prompt"], record["seed"]), record
+
+
+# Score files written before the header (bench/results of earlier audits) are read as they are.
+SCORES_FORMAT = JsonlFormat("cachedsearch audit scores", 1, read=_read_score, write=lambda key, record: record,
+                            reads_headerless=True)
+
+
 class ScoreStore:
-    """Append-only JSON-lines store of scored rollouts, so a stopped audit resumes where it was; without a path
-    (a calibration in the GUI) it keeps the records in memory only."""
+    """Scored rollouts by (arm, prompt, seed), kept in a JSON-lines file (``jsonl_store``: a torn last line or a
+    foreign file is reported, not fatal) so a stopped audit resumes where it was; without a path (a calibration in
+    the GUI) it keeps the records in memory only. ``problems`` lists what was found wrong with the file."""
 
     def __init__(self, path: pathlib.Path | None):
         self.path = pathlib.Path(path) if path is not None else None
-        self.records: dict[tuple[str, int, int], dict] = {}
-        if self.path is not None and self.path.exists():
-            for line in self.path.read_text().splitlines():
-                if line.strip():
-                    record = json.loads(line)
-                    self.records[(record["arm"], record["prompt"], record["seed"])] = record
+        self._file = JsonlStore(self.path, SCORES_FORMAT) if self.path is not None else None
+        self.records: dict[tuple[str, int, int], dict] = self._file.records if self._file is not None else {}
+        self.problems: list[str] = self._file.problems if self._file is not None else []
 
     def has(self, arm: str, prompt: int, seed: int) -> bool:
         return (arm, prompt, seed) in self.records
@@ -46,11 +60,10 @@ class ScoreStore:
             skipped: int = 0) -> None:
         record = {"arm": arm, "prompt": prompt, "seed": seed, "score": float(score), "seconds": float(seconds),
                   "calls": calls, "skipped": skipped}
-        if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a") as file:
-                file.write(json.dumps(record) + "\n")
-        self.records[(arm, prompt, seed)] = record
+        if self._file is not None:
+            self._file.add((arm, prompt, seed), record)
+        else:
+            self.records[(arm, prompt, seed)] = record
 
     def table(self, arm: str, prompts: Iterable[int], seeds: Iterable[int], field: str = "score") -> np.ndarray:
         prompts, seeds = list(prompts), list(seeds)

@@ -24,6 +24,7 @@ import re
 import numpy as np
 
 from .audit import FULL_ARM, ArmResult, ScoreStore, evaluate_arms, recommend_tau, tau_arm
+from .safe_files import set_aside, write_atomically
 from .search import candidate_seeds
 
 TAU_MAX = 2.0  # the largest tau Apply Cache accepts
@@ -492,24 +493,42 @@ def setup_key(model_file: str, steps: int, sampler_name: str, scheduler: str) ->
 
 
 class CalibrationMemory:
-    """Calibrations remembered per setup in one JSON file (the latest result of each setup)."""
+    """Calibrations remembered per setup in one JSON file (the latest result of each setup). A file that is not a
+    memory (a crash or an edit broke it) is set aside under a name of its own, never overwritten; ``problems`` says
+    so, to show on the node. Each write replaces the file whole (``safe_files.write_atomically``): two writers at
+    once never tear it, the later one's file wins."""
 
     def __init__(self, path: pathlib.Path):
         self.path = pathlib.Path(path)
+        self.problems: list[str] = []
 
     def _load(self) -> dict:
         try:
-            return json.loads(self.path.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
             return {}
+        except (OSError, UnicodeDecodeError) as error:
+            return self._set_aside(f"it could not be read ({error})")
+        if not text.strip():
+            return {}
+        try:
+            entries = json.loads(text)
+        except json.JSONDecodeError as error:
+            return self._set_aside(f"it is not JSON ({error})")
+        if not (isinstance(entries, dict) and all(isinstance(entry, dict) for entry in entries.values())):
+            return self._set_aside("it is not a calibration memory (a JSON object of calibrations by setup)")
+        return entries
+
+    def _set_aside(self, why: str) -> dict:
+        self.problems.append(set_aside(self.path, why, "the calibrations it remembered are not shown (calibrate "
+                                                       "again, or restore it by hand)"))
+        return {}
 
     def remember(self, key: str, calibration: Calibration | ExpertsCalibration) -> None:
+        """Raises OSError when the file cannot be written (the old one is then left as it was)."""
         entries = self._load()
         entries[key] = calibration.memory_entry()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        partial = self.path.with_suffix(".tmp")
-        partial.write_text(json.dumps(entries, indent=1, sort_keys=True))
-        partial.replace(self.path)
+        write_atomically(self.path, json.dumps(entries, indent=1, sort_keys=True).encode("utf-8"))
 
     def recall(self, key: str) -> dict | None:
         return self._load().get(key)

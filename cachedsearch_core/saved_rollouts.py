@@ -6,9 +6,10 @@ builds them, sampler settings, negative prompt, input latent), the prompt (its t
 the arm (cache engine, threshold and cache window). Changing one of these changes the digest of exactly the rollouts
 it changes: a new tau adds rollouts, a new warmup recomputes the cached ones and keeps the full ones.
 
-The file is JSON lines: a header naming the format, then one record per rollout. A file without the header (not
-ours) is moved aside, and a line that does not parse or lacks a field (a crash mid-write) is skipped; both are
-reported, neither is trusted.
+The file is a ``jsonl_store`` (the audit's store too): a header naming the format, then one record per rollout. A
+file without the header (not ours) is set aside under a name of its own, and a line that does not parse or lacks a
+field (a crash mid-write) is skipped; both are reported, neither is trusted. The file keeps the newest
+``MAX_ROLLOUTS`` rollouts.
 """
 
 from __future__ import annotations
@@ -17,13 +18,16 @@ import dataclasses
 import hashlib
 import json
 import math
-import pathlib
 
 import torch
 
+from .jsonl_store import JsonlFormat, JsonlStore
+
 FORMAT = "cachedsearch calibration rollouts"
 VERSION = 1
-_HEADER = {"format": FORMAT, "version": VERSION}
+# Per model file: far more than one calibration runs (at 30 s a rollout, a week of sampling; the node's 64 seeds x
+# 10 taus x 30 prompts), so a calibration never drops its own rollouts; about 3 MB, parsed in about 0.3 s.
+MAX_ROLLOUTS = 20_000
 
 
 def fingerprint(value) -> str:
@@ -87,67 +91,18 @@ class SavedRollout:
                 "skipped": self.skipped}
 
 
-class SavedRollouts:
-    """The rollouts saved in one file. ``problems`` lists what was found wrong with it on loading (to report)."""
-
-    def __init__(self, path):
-        self.path = pathlib.Path(path)
-        self.rollouts: dict[str, SavedRollout] = {}
-        self.problems: list[str] = []
-        self._ends_mid_line = False  # a run stopped mid-write: the next record must start on a line of its own
-        self._load()
-
-    def _load(self) -> None:
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return
-        except (OSError, UnicodeDecodeError) as error:
-            self._set_aside(f"it could not be read ({error})")
-            return
-        lines = text.splitlines()
-        self._ends_mid_line = bool(text) and not text.endswith("\n")
-        if not lines or _parsed(lines[0]) != _HEADER:
-            self._set_aside(f"it is not a {FORMAT} file (version {VERSION})")
-            return
-        bad = 0
-        for line in lines[1:]:
-            record = _parsed(line)
-            try:
-                if not isinstance(record, dict) or not isinstance(record.get("key"), str):
-                    raise ValueError("not a record")
-                self.rollouts[record["key"]] = SavedRollout.from_record(record)
-            except ValueError:
-                bad += 1
-        if bad:
-            self.problems.append(f"{self.path}: {bad} unreadable line(s) ignored (a run stopped mid-write, or the "
-                                 "file was edited); their rollouts are computed again")
-
-    def _set_aside(self, why: str) -> None:
-        aside = self.path.with_name(self.path.name + ".ignored")
-        self.path.replace(aside)
-        self.problems.append(f"{self.path}: ignored, because {why}; moved to {aside.name}, and every rollout is "
-                             "computed again")
-
-    def get(self, key: str) -> SavedRollout | None:
-        return self.rollouts.get(key)
-
-    def add(self, key: str, rollout: SavedRollout) -> None:
-        """Appends the rollout to the file at once (the header first, in a new file)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        new = not self.path.exists()
-        with self.path.open("a", encoding="utf-8") as file:
-            if new:
-                file.write(json.dumps(_HEADER) + "\n")
-            elif self._ends_mid_line:
-                file.write("\n")
-                self._ends_mid_line = False
-            file.write(json.dumps(rollout.record(key)) + "\n")
-        self.rollouts[key] = rollout
+def _read(record) -> tuple[str, SavedRollout]:
+    if not isinstance(record, dict) or not isinstance(record.get("key"), str):
+        raise ValueError("not a record")
+    return record["key"], SavedRollout.from_record(record)
 
 
-def _parsed(line: str):
-    try:
-        return json.loads(line)
-    except json.JSONDecodeError:
-        return None
+ROLLOUTS_FORMAT = JsonlFormat(FORMAT, VERSION, read=_read, write=lambda key, rollout: rollout.record(key))
+
+
+class SavedRollouts(JsonlStore):
+    """The rollouts saved in one file, the oldest dropped beyond ``max_records``. ``problems`` lists what was found
+    wrong with it on loading (to report)."""
+
+    def __init__(self, path, max_records: int = MAX_ROLLOUTS):
+        super().__init__(path, ROLLOUTS_FORMAT, max_records)

@@ -135,8 +135,8 @@ def _downstream_sampler(prompt: dict, node_id: str) -> tuple[str, str] | None:
 
 def remembered_calibration(prompt: dict | None, node_id: str | None) -> str | None:
     """Apply Cache's line for a calibration remembered for its setup (its model file, and the steps, sampler and
-    scheduler of the sampler it feeds; on an expert of a two-expert sampler both experts' files and the split), or
-    None."""
+    scheduler of the sampler it feeds; on an expert of a two-expert sampler both experts' files and the split),
+    after the line saying the memory file was set aside when it could not be read; None when there is neither."""
     if not prompt or node_id is None:
         return None
     found = _downstream_sampler(prompt, str(node_id))
@@ -156,10 +156,14 @@ def remembered_calibration(prompt: dict | None, node_id: str | None) -> str | No
         if model_file is None:
             return None
         key, expert = setup_key(model_file, *setup), None
-    entry = calibration_memory().recall(key)
+    memory = calibration_memory()
+    try:
+        entry = memory.recall(key)
+    except OSError as error:  # a memory that could not be moved aside: say so, the sampling goes on
+        return str(error)
     if entry is None or (expert is not None) != (HIGH_NOISE in entry):
-        return None
-    return describe_remembered(entry, expert)
+        return " ".join(memory.problems) or None
+    return " ".join([*memory.problems, describe_remembered(entry, expert)])
 
 
 _SAVED = ("Every finished rollout is saved, so queueing it again after Cancel, a crash or a restart computes only "
@@ -628,8 +632,12 @@ def _remember(hidden, calibration, key_of, *model_inputs) -> list[str]:
     if None in files:
         return []
     key = key_of(*files)
-    calibration_memory().remember(key, calibration)
-    return ["", f"Remembered for {key}: Apply Cache on this setup shows it."]
+    memory = calibration_memory()
+    try:
+        memory.remember(key, calibration)
+    except OSError as error:  # the calibration's outputs stand; only remembering it failed
+        return ["", *memory.problems, f"Not remembered for {key}: {error}"]
+    return ["", *memory.problems, f"Remembered for {key}: Apply Cache on this setup shows it."]
 
 
 # The model input of each stage, for a single-stage and a two-expert calibration.

@@ -1,5 +1,7 @@
 """Audit bookkeeping: resumable store, arm evaluation, tau recommendation, report files (no model)."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -33,6 +35,46 @@ def test_store_resumes_from_its_file(store, tmp_path):
     assert np.array_equal(reopened.table(FULL_ARM, PROMPTS, SEEDS), full)
     with pytest.raises(KeyError, match="arm 'tau 0.10' lacks 24 rollouts"):
         reopened.table("tau 0.10", PROMPTS, SEEDS)
+
+
+def test_a_torn_last_line_is_tolerated_reported_and_the_store_resumes(store, tmp_path):
+    store, full = store
+    path = tmp_path / "scores.jsonl"
+    with path.open("a") as file:
+        file.write('{"arm": "tau 0.10", "prompt": 0, "se')  # the audit stopped mid-write
+    reopened = ScoreStore(path)
+    assert np.array_equal(reopened.table(FULL_ARM, PROMPTS, SEEDS), full) and not reopened.has("tau 0.10", 0, 0)
+    (problem,) = reopened.problems
+    assert problem.startswith(f"{path}: 1 unreadable line(s) ignored")
+    reopened.add("tau 0.10", 0, 0, 0.5, 1.0, calls=10)
+    again = ScoreStore(path)
+    assert again.problems == [] and again.has("tau 0.10", 0, 0) and len(again.records) == len(store.records) + 1
+
+
+def test_a_score_file_written_before_the_header_is_read_and_appended_to_as_it_is(tmp_path):
+    path = tmp_path / "scores.jsonl"
+    old = [{"arm": FULL_ARM, "prompt": 0, "seed": seed, "score": 0.5 + seed, "seconds": 2.0, "calls": 10,
+            "skipped": 0} for seed in SEEDS]
+    path.write_text("".join(json.dumps(record) + "\n" for record in old))  # as bench/results of earlier audits
+    store = ScoreStore(path)
+    assert store.problems == [] and list(store.records.values()) == old
+    store.add("tau 0.05", 0, 0, 0.4, 1.0, calls=10, skipped=4)
+    lines = path.read_text().splitlines()
+    assert [json.loads(line) for line in lines[:len(old)]] == old and len(lines) == len(old) + 1
+    assert ScoreStore(path).has("tau 0.05", 0, 0)
+
+
+def test_a_new_score_file_names_its_format_and_a_foreign_one_is_set_aside(tmp_path):
+    path = tmp_path / "scores.jsonl"
+    ScoreStore(path).add(FULL_ARM, 0, 0, 0.5, 1.0)
+    assert json.loads(path.read_text().splitlines()[0]) == {"format": "cachedsearch audit scores", "version": 1}
+    foreign = '{"format": "cachedsearch calibration rollouts", "version": 1}\n'  # another store's file
+    path.write_text(foreign)
+    store = ScoreStore(path)
+    (aside,) = tmp_path.glob("scores.jsonl.corrupt-*")
+    assert store.records == {} and aside.read_text() == foreign
+    (problem,) = store.problems
+    assert f"moved to {aside.name} beside it" in problem
 
 
 def test_arms_are_measured_against_the_shared_full_references(store):

@@ -1,6 +1,8 @@
 """Calibration bookkeeping without a model: the plan's checks, the seed bootstrap, the table, chart and memory."""
 
+import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -133,6 +135,66 @@ def test_memory_keeps_the_latest_calibration_per_setup(tmp_path):
     assert "tau 0 (no tau kept 90 % capture; cache off)" in describe_remembered(memory.recall(key))
     assert memory.recall(setup_key("wan2.1_t2v_1.3B_fp16.safetensors", 30, "uni_pc", "simple")) is None
     assert not math.isnan(good.full_seconds)
+
+
+def a_calibration() -> Calibration:
+    return Calibration.from_store(store_with({0.1: (FULL, 5)}), CalibrationPlan((0.1,), 4, 0, 0.9), bootstrap=20)
+
+
+@pytest.mark.parametrize("content, why", [
+    (b'{"wan.safetensors | 20 steps": {"tau": 0.1', "it is not JSON (Expecting"),  # torn by a crash
+    (b'["not", "a", "memory"]', "it is not a calibration memory (a JSON object of calibrations by setup)"),
+    (b'{"setup": 0.1}', "it is not a calibration memory"),
+    (b"\xff\xfe", "it could not be read ("),
+])
+def test_a_corrupt_memory_is_set_aside_whole_reported_and_the_next_run_remembers(tmp_path, content, why):
+    path = tmp_path / "calibrations.json"
+    path.write_bytes(content)
+    memory = CalibrationMemory(path)
+    assert memory.recall("setup") is None
+    (aside,) = tmp_path.glob("calibrations.json.corrupt-*")
+    assert aside.read_bytes() == content and not path.exists()
+    (problem,) = memory.problems
+    assert problem.startswith(f"{path}: set aside, because {why}")
+    assert problem.endswith(f"moved to {aside.name} beside it, and the calibrations it remembered are not shown "
+                            "(calibrate again, or restore it by hand)")
+    memory.remember("setup", a_calibration())
+    again = CalibrationMemory(path)
+    assert again.recall("setup")["tau"] == 0.1 and again.problems == []
+    assert aside.read_bytes() == content  # never overwritten
+
+
+def test_a_failed_memory_write_leaves_the_old_file_and_no_temporary_file(tmp_path, monkeypatch):
+    path = tmp_path / "calibrations.json"
+    CalibrationMemory(path).remember("kept", a_calibration())
+    before = path.read_bytes()
+
+    def disk_full(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        CalibrationMemory(path).remember("new", a_calibration())
+    monkeypatch.undo()
+    assert path.read_bytes() == before and [entry.name for entry in tmp_path.iterdir()] == ["calibrations.json"]
+
+
+def test_two_writers_at_once_each_write_a_whole_file_of_their_own(tmp_path, monkeypatch):
+    """The second writer finishes while the first is between writing and renaming: neither writes into the
+    other's temporary file, and the memory is whole after both (the later rename wins)."""
+    path = tmp_path / "calibrations.json"
+    CalibrationMemory(path).remember("kept", a_calibration())
+    replace = os.replace
+
+    def second_writer_first(source, target):
+        monkeypatch.setattr(os, "replace", replace)
+        CalibrationMemory(path).remember("second", a_calibration())
+        replace(source, target)
+
+    monkeypatch.setattr(os, "replace", second_writer_first)
+    CalibrationMemory(path).remember("first", a_calibration())
+    assert set(json.loads(path.read_text())) == {"kept", "first"}
+    assert [entry.name for entry in tmp_path.iterdir()] == ["calibrations.json"]
 
 
 def experts_store(high: dict, low: dict, together: dict | None = None, seeds=(0, 1, 2, 3)) -> ScoreStore:

@@ -277,7 +277,7 @@ function renderCalibrated(node, output) {
   if (typeof line !== "string") return false;
   const text = cell("div", line);
   text.className = "verdict";
-  show(node, [text], 2 * 16 + 8);
+  show(node, [text], Math.max(2, wrappedLines(line, node.size[0] - 2 * DOM_WIDGET_MARGIN - 12)) * LINE_HEIGHT + 8);
   return true;
 }
 

@@ -1,0 +1,172 @@
+"""A JSON-lines file of keyed records that survives crashes, foreign files and time: the one store under the
+calibration's saved rollouts (``saved_rollouts``) and the audit's scores (``audit.ScoreStore``).
+
+- The file starts with a header naming its format and version. A file that is not ours (another header, no header,
+  not text) is set aside under a name of its own (``safe_files.set_aside``) and reported, never overwritten.
+- Records are appended one line at a time (one write each), so a crash loses at most the line being written. A
+  line that does not parse or whose record is incomplete (a crash mid-write, an edit) is skipped and reported.
+- A later record of a key replaces the earlier one; the order of the records is the order they were last written
+  in, oldest first.
+- The file is compacted (rewritten atomically with one line per key, bad lines dropped) when it is loaded with bad
+  or repeated lines, and when it would exceed the store's cap (``max_records``): the oldest records are then dropped
+  until a tenth of the cap is free, so a capped file is rewritten once per tenth of the cap appended and a load
+  parses at most the cap's lines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import pathlib
+from collections.abc import Callable, Hashable
+
+from .safe_files import set_aside, write_atomically
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class JsonlFormat:
+    """What a store's lines hold. ``read`` turns a parsed line into (key, value) and raises ValueError for anything
+    that is not a complete record; ``write`` turns (key, value) back into the record. With ``reads_headerless``, a
+    file written before the header existed (its first line a record) is read as it is, appended to as it is, and
+    gets the header only when it is compacted."""
+
+    name: str
+    version: int
+    read: Callable[[object], tuple[Hashable, object]]
+    write: Callable[[Hashable, object], dict]
+    reads_headerless: bool = False
+
+    @property
+    def header(self) -> dict:
+        return {"format": self.name, "version": self.version}
+
+    def line(self, record: dict) -> str:
+        return json.dumps(record) + "\n"
+
+
+class JsonlStore:
+    """The records of one file (``records``, oldest first) and what was found wrong with it on loading
+    (``problems``: one line each, to report; also logged)."""
+
+    def __init__(self, path: pathlib.Path, file_format: JsonlFormat, max_records: int | None = None):
+        if max_records is not None and max_records < 1:
+            raise ValueError(f"max_records: got {max_records}; use at least 1, or None for no cap")
+        self.path = pathlib.Path(path)
+        self.format = file_format
+        self.max_records = max_records
+        self.records: dict[Hashable, object] = {}
+        self.problems: list[str] = []
+        self._lines = 0  # record lines in the file, bad and repeated ones included: what the cap bounds
+        self._ends_mid_line = False  # a run stopped mid-write: the next record must start on a line of its own
+        self._load()
+
+    def _load(self) -> None:
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return
+        except OSError as error:
+            self._set_aside(f"it could not be read ({error})")
+            return
+        if not data:  # created, then stopped before the header: nothing to keep
+            return
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            self._set_aside(f"it is not a {self._named_format} file (not UTF-8 text)")
+            return
+        lines = [line for line in text.splitlines() if line.strip()]
+        self._ends_mid_line = not text.endswith("\n")
+        if lines and _parsed(lines[0]) == self.format.header:
+            lines = lines[1:]
+        elif not (lines and self.format.reads_headerless and self._is_record(_parsed(lines[0]))):
+            self._set_aside(f"it is not a {self._named_format} file")
+            return
+        bad = 0
+        for line in lines:
+            try:
+                key, value = self.format.read(_parsed(line))
+            except ValueError:
+                bad += 1
+                continue
+            self.records.pop(key, None)  # a later record of a key replaces it and is newer
+            self.records[key] = value
+        self._lines = len(lines)
+        if bad:
+            self._report(f"{self.path}: {bad} unreadable line(s) ignored (a run stopped mid-write, or the file was "
+                         "edited) and removed from the file; their rollouts are computed again")
+        over_the_cap = self.max_records is not None and self._lines > self.max_records
+        if over_the_cap or self._lines != len(self.records):
+            self._compact(free=self._tenth if over_the_cap else 0)
+
+    @property
+    def _named_format(self) -> str:
+        return f"{self.format.name} (version {self.format.version})"
+
+    def _is_record(self, record) -> bool:
+        try:
+            self.format.read(record)
+        except ValueError:
+            return False
+        return True
+
+    def _set_aside(self, why: str) -> None:
+        self.problems.append(set_aside(self.path, why, "every rollout in it is computed again"))
+
+    def _report(self, problem: str) -> None:
+        logger.warning("CachedSearch: %s", problem)
+        self.problems.append(problem)
+
+    @property
+    def _tenth(self) -> int:
+        return max(1, self.max_records // 10)
+
+    def _compact(self, free: int = 0) -> None:
+        """Rewrites the file with the header and one line per key; with a cap, only the newest records, leaving
+        ``free`` lines under it."""
+        if self.max_records is not None:
+            surplus = len(self.records) - (self.max_records - free)
+            for key in list(self.records)[:max(0, surplus)]:
+                del self.records[key]
+        lines = [self.format.line(self.format.header)]
+        lines += [self.format.line(self.format.write(key, value)) for key, value in self.records.items()]
+        write_atomically(self.path, "".join(lines).encode("utf-8"))
+        self._lines, self._ends_mid_line = len(self.records), False
+
+    def get(self, key: Hashable):
+        return self.records.get(key)
+
+    def add(self, key: Hashable, value) -> None:
+        """Appends the record to the file at once (the header first, in a new file); compacts first when the file
+        is at its cap."""
+        if self.max_records is not None and self._lines >= self.max_records:
+            self._compact(free=self._tenth)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        line = self.format.line(self.format.write(key, value))
+        if self._is_new_file():
+            line, self._lines = self.format.line(self.format.header) + line, 0
+        elif self._ends_mid_line:
+            line = "\n" + line
+        with self.path.open("a", encoding="utf-8") as file:
+            file.write(line)  # one write: a crash leaves at most this line torn
+        self._ends_mid_line = False
+        self._lines += 1
+        self.records.pop(key, None)
+        self.records[key] = value
+
+
+    def _is_new_file(self) -> bool:
+        try:
+            return self.path.stat().st_size == 0
+        except FileNotFoundError:
+            return True
+
+
+def _parsed(line: str):
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError:
+        return None
