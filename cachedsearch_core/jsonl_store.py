@@ -43,9 +43,6 @@ class JsonlFormat:
     def header(self) -> dict:
         return {"format": self.name, "version": self.version}
 
-    def line(self, record: dict) -> str:
-        return json.dumps(record) + "\n"
-
 
 class JsonlStore:
     """The records of one file (``records``, oldest first) and what was found wrong with it on loading
@@ -131,8 +128,8 @@ class JsonlStore:
             surplus = len(self.records) - (self.max_records - free)
             for key in list(self.records)[:max(0, surplus)]:
                 del self.records[key]
-        lines = [self.format.line(self.format.header)]
-        lines += [self.format.line(self.format.write(key, value)) for key, value in self.records.items()]
+        lines = [_line(self.format.header)]
+        lines += [_line(self.format.write(key, value)) for key, value in self.records.items()]
         write_atomically(self.path, "".join(lines).encode("utf-8"))
         self._lines, self._ends_mid_line = len(self.records), False
 
@@ -145,9 +142,9 @@ class JsonlStore:
         if self.max_records is not None and self._lines >= self.max_records:
             self._compact(free=self._tenth)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = self.format.line(self.format.write(key, value))
+        line = _line(self.format.write(key, value))
         if self._is_new_file():
-            line, self._lines = self.format.line(self.format.header) + line, 0
+            line, self._lines = _line(self.format.header) + line, 0
         elif self._ends_mid_line:
             line = "\n" + line
         with self.path.open("a", encoding="utf-8") as file:
@@ -157,12 +154,15 @@ class JsonlStore:
         self.records.pop(key, None)
         self.records[key] = value
 
-
     def _is_new_file(self) -> bool:
         try:
             return self.path.stat().st_size == 0
         except FileNotFoundError:
             return True
+
+
+def _line(record: dict) -> str:
+    return json.dumps(record) + "\n"
 
 
 def _parsed(line: str):

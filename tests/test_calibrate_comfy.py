@@ -593,6 +593,62 @@ def test_a_cancelled_calibration_resumes_with_only_the_missing_rollouts(engine, 
     assert "saved rollouts: 4 of 8 reused" in wider.result[1]
 
 
+def test_a_broken_memory_and_rollouts_file_are_set_aside_and_named_on_the_nodes_and_the_next_run_works(
+        engine, monkeypatch, tmp_path):
+    """A calibration memory torn by a crash and a saved-rollouts file that is not ours are moved aside whole, each
+    named with where it went on the node that read it (Apply Cache's line, Calibrate's report); the calibration then
+    saves and remembers as usual, and the next run reuses its rollouts and shows its tau on Apply Cache."""
+    import folder_paths
+
+    monkeypatch.setattr(folder_paths, "get_user_directory", lambda: str(tmp_path))
+    memory = tmp_path / "cachedsearch" / "calibrations.json"
+    rollouts = tmp_path / "cachedsearch" / "calibration_rollouts" / f"{WORLD_MODEL.name}.jsonl"
+    rollouts.parent.mkdir(parents=True)
+    memory.write_text('{"wan2.1_t2v_1.3B_fp16.safetensors | 20 steps | euler | simple": {"tau": 0.')
+    rollouts.write_text('{"not": "ours"}\n')
+    inputs = {**world_inputs(engine), "seeds": 2, "taus": "0.3"}
+    loader_and_shift = {name: node for name, node in world_api_prompt().items() if name in ("loader", "sampling")}
+
+    def run(node_class, node_id, graph, /, **node_inputs):
+        hidden = {"PROMPT": {**loader_and_shift, **graph}, "UNIQUE_ID": node_id}
+        hidden["hidden_inputs"] = dict(hidden)  # what PREPARE_CLASS_CLONE reads: 0.3.75 the dict, 0.33 this entry
+        with torch.inference_mode():
+            return engine.nodes[node_class].PREPARE_CLASS_CLONE(hidden).execute(**node_inputs)
+
+    def apply_cache_line() -> str | None:
+        """Apply Cache's line on the world model sampled with the calibration's steps, sampler and scheduler."""
+        sampler = {"model": ["cache", 0], "steps": WORLD_RUN["steps"], "sampler_name": "euler", "scheduler": "simple"}
+        output = run("CachedSearchApplyCache", "cache", {
+            "cache": {"class_type": "CachedSearchApplyCache", "inputs": {"model": ["sampling", 0]}},
+            "sampler": {"class_type": "KSampler", "inputs": sampler}}, model=inputs["model"], mode="adaptive",
+            tau=0.1, warmup_steps=1, cooldown_steps=1, static_interval=2)
+        return ((output.ui or {}).get("cachedsearch_calibrated") or [None])[0]
+
+    def calibrate() -> str:
+        calibrate_node = {name: node for name, node in world_api_prompt().items() if name not in loader_and_shift}
+        return run("CachedSearchCalibrate", "calibrate", calibrate_node, **inputs).result[1]
+
+    line = apply_cache_line()
+    (torn,) = memory.parent.glob("calibrations.json.corrupt-*")
+    assert line.startswith(f"{memory}: set aside, because it is not JSON") and f"moved to {torn.name} beside it" in line
+    assert torn.read_text().endswith('"tau": 0.') and not memory.exists()
+
+    memory.write_text('["not a memory"]')
+    report = calibrate()
+    (foreign,) = rollouts.parent.glob(f"{rollouts.name}.corrupt-*")
+    (memory_aside,) = set(memory.parent.glob("calibrations.json.corrupt-*")) - {torn}
+    assert f"{rollouts}: set aside, because it is not a cachedsearch calibration rollouts (version 1) file; moved " \
+        f"to {foreign.name} beside it" in report
+    assert f"{memory}: set aside, because it is not a calibration memory (a JSON object of calibrations by setup); " \
+        f"moved to {memory_aside.name} beside it" in report
+    assert "saved rollouts: 0 of 4 reused" in report and f"Remembered for {WORLD_MODEL.name} | 8 steps" in report
+    assert foreign.read_text() == '{"not": "ours"}\n' and memory_aside.read_text() == '["not a memory"]'
+
+    again = calibrate()
+    assert "saved rollouts: 4 of 4 reused" in again and "set aside" not in again
+    assert apply_cache_line().startswith("calibrated for this setup: tau")
+
+
 def test_two_experts_calibrate_on_several_prompts(engine):
     """The world model as both experts, two prompts typed one per line: each expert's table and the picks together
     pool both prompts (every arm ran each prompt's seeds)."""
