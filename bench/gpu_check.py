@@ -280,7 +280,7 @@ class GpuCheck:
         with meter.counting(model):
             samples, seconds = self.timed(lambda: self.one("KSampler", model=metered, seed=seed,
                                                            **self.sampling(latent)))
-        return samples, seconds, meter.take()
+        return samples, seconds, meter.take().calls
 
     def decode(self, samples):
         return self.one("VAEDecode", samples=samples, vae=self.vae)

@@ -4,10 +4,10 @@ asked for against those it computed.
 A rollout the extension calls full compute runs on ``full_compute_model`` (every known cache detached; wrappers it
 does not know, such as context windows or LoRA hooks, stay: they change results legitimately) and is metered by a
 ``CallMeter``. The meter counts the calls asked at the outermost point (a PREDICT_NOISE and a DIFFUSION_MODEL wrapper
-placed before every other) and the calls computed at the innermost one (the transformer's first block, which a call
-any wrapper or patched forward skipped never reaches). Both are diffusion-model calls: ComfyUI may batch cond and
-uncond into one call, and a cache that skips a whole model evaluation (LazyCache) skips as many calls as the
-evaluations it let through made.
+placed before every other) and the work done where the weights are used (every linear layer of every transformer
+block, ``cachedsearch_core.work_count``), so a cache that skips the whole call, some blocks or the attention inside a
+block that runs shows. Both are diffusion-model calls: ComfyUI may batch cond and uncond into one call, and a cache
+that skips a whole model evaluation (LazyCache) skips the calls of the evaluation it reuses.
 """
 
 from __future__ import annotations
@@ -19,10 +19,13 @@ import comfy.patcher_extension
 import torch
 
 from ..cachedsearch_core import StageCalls
+from ..cachedsearch_core.work_count import Shortfall, WorkCount, block_lists
 from .cache_patch import CONFIG_OPTION, WRAPPER_KEY
 
 _WRAPPERS = comfy.patcher_extension.WrappersMP
 METER_KEY = "cachedsearch_call_meter"
+# Where ComfyUI's TorchCompileModel keeps its settings (comfy_api.torch_helpers, the same in 0.3.75 and 0.33.0).
+TORCH_COMPILE_OPTION = "torch_compile_kwargs"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,33 +93,69 @@ def unknown_wrappers(model) -> list[str]:
 
 
 def first_transformer_block(model) -> torch.nn.Module | None:
-    """The first block of the diffusion model's first block list (Wan ``blocks``, HunyuanVideo ``double_blocks``,
-    LTX-Video ``transformer_blocks``): every computed transformer call runs it, a skipped one never does."""
-    for name, child in model.model.diffusion_model.named_children():
-        if isinstance(child, torch.nn.ModuleList) and "blocks" in name and len(child) > 0:
-            return child[0]
-    return None
+    """The first block of the diffusion model's first block list: every computed transformer call runs it."""
+    lists = block_lists(model.model.diffusion_model)
+    return lists[0][1][0] if lists else None
+
+
+def _transformer_options(args, kwargs) -> dict:
+    """A diffusion-model call's transformer_options, wherever the model passes them (most last, LTX-Video before
+    ``keyframe_idxs``, others by keyword)."""
+    options = kwargs.get("transformer_options")
+    if isinstance(options, dict):
+        return options
+    return next((arg for arg in reversed(args) if isinstance(arg, dict) and "cond_or_uncond" in arg), {})
+
+
+@dataclasses.dataclass
+class MeteredRun:
+    """What ``CallMeter.take`` found of one sampling run: its calls, and where the work fell short."""
+
+    calls: StageCalls
+    shortfall: Shortfall | None = None
+    replaced_forwards: tuple[str, ...] = ()
+    compiled: bool = False
 
 
 class CallMeter:
     """The diffusion-model calls sampling runs asked for and computed, for ``attach``-ed models while ``counting``.
 
-    ``on_computed_call()``, if given, runs before each computed call (a budget stops a draft there by raising).
-    ``take()`` returns the calls since the last take.
+    Asked: every call that reaches the outermost DIFFUSION_MODEL wrapper, plus, for an evaluation a cache skipped
+    whole above the model (LazyCache), the calls the evaluation before it made (it is reused in its place).
+    Computed: the calls every work layer of every block ran (``WorkCount``), so a cache that skips blocks or the
+    attention inside them shows. Calls on which the sampler itself replaced blocks (Skip Layer Guidance's
+    ``patches_replace``) are not asked of the replaced blocks' layers.
+
+    ``on_computed_call()``, if given, runs before each call reaches the first transformer block (a budget stops a
+    draft there by raising). ``take()`` returns the run since the last take and starts afresh.
     """
 
     def __init__(self, on_computed_call=None):
         self.on_computed_call = on_computed_call
-        self.asked = self.computed = 0
-        self._reached = 0  # calls that reached the outermost DIFFUSION_MODEL wrapper
-        self._skipped_evaluations = 0
-        self._calls_per_evaluation = 0  # of an evaluation nothing skipped whole
+        self._work: WorkCount | None = None
+        self._work_of = None
+        self._compiled = False
+        self._reset()
 
-    def take(self) -> StageCalls:
-        asked = self.asked + self._skipped_evaluations * max(self._calls_per_evaluation, 1)
-        calls = StageCalls(computed=self.computed, skipped=max(asked - self.computed, 0))
-        self.asked = self.computed = self._reached = self._skipped_evaluations = 0
-        return calls
+    def _reset(self):
+        self._reached = self._plain = self._innermost = 0
+        self._skipped_evaluation_calls = 0
+        self._last_evaluation_calls = 0
+
+    def take(self) -> MeteredRun:
+        asked = self._reached + self._skipped_evaluation_calls
+        if self._work:
+            tally = self._work.take(self._plain)
+            shortfall, replaced = tally.shortfall, tally.replaced_forwards
+        else:
+            shortfall = Shortfall("the diffusion model", self._innermost, self._reached) \
+                if self._innermost < self._reached else None
+            replaced = ()
+        short = self._plain - shortfall.computed if shortfall is not None else 0
+        skipped = min(self._skipped_evaluation_calls + max(short, 0), asked)
+        self._reset()
+        return MeteredRun(StageCalls(computed=asked - skipped, skipped=skipped), shortfall, replaced,
+                          compiled=self._compiled)
 
     def attach(self, model):
         """A clone of ``model`` whose outermost PREDICT_NOISE and DIFFUSION_MODEL wrappers are this meter's: they
@@ -128,56 +167,74 @@ class CallMeter:
             others = {key: value for key, value in wrappers.get(wrapper_type, {}).items() if key != METER_KEY}
             wrappers[wrapper_type] = {METER_KEY: [wrapper], **others}
         if first_transformer_block(model) is None:
-            # No block list to hook: count at the innermost DIFFUSION_MODEL wrapper, which sees every call a
+            # No block list to count: count at the innermost DIFFUSION_MODEL wrapper, which sees every call a
             # wrapper let through but not one a patched forward skips.
             metered.add_wrapper_with_key(_WRAPPERS.DIFFUSION_MODEL, METER_KEY, self._innermost_call)
         return metered
 
     @contextlib.contextmanager
     def counting(self, model):
-        """Count computed calls at ``model``'s first transformer block for the duration of the block; the hook is
-        removed whatever ends it (the module is shared by every clone of the model)."""
+        """Count the work of ``model``'s blocks for the duration of the block; every hook is removed whatever ends
+        it (the modules are shared by every clone of the model)."""
+        diffusion_model = model.model.diffusion_model
+        if self._work is None or self._work_of is not diffusion_model:
+            self._work, self._work_of = WorkCount(diffusion_model), diffusion_model
+        self._compiled = TORCH_COMPILE_OPTION in model.model_options
         block = first_transformer_block(model)
-        handle = block.register_forward_pre_hook(self._computed_call) if block is not None else None
+        handle = block.register_forward_pre_hook(self._before_computed_call) \
+            if block is not None and self.on_computed_call is not None else None
         try:
-            yield self
+            with self._work.counting():
+                yield self
         finally:
             if handle is not None:
                 handle.remove()
 
-    def _computed_call(self, *_):
-        if self.on_computed_call is not None:
-            self.on_computed_call()
-        self.computed += 1
+    def _before_computed_call(self, *_):
+        self.on_computed_call()
 
     def _innermost_call(self, executor, *args, **kwargs):
-        self._computed_call()
+        if self.on_computed_call is not None:
+            self.on_computed_call()
+        self._innermost += 1
         return executor(*args, **kwargs)
 
     def _asked_call(self, executor, *args, **kwargs):
         self._reached += 1
+        if not _transformer_options(args, kwargs).get("patches_replace", {}).get("dit"):
+            self._plain += 1
         return executor(*args, **kwargs)
 
     def _evaluation(self, executor, *args, **kwargs):
-        reached, computed = self._reached, self.computed
+        reached = self._reached
         output = executor(*args, **kwargs)
-        # A cache that skipped a whole evaluation (above the diffusion model) let no call reach even the meter.
-        calls = max(self._reached - reached, self.computed - computed)
-        if calls == 0:
-            self._skipped_evaluations += 1
+        calls = self._reached - reached
+        if calls:
+            self._last_evaluation_calls = calls
         else:
-            self.asked += calls
-            self._calls_per_evaluation = max(self._calls_per_evaluation, calls)
+            # A cache above the model reused an earlier evaluation in place of this one: the calls it skipped are
+            # the calls of the evaluation it reused (the same conds, batched alike).
+            self._skipped_evaluation_calls += max(self._last_evaluation_calls, 1)
         return output
 
 
-def check_full_compute(calls: StageCalls, model, input_name: str, advice: str) -> None:
-    """Raise when a rollout that must be full compute skipped calls, naming the input and the wrappers that may
-    have skipped them."""
-    if calls.skipped == 0:
+def check_full_compute(run: MeteredRun, model, input_name: str, advice: str) -> None:
+    """Raise when a rollout that must be full compute skipped work, naming the input, where the work fell short and
+    what may have skipped it."""
+    if run.calls.skipped == 0:
         return
+    asked = run.calls.computed + run.calls.skipped
+    where = f" ({run.shortfall.describe()})" if run.shortfall is not None else ""
+    found = f"computed {run.calls.computed} of the {asked} transformer calls the sampler asked for{where}"
+    if run.replaced_forwards:
+        found += f", and layers ran with their forward replaced ({', '.join(run.replaced_forwards[:3])})"
     suspects = unknown_wrappers(model)
-    culprit = (f" a cache CachedSearch does not know skipped them (wrappers on this model: {', '.join(suspects)})"
-               if suspects else " something on this model skipped them (a patched forward, such as a TeaCache)")
-    raise ValueError(f"{input_name}: this rollout must be full compute but computed {calls.computed} of the "
-                     f"{calls.computed + calls.skipped} transformer calls the sampler asked for;{culprit}. {advice}")
+    if run.compiled and (run.shortfall is None or run.shortfall.computed == 0):
+        culprit = (" the diffusion model runs under torch.compile (TorchCompileModel), whose compiled blocks "
+                   "CachedSearch cannot count, so it cannot vouch for full compute")
+    elif suspects:
+        culprit = f" a cache CachedSearch does not know skipped them (wrappers on this model: {', '.join(suspects)})"
+    else:
+        culprit = (" something on this model skipped them (a patched forward: a TeaCache, a First-Block cache or "
+                   "an attention cache)")
+    raise ValueError(f"{input_name}: this rollout must be full compute but {found};{culprit}. {advice}")

@@ -32,6 +32,10 @@ from .full_compute import CallMeter, cache_engines_on, check_full_compute, full_
 from .prompt_server import prompt_server
 
 
+# Recommit's inputs for the two experts of a Wan 2.2 A14B trajectory, in stage order.
+EXPERT_MODEL_INPUTS = ("model_high", "model_low")
+
+
 class Stage(Protocol):
     """One stock sampling call of a trajectory, minus the seed and the input latent."""
 
@@ -158,17 +162,34 @@ class StagedRecipe:
         return next((index for index, start in enumerate(self.stage_starts)
                      if step <= start + self.stages[index].step_count), len(self.stages) - 1)
 
-    def without_cache(self, model=None) -> StagedRecipe:
-        """Every stage on a clone of its model (or of ``model``, for a trajectory on one model) without any step
-        cache CachedSearch knows (``full_compute_model``)."""
-        if model is not None and len({id(stage.patcher) for stage in self.stages}) > 1:
-            raise ValueError(
-                f"model: this search ran {len(self.stages)} stages on different models ({', '.join(self.names)}); "
-                "leave model unconnected so each stage recommits on its own model"
-            )
+    @property
+    def model_inputs(self) -> tuple[str, ...]:
+        """Recommit's input that can replace each stage's model: ``model`` for a trajectory on one model, the
+        experts' ``model_high`` and ``model_low`` for two."""
+        if len({id(stage.patcher) for stage in self.stages}) == 1:
+            return ("model",) * len(self.stages)
+        return EXPERT_MODEL_INPUTS[: len(self.stages)] if len(self.stages) == len(EXPERT_MODEL_INPUTS) else \
+            tuple(f"{name} model" for name in self.names)
+
+    def commit_models(self, **connected) -> tuple:
+        """Each stage's model for a commit: what is connected to its Recommit input (``model_inputs``), else None
+        (the stage's own). Raises naming an input this trajectory cannot use."""
+        inputs = self.model_inputs
+        for name, model in connected.items():
+            if model is not None and name not in inputs:
+                usable = " and ".join(dict.fromkeys(inputs))
+                raise ValueError(f"{name}: this search ran {len(self.stages)} stage(s) on "
+                                 f"{'one model' if inputs[0] == 'model' else 'two experts'} "
+                                 f"({', '.join(self.names)}); connect {usable} instead, or leave it unconnected")
+        return tuple(connected.get(name) for name in inputs)
+
+    def without_cache(self, models: tuple = ()) -> StagedRecipe:
+        """Every stage on a clone of its model (or of ``models[i]`` where given, from ``commit_models``) without any
+        step cache CachedSearch knows (``full_compute_model``)."""
+        models = (*models, *(None,) * (len(self.stages) - len(models)))
         return dataclasses.replace(self, stages=tuple(
             stage.with_model(full_compute_model(model if model is not None else stage.patcher))
-            for stage in self.stages
+            for stage, model in zip(self.stages, models)
         ))
 
 
@@ -311,15 +332,15 @@ class SearchCandidates:
             lines += self.budget.lines(cost)
         return "\n".join(lines)
 
-    def draft_is_full_compute(self, index: int, model=None) -> bool:
+    def draft_is_full_compute(self, index: int, models: tuple = ()) -> bool:
         """Whether the draft of ``self.drafts[index]`` already is what committing its seed would sample, so a commit
         can deliver it without sampling again: its cache skipped no transformer call, this process drafted it, it
         ran the recipe's own stock calls (a pruned search that split a stage at a round's step ran two calls where the
         commit runs one, and multistep samplers do not resume a split exactly), and the commit uses the drafts' models
-        (``model`` unconnected, or the very model the drafts ran on)."""
+        (``models`` from ``StagedRecipe.commit_models``: each unconnected, or the very model its stage ran on)."""
         if not self.drafts[index].skipped_nothing:
             return False
-        if model is not None and any(stage.patcher is not model for stage in self.recipe.stages):
+        if any(model is not None and model is not stage.patcher for model, stage in zip(models, self.recipe.stages)):
             return False
         return self.pruning is None or all(step in self.recipe.stage_boundaries for step in self.pruning.round_steps)
 
@@ -394,10 +415,21 @@ def _observed(stage: Stage, statistics: list, meter: CallMeter) -> Stage:
     return stage.with_model(model)
 
 
+@dataclasses.dataclass(frozen=True)
+class FullComputeCheck:
+    """Stages that must compute every call the sampler asks for: the node input that feeds each stage's model and
+    what to tell the artist when a cache skipped work anyway."""
+
+    input_names: tuple[str, ...]
+    advice: str
+
+
 def _run_stage(recipe: StagedRecipe, stage_index: int, states: list[CandidateState], progress: SearchProgress,
-               announce=None, on_computed_call=None) -> list[CandidateState]:
+               announce=None, on_computed_call=None, full_compute: FullComputeCheck | None = None
+               ) -> list[CandidateState]:
     """Advance every candidate through one stage, one candidate at a time, each run with fresh cache state and its
-    calls counted by a ``CallMeter`` whatever cache runs on the model."""
+    calls counted by a ``CallMeter`` whatever cache runs on the model; with ``full_compute``, a candidate that
+    skipped work raises as soon as its stage ends."""
     statistics = []
     meter = CallMeter(on_computed_call)
     stage = _observed(recipe.stages[stage_index], statistics, meter)
@@ -413,23 +445,18 @@ def _run_stage(recipe: StagedRecipe, stage_index: int, states: list[CandidateSta
         meter.take()
         with progress.stage(stage.step_count), meter.counting(stage.patcher):
             latent = stage.run(state.latent, state.seed)
-        calls = meter.take()
+        run = meter.take()
+        if full_compute is not None:
+            input_name = full_compute.input_names[stage_index]
+            check_full_compute(run, recipe.stages[stage_index].patcher, input_name,
+                               full_compute.advice.format(input=input_name))
         inactive_reason = next((s.inactive_reason for s in statistics if s.inactive_reason), None)
         advanced.append(dataclasses.replace(
             state, latent=latent, seconds=state.seconds + time.perf_counter() - start,
-            stage_calls=(*state.stage_calls, calls),
+            stage_calls=(*state.stage_calls, run.calls),
             cache_inactive_reason=state.cache_inactive_reason or inactive_reason,
         ))
     return advanced
-
-
-@dataclasses.dataclass(frozen=True)
-class FullComputeCheck:
-    """Stages that must compute every call the sampler asks for: the node input that feeds each stage's model and
-    what to tell the artist when a cache skipped calls anyway."""
-
-    input_names: tuple[str, ...]
-    advice: str
 
 
 def run_stages(recipe: StagedRecipe, states: list[CandidateState], progress: SearchProgress,
@@ -443,15 +470,11 @@ def run_stages(recipe: StagedRecipe, states: list[CandidateState], progress: Sea
     moves through ``progress``; Cancel stops it before the next candidate (and inside a call, through the progress
     hook); every candidate's calls are counted. ``announce(text)``, if given, hears "draft i / N" as each
     candidate's stage starts; ``on_computed_call()``, if given, runs before each computed call (a budget stops a
-    draft there by raising). With ``full_compute``, a stage that computed fewer calls than asked raises
-    (``check_full_compute``) instead of handing on a cached result as full compute.
+    draft there by raising). With ``full_compute``, a stage that skipped any work raises (``check_full_compute``)
+    instead of handing on a cached result as full compute.
     """
     for stage_index in range(len(recipe.stages)) if stages is None else stages:
-        states = _run_stage(recipe, stage_index, states, progress, announce, on_computed_call)
-        if full_compute is not None:
-            for state in states:
-                check_full_compute(state.stage_calls[-1], recipe.stages[stage_index].patcher,
-                                   full_compute.input_names[stage_index], full_compute.advice)
+        states = _run_stage(recipe, stage_index, states, progress, announce, on_computed_call, full_compute)
     return states
 
 
@@ -481,28 +504,29 @@ class Commit:
     calls: int
 
 
-FULL_COMPUTE_ADVICE = ("Connect the model without that cache to Recommit's model input (the model before the cache "
-                       "node), so the commit runs at full compute.")
+FULL_COMPUTE_ADVICE = ("Connect the model without that cache (the model before the cache node) to Recommit's "
+                       "{input} input, so the commit runs at full compute.")
 
 
-def run_full_compute(recipe: StagedRecipe, seed: int, model=None) -> Commit:
-    """``seed`` through every stage of ``recipe`` at full compute: every known cache detached (on clones), every
-    call counted, and refused when fewer calls were computed than the sampler asked for (a cache CachedSearch does
-    not know is still on the model)."""
-    recipe = recipe.without_cache(model)
+def run_full_compute(recipe: StagedRecipe, seed: int, models: tuple = ()) -> Commit:
+    """``seed`` through every stage of ``recipe`` at full compute: every known cache detached (on clones of each
+    stage's model, or of ``models[i]`` where given), every layer's calls counted, and refused when any work was
+    skipped (a cache CachedSearch does not know is still on the model), naming the Recommit input that fixes it."""
+    inputs = recipe.model_inputs
+    recipe = recipe.without_cache(models)
     start = time.perf_counter()
     (state,) = run_stages(recipe, [CandidateState(seed, recipe.latent)], SearchProgress(recipe.steps),
-                          full_compute=FullComputeCheck(("model",) * len(recipe.stages), FULL_COMPUTE_ADVICE))
+                          full_compute=FullComputeCheck(inputs, FULL_COMPUTE_ADVICE))
     return Commit(state.latent, time.perf_counter() - start, state.draft().calls_computed)
 
 
-def commit(candidates: SearchCandidates, winner: int, model=None) -> Commit:
+def commit(candidates: SearchCandidates, winner: int, models: tuple = ()) -> Commit:
     """Regenerate the winner's seed through every stage at full compute (``run_full_compute``). A draft that
     already is the full-compute result (``SearchCandidates.draft_is_full_compute``) is delivered as it is, nothing
     sampled: the commit is free."""
-    if candidates.draft_is_full_compute(winner, model):
+    if candidates.draft_is_full_compute(winner, models):
         return Commit(candidates.latent(candidates.draft_latents[winner : winner + 1].clone()), 0.0, 0)
-    return run_full_compute(candidates.recipe, candidates.drafts[winner].seed, model)
+    return run_full_compute(candidates.recipe, candidates.drafts[winner].seed, models)
 
 
 def _keeping_x0(stage: Stage, estimates: list) -> Stage:

@@ -325,8 +325,9 @@ class Recommit(io.ComfyNode):
                                "keep: its cached draft, no extra compute (not for a pruned candidate)."),
                 io.Model.Input("model", optional=True,
                                tooltip="Model to commit with (its cache is removed on a copy). Defaults to the "
-                               "model the drafts were sampled with; leave it unconnected after a search on two "
-                               "experts (each stage recommits on its own expert)."),
+                               "model the drafts were sampled with. Connect the model before a cache CachedSearch "
+                               "does not know (a First-Block cache, a TeaCache) so the commit is full compute. "
+                               "After a search on two experts use model_high and model_low instead."),
                 io.Int.Input("pick", default=0, min=0, max=MAX_CANDIDATES, optional=True,
                              tooltip="0: deliver the verifier's choice. k: deliver candidate k, the k-th seed from "
                              "the sampler's seed (pruned candidates count too). Commit this / Keep this on a draft "
@@ -342,6 +343,13 @@ class Recommit(io.ComfyNode):
                 io.Int.Input("pick_timeout", default=0, min=0, max=86400, optional=True, **ADVANCED_INPUT,
                              tooltip="Seconds to wait for your click before the pre-selected candidate is "
                              "delivered; 0: wait as long as it takes."),
+                # Last, so the sockets of workflows saved before them keep their places.
+                io.Model.Input("model_high", optional=True,
+                               tooltip="After a search on two experts (High/Low Experts sampler): the high-noise "
+                               "expert to commit with, before any cache CachedSearch does not know. Unconnected: "
+                               "the expert the drafts ran on, its known caches removed on a copy."),
+                io.Model.Input("model_low", optional=True,
+                               tooltip="After a search on two experts: the low-noise expert to commit with, likewise."),
             ],
             outputs=[
                 io.Latent.Output(display_name="latent", tooltip="The delivered video latent."),
@@ -361,7 +369,8 @@ class Recommit(io.ComfyNode):
 
     @classmethod
     def execute(cls, candidates, mode, ranking=None, model=None, pick=VERIFIERS_CHOICE, pick_among=0,
-                wait_for_pick=False, pick_timeout=0) -> io.NodeOutput:
+                wait_for_pick=False, pick_timeout=0, model_high=None, model_low=None) -> io.NodeOutput:
+        models = candidates.recipe.commit_models(model=model, model_high=model_high, model_low=model_low)
         choices = pick_choices(candidates)
         choices.check_among(pick_among)
         verifier_winner = None
@@ -376,7 +385,7 @@ class Recommit(io.ComfyNode):
             kept = candidates.draft_latents[picked.draft_index : picked.draft_index + 1].clone()
             delivered, cost = candidates.latent(kept), candidates.cost().after_keep()
         else:
-            committed = commit_pick(candidates, picked, model)
+            committed = commit_pick(candidates, picked, models)
             delivered, cost = committed.latent, candidates.cost().after_commit(committed.calls, committed.seconds)
         report = with_pick_line(candidates.report(ranking, cost), picked, commit_free=cost.commit_free)
         # The Sampler's cost model with this delivery: its calls with the commit lead, the seconds follow.

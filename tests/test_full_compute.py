@@ -288,3 +288,26 @@ def test_calibrating_a_comfyui_cache_measures_the_stock_ksampler_against_that_ca
     assert f"{cache}:\n| reuse_threshold |" in report and "Fewest computed calls at the target:" in report
     assert f"x (1 taus + 1 {cache} reuse_thresholds) = 6 rollouts" in report
     assert tuple(chart.shape) == (1, 800, 640, 3)
+
+
+def one_call_per_cond(model):
+    """A clone of ``model`` whose evaluations run cond and uncond as two transformer calls (as ComfyUI does when
+    they cannot be batched), through a CALC_COND_BATCH wrapper."""
+    import comfy.patcher_extension
+
+    def unbatched(executor, model, conds, x_in, timestep, model_options):
+        return [executor(model, [cond], x_in, timestep, model_options)[0] for cond in conds]
+
+    split = model.clone()
+    split.add_wrapper_with_key(comfy.patcher_extension.WrappersMP.CALC_COND_BATCH, "test_one_call_per_cond", unbatched)
+    return split
+
+
+def test_lazycache_skips_are_counted_in_the_calls_of_the_evaluation_it_reuses(engine, wan):
+    """Two calls an evaluation: each evaluation LazyCache skips whole skips two calls, counted as such."""
+    cached = engine.one("LazyCache", model=one_call_per_cond(wan[0]), **FOREIGN_CACHES["LazyCache"])
+    with patch_embeddings_counted(wan[0]) as calls:
+        _, candidates, _ = search(engine, cached, wan, n=2).result
+    assert all(draft.calls_skipped > 0 and draft.calls_skipped % 2 == 0 for draft in candidates.drafts)
+    assert all(draft.calls_computed + draft.calls_skipped == 2 * STEPS for draft in candidates.drafts)
+    assert sum(draft.calls_computed for draft in candidates.drafts) == len(calls)
