@@ -51,7 +51,9 @@ def scaled_ranks(scores: Sequence[float]) -> list[float]:
 def z_scores(scores: Sequence[float]) -> list[float]:
     mean = sum(scores) / len(scores)
     spread = math.sqrt(sum((score - mean) ** 2 for score in scores) / len(scores))
-    if spread == 0.0:
+    # Equal scores are told from the scores, not from the computed spread: that is the mean's rounding (three
+    # scores of 0.1 have a mean 2e-17 above them), and rounding over itself would give every candidate -1.
+    if min(scores) == max(scores) or spread == 0.0:
         return [0.0] * len(scores)
     return [(score - mean) / spread for score in scores]
 

@@ -17,6 +17,8 @@ def test_ranks_are_scaled_to_unit_interval_and_ties_share_the_mean_rank():
 def test_z_scores_and_a_constant_verifier():
     assert z_scores([1.0, 2.0, 3.0]) == pytest.approx([-math.sqrt(1.5), 0.0, math.sqrt(1.5)])
     assert z_scores([2.5, 2.5, 2.5]) == [0.0, 0.0, 0.0]
+    # equal scores whose mean does not round back to them (0.1 * 3 / 3 is 0.10000000000000002)
+    assert z_scores([0.1, 0.1, 0.1]) == [0.0, 0.0, 0.0] and z_scores([0.7] * 7) == [0.0] * 7
 
 
 def test_an_outlier_from_one_verifier_wins_under_z_scores_but_not_under_rank_average():
