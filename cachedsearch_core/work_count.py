@@ -30,6 +30,12 @@ def block_lists(diffusion_model: torch.nn.Module) -> list[tuple[str, torch.nn.Mo
             if isinstance(child, torch.nn.ModuleList) and "blocks" in name.lower() and len(child) > 0]
 
 
+def is_linear(module: torch.nn.Module) -> bool:
+    """A linear layer of any ops class: torch's, ComfyUI's casting ones, and those that are no ``nn.Linear`` at all
+    (ComfyUI 0.33's mixed-precision ``Linear`` for fp8 and other quantized checkpoints)."""
+    return isinstance(module, torch.nn.Linear) or type(module).__name__.endswith("Linear")
+
+
 @dataclasses.dataclass(frozen=True)
 class WorkLayer:
     """One counted layer: its path in the diffusion model, and the block and block list it belongs to."""
@@ -46,7 +52,7 @@ def work_layers(diffusion_model: torch.nn.Module) -> list[tuple[WorkLayer, torch
         for index, block in enumerate(blocks):
             block_name = f"{list_name}.{index}"
             linears = [(f"{block_name}.{name}", module) for name, module in block.named_modules()
-                       if isinstance(module, torch.nn.Linear)]
+                       if is_linear(module)]
             for name, module in linears or [(block_name, block)]:
                 layers.append((WorkLayer(name, block_name, list_name), module))
     return layers

@@ -143,3 +143,19 @@ def test_take_resets_the_counts(toy):
     run(toy, count, 1)
     assert count.take(asked=1).shortfall is None
     assert count.take(asked=1).shortfall.layer == "every block"
+
+
+def test_a_linear_layer_that_is_no_torch_linear_is_counted():
+    """ComfyUI 0.33 loads fp8 and other quantized checkpoints with a ``Linear`` that subclasses ``nn.Module``."""
+
+    class Linear(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.eye(4))
+
+        def forward(self, x):
+            return x @ self.weight
+
+    holder = torch.nn.Module()
+    holder.blocks = torch.nn.ModuleList([torch.nn.Sequential(Linear(), torch.nn.GELU())])
+    assert [layer.name for layer, _ in work_layers(holder)] == ["blocks.0.0"]
