@@ -55,10 +55,12 @@ def prompt_lines(text: str) -> list[str]:
     lines = [line.strip() for line in str(text).splitlines() if line.strip()]
     if not lines:
         raise ValueError("prompt: empty; with a text encoder on clip, write the prompts to calibrate on, one per line")
-    repeated = next((line for index, line in enumerate(lines) if line in lines[:index]), None)
-    if repeated is not None:
-        raise ValueError(f"prompt: {repeated!r} is written twice; list each prompt once (a repeated prompt would "
-                         "count twice in the pooled table)")
+    seen = set()  # linear: the canvas asks for the cost of every edit, on the server's event loop
+    for line in lines:
+        if line in seen:
+            raise ValueError(f"prompt: {line!r} is written twice; list each prompt once (a repeated prompt would "
+                             "count twice in the pooled table)")
+        seen.add(line)
     return lines
 
 

@@ -4,7 +4,8 @@ from comfy_api.latest import ComfyExtension, io
 
 from .apply_cache_nodes import ApplyStepCache
 from .budget_nodes import SearchBudget
-from .calibrate_nodes import Calibrate, CalibrateExperts, register_calibration_cost_route
+from .calibrate_nodes import Calibrate, CalibrateExperts
+from .calibration_cost import register_calibration_cost_route
 from .distributed_nodes import DistributedSearchSampler
 from .distributed_search import register_server_hooks
 from .pick import register_pick_routes

@@ -43,7 +43,6 @@ from ..cachedsearch_core.calibration import (
     EnginesCalibration,
     ExpertsCalibration,
     ExpertsPlan,
-    RolloutCount,
     describe_remembered,
     expert_arm_prefix,
     experts_setup_key,
@@ -51,7 +50,6 @@ from ..cachedsearch_core.calibration import (
     prompt_lines,
     setup_key,
     sweep_cost,
-    sweep_rollouts,
     together_arm,
 )
 from ..cachedsearch_core.combine import VerifierCombination
@@ -61,7 +59,6 @@ from ..cachedsearch_core.video_score import AVERAGE
 from .cache_patch import attach_step_cache
 from .full_compute import full_compute_model
 from .input_checks import check_latent, check_same_latent_format, denoise_message, split_step_message
-from .prompt_server import prompt_server
 from .search import (
     CandidateState,
     FullComputeCheck,
@@ -310,49 +307,6 @@ def experts_plan(taus_high: str, taus_low: str, seeds: int, first_seed: int, cap
     """What CachedSearch Calibrate (two experts) runs for its inputs (raises ValueError naming the input)."""
     return ExpertsPlan.create(parse_taus(taus_high, "taus_high"), parse_taus(taus_low, "taus_low"), seeds,
                               first_seed, capture_target, prompts=prompts)
-
-
-COST_ROUTE = "/cachedsearch/calibration_cost"
-
-
-def planned_cost(node_type: str, inputs: dict, clip_connected: bool) -> RolloutCount:
-    """What the calibration a node's widget values describe will run, from the very plans it runs, so the canvas
-    can say it before the run (raises ValueError naming the input). With a text encoder on clip every line of
-    prompt is a prompt; otherwise there is one."""
-    prompts = len(prompt_lines(inputs.get("prompt", ""))) if clip_connected else 1
-    shared = (inputs.get("seeds"), inputs.get("first_seed"), inputs.get("capture_target"), prompts)
-    if node_type == "CachedSearchCalibrate":
-        return sweep_rollouts(calibrate_plans(inputs.get("taus", ""), *shared,
-                                              inputs.get("easycache_thresholds") or "",
-                                              inputs.get("lazycache_thresholds") or ""))
-    if node_type == "CachedSearchCalibrateExperts":
-        return experts_plan(inputs.get("taus_high", ""), inputs.get("taus_low", ""), *shared).rollout_count()
-    raise ValueError(f"node: got {node_type!r}; CachedSearchCalibrate or CachedSearchCalibrateExperts")
-
-
-def register_calibration_cost_route() -> None:
-    """POST /cachedsearch/calibration_cost on the running ComfyUI server (if any): {"node": its class, "inputs":
-    its widget values, "clip": whether a text encoder is connected} -> the cost (``RolloutCount.as_dict``), or
-    400 with {"error": the message naming the input}."""
-    server = prompt_server()
-    if server is None:
-        return
-    from aiohttp import web  # a server runs on aiohttp
-
-    @server.routes.post(COST_ROUTE)
-    async def calibration_cost(request):
-        try:
-            body = await request.json()
-        except ValueError:
-            body = None
-        if not isinstance(body, dict) or not isinstance(body.get("inputs"), dict):
-            return web.json_response({"error": "send JSON {\"node\": str, \"inputs\": {name: value}, \"clip\": "
-                                               "bool}"}, status=400)
-        try:
-            cost = planned_cost(body.get("node"), body["inputs"], bool(body.get("clip")))
-        except (ValueError, TypeError) as error:  # TypeError: a widget value of the wrong type
-            return web.json_response({"error": str(error)}, status=400)
-        return web.json_response(cost.as_dict())
 
 
 def _comfyui_cached(model, engine: str, reuse_threshold: float):

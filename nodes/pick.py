@@ -17,12 +17,16 @@ import comfy.model_management
 
 from ..cachedsearch_core.pick import MODES, VERIFIERS_CHOICE, Pick, PickChoices
 from .prompt_server import prompt_server
+from .route_checks import (
+    RouteRefused, answering_refusals, check_fields, name, no_query, read_json_object, shown, whole_number,
+)
 from .search import Commit, SearchCandidates, commit, run_full_compute
 
 ROUTE = "/cachedsearch/pick"
 AWAITING_PICK_EVENT = "cachedsearch.awaiting_pick"
 POLL_SECONDS = 0.1
-
+PICK_MAX_BYTES = 16 * 1024  # four short fields; the largest pick the panel sends is under 200 bytes
+PICK_REQUEST = '{"prompt_id": str, "node": str, "candidate": int, "mode": "commit" or "keep"}'
 
 
 def pick_choices(candidates: SearchCandidates) -> PickChoices:
@@ -32,12 +36,12 @@ def pick_choices(candidates: SearchCandidates) -> PickChoices:
     return PickChoices(tuple(candidates.seeds), tuple(range(len(candidates))))
 
 
-def commit_pick(candidates: SearchCandidates, pick: Pick, model=None) -> Commit:
+def commit_pick(candidates: SearchCandidates, pick: Pick, models: tuple = ()) -> Commit:
     """The picked candidate generated at full compute: ``commit`` for a finished draft; for a candidate a pruned
     search stopped, its seed run the same way through every stage (the draft's record ends at the prune step)."""
     if pick.draft_index is not None:
-        return commit(candidates, pick.draft_index, model)
-    return run_full_compute(candidates.recipe, pick.seed, model)
+        return commit(candidates, pick.draft_index, models)
+    return run_full_compute(candidates.recipe, pick.seed, models)
 
 
 class PickRefused(Exception):
@@ -91,8 +95,9 @@ class PickMailbox:
         with self._lock:
             entry = self._waiting.get((str(prompt_id), str(node)))
             if entry is None or entry.answered.is_set():
-                raise PickRefused(409, f"no CachedSearch Recommit of prompt {prompt_id!r}, node {node!r} is waiting "
-                                       "for a pick (it finished, was cancelled, or was already answered)")
+                raise PickRefused(409, f"prompt_id and node: no CachedSearch Recommit of prompt {prompt_id!r}, node "
+                                       f"{node!r} is waiting for a pick (it finished, was cancelled, or was already "
+                                       f"answered); use a wait GET {ROUTE} lists")
             mode = entry.mode if mode is None else mode
             try:
                 entry.choices.check_choice(candidate, mode, input_name="candidate")
@@ -151,22 +156,27 @@ def register_pick_routes() -> None:
     from aiohttp import web  # a server runs on aiohttp
 
     @server.routes.post(ROUTE)
+    @answering_refusals
     async def post_pick(request):
-        try:
-            body = await request.json()
-            prompt_id, node, candidate = body["prompt_id"], body["node"], body["candidate"]
-            mode = body.get("mode")
-            if not isinstance(candidate, int) or isinstance(candidate, bool) or mode not in (None, *MODES):
-                raise ValueError
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return web.json_response({"error": "send JSON {\"prompt_id\": str, \"node\": str, \"candidate\": int, "
-                                               "\"mode\": \"commit\" or \"keep\"}"}, status=400)
+        body = await read_json_object(request, PICK_MAX_BYTES, PICK_REQUEST)
+        # "candidates" and "preselected": the awaiting event's own fields, which a client may send back with its pick
+        check_fields(body, ("prompt_id", "node", "candidate"), ("mode", "candidates", "preselected"), PICK_REQUEST)
+        listed = f"as GET {ROUTE} lists it"
+        prompt_id = name(body["prompt_id"], "prompt_id", f"the waiting run's prompt id, {listed}")
+        node = name(body["node"], "node", f"the waiting Recommit's node id, {listed}")
+        candidate = whole_number(body["candidate"], "candidate", use="a candidate number (1 is the sampler's seed)")
+        mode = body.get("mode")
+        if mode is not None and mode not in MODES:
+            raise RouteRefused(400, f"mode: got {shown(mode)}; use \"commit\" (full compute) or \"keep\" (the draft "
+                                    "as it is), or leave it out for the node's mode")
         try:
             MAILBOX.answer(prompt_id, node, candidate, mode)
         except PickRefused as refused:
-            return web.json_response({"error": str(refused)}, status=refused.status)
+            raise RouteRefused(refused.status, str(refused)) from None
         return web.json_response({"ok": True})
 
     @server.routes.get(ROUTE)
+    @answering_refusals
     async def list_waiting(request):
+        no_query(request)
         return web.json_response({"waiting": MAILBOX.listing()})

@@ -1,0 +1,91 @@
+"""POST /cachedsearch/calibration_cost: what a Calibrate node's widgets will cost, said on the canvas before it runs
+(web/js/cachedsearch_calibrate.js asks whenever a widget changes), from the very plans the node runs."""
+
+from __future__ import annotations
+
+import functools
+
+from comfy_api.latest import io
+
+from ..cachedsearch_core.calibration import RolloutCount, prompt_lines, sweep_rollouts
+from .calibrate_nodes import Calibrate, CalibrateExperts, calibrate_plans, experts_plan
+from .prompt_server import prompt_server
+from .route_checks import (
+    RouteRefused, answering_refusals, check_fields, flag, number, read_json_object, shown, text, whole_number,
+)
+
+COST_ROUTE = "/cachedsearch/calibration_cost"
+# A thousand prompts of 250 characters. Everything the route does is linear in the body (reading the JSON, splitting
+# the prompt lines and finding a repeated one), so the limit bounds how long one request holds ComfyUI's event loop:
+# tests/test_routes.py measures it.
+COST_MAX_BYTES = 256 * 1024
+COST_REQUEST = ('{"node": "CachedSearchCalibrate" or "CachedSearchCalibrateExperts", "inputs": {widget: value}, '
+                '"clip": true or false}')
+# The widgets the cost depends on (the frontend sends these; any other widget value is ignored).
+COST_INPUTS = ("prompt", "seeds", "first_seed", "capture_target", "taus", "easycache_thresholds",
+               "lazycache_thresholds", "taus_high", "taus_low")
+
+
+@functools.cache
+def _cost_widgets() -> dict[str, dict[str, io.Input]]:
+    """Per calibrating node id, the widgets the cost depends on, as its schema declares them."""
+    schemas = [node.define_schema() for node in (Calibrate, CalibrateExperts)]
+    return {schema.node_id: {widget.id: widget for widget in schema.inputs if widget.id in COST_INPUTS}
+            for schema in schemas}
+
+
+def checked_widgets(node_type, inputs: dict) -> dict:
+    """The values of the widgets the cost of node ``node_type`` depends on, each of the type and within the range
+    the node declares (one not sent takes its default); raises RouteRefused naming the widget."""
+    widgets = _cost_widgets().get(node_type) if isinstance(node_type, str) else None
+    if widgets is None:
+        raise RouteRefused(400, f"node: got {shown(node_type)}; use {' or '.join(_cost_widgets())}")
+    values = {}
+    for name, widget in widgets.items():
+        value = inputs.get(name, widget.default)
+        if isinstance(widget, io.Int.Input):
+            whole_number(value, name, widget.min, widget.max)
+        elif isinstance(widget, io.Float.Input):
+            number(value, name, widget.min, widget.max)
+        else:
+            text(value, name, "text, as the widget holds it")
+        values[name] = value
+    return values
+
+
+def planned_cost(node_type: str, inputs: dict, clip_connected: bool) -> RolloutCount:
+    """What the calibration a node's widget values (checked by ``checked_widgets``) describe will run, from the very
+    plans it runs (raises ValueError naming the input). With a text encoder on clip every line of prompt is a prompt;
+    otherwise there is one."""
+    prompts = len(prompt_lines(inputs["prompt"])) if clip_connected else 1
+    shared = (inputs["seeds"], inputs["first_seed"], inputs["capture_target"], prompts)
+    if node_type == Calibrate.define_schema().node_id:
+        return sweep_rollouts(calibrate_plans(inputs["taus"], *shared, inputs["easycache_thresholds"],
+                                              inputs["lazycache_thresholds"]))
+    return experts_plan(inputs["taus_high"], inputs["taus_low"], *shared).rollout_count()
+
+
+def register_calibration_cost_route() -> None:
+    """POST /cachedsearch/calibration_cost on the running ComfyUI server (if any): {"node": its class, "inputs":
+    its widget values, "clip": whether a text encoder is connected} -> the cost (``RolloutCount.as_dict``), or a
+    4xx with {"error": the message naming the input}."""
+    server = prompt_server()
+    if server is None:
+        return
+    from aiohttp import web  # a server runs on aiohttp
+
+    @server.routes.post(COST_ROUTE)
+    @answering_refusals
+    async def calibration_cost(request):
+        body = await read_json_object(request, COST_MAX_BYTES, COST_REQUEST)
+        check_fields(body, ("node", "inputs"), ("clip",), COST_REQUEST)
+        if not isinstance(body["inputs"], dict):
+            raise RouteRefused(400, f"inputs: got {shown(body['inputs'])}; use an object of the node's widget values "
+                                    "by name")
+        clip = flag(body.get("clip", False), "clip", "whether a text encoder is connected to the node's clip")
+        inputs = checked_widgets(body["node"], body["inputs"])
+        try:
+            cost = planned_cost(body["node"], inputs, clip)
+        except ValueError as error:  # the node's own message for a value it would refuse
+            raise RouteRefused(400, str(error)) from None
+        return web.json_response(cost.as_dict())
