@@ -59,7 +59,7 @@ def run(master, graph, workers: list[str] | None) -> dict:
 
 
 def post_seconds(master, blob: bytes) -> float:
-    """Loopback time of one draft's POST (a job id nobody claims; the inbox forgets it)."""
+    """Loopback time of one draft's POST (to a job no master opens; the inbox forgets it)."""
     request = urllib.request.Request(f"{master.url}/cachedsearch/distributed/draft", data=blob, method="POST",
                                      headers={"Content-Type": "application/octet-stream"})
     start = time.perf_counter()
@@ -113,8 +113,12 @@ def main() -> None:
                     report = entry["outputs"]["search"]["text"][0]
                     draft_seconds += [float(line.split()[-1]) for line in report.splitlines()[2 : 2 + n]]
         drafts = distributed_runtime.saved_latent(master, entry, "save_drafts")
-        blob = encode_draft(DraftMessage("bench_unclaimed", "1", Draft(0, 0.0, 0, 0), drafts[0:1].clone()))
-        transfer = statistics.median(post_seconds(master, blob) for _ in range(5))
+        _, claim = master.request("POST", "/cachedsearch/distributed/claim",
+                                  {"job_id": "bench_unopened", "participant": "1", "seeds": list(range(5))})
+        blobs = [encode_draft(DraftMessage("bench_unopened", "1", Draft(seed, 0.0, 0, 0), drafts[0:1].clone(),
+                                           claim["token"])) for seed in range(5)]
+        transfer = statistics.median(post_seconds(master, blob) for blob in blobs)
+        blob = blobs[0]
     device = "CUDA (both servers on one GPU)" if args.cuda else f"CPU, {torch.get_num_threads()} torch threads here"
     print(f"# tiny Wan 2.1, {args.size}x{args.size}x9 video (latent {list(drafts.shape[1:])}), {args.steps} steps, "
           f"N = {n}, tau 0.3, {args.repeats} interleaved repeats, {device}")

@@ -7,7 +7,7 @@ from .budget_nodes import SearchBudget
 from .calibrate_nodes import Calibrate, CalibrateExperts
 from .calibration_cost import register_calibration_cost_route
 from .distributed_nodes import DistributedSearchSampler
-from .distributed_search import register_server_hooks
+from .distributed_routes import register_server_hooks
 from .pick import register_pick_routes
 from .pruning_nodes import PruningPlanNode
 from .search_nodes import RankingFromScores, Recommit, SearchSampler, SearchSamplerAdvanced, SearchSamplerExperts

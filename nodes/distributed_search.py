@@ -7,10 +7,12 @@ participant's worker id and the list of active workers. An on-prompt handler
 copies those onto the CachedSearch Distributed Sampler that feeds the collector,
 so each participant knows its seed slice (cachedsearch_core/seed_slices.py).
 
-Workers draft their slice and send each draft to the master as an exact latent
-(``POST /cachedsearch/distributed/draft``), with heartbeats in between. The master
-drafts its own slice, gathers the rest, and re-drafts the seeds of a worker it
-has not heard from for ``worker_timeout`` seconds. The result is the same
+A worker claims its slice from the master (which answers with a token), drafts
+it and sends each draft to the master as an exact latent with that token, with
+heartbeats in between (the routes: ``distributed_routes``). The master opens the
+job with the slice it hands each worker, drafts its own slice, gathers the rest
+(a draft counts only from the worker handed its seed), and re-drafts the seeds
+of a worker it has not heard from for ``worker_timeout`` seconds. The result is the same
 SearchCandidates a single-machine search makes, so the Verifier and Recommit
 nodes work unchanged.
 """
@@ -27,9 +29,9 @@ import urllib.request
 import comfy.model_management
 import torch
 
-from ..cachedsearch_core.draft_exchange import DraftInbox, DraftMessage, decode_draft, encode_draft
+from ..cachedsearch_core.draft_exchange import DraftInbox, DraftMessage, encode_draft
+from ..cachedsearch_core.search import Draft
 from ..cachedsearch_core.seed_slices import SeedSlice, slice_of
-from .prompt_server import prompt_server
 from .search import SearchCandidates, run_search
 
 NODE_ID = "CachedSearchDistributedSampler"
@@ -133,9 +135,9 @@ class DistributedCandidates(SearchCandidates):
     def report(self, ranking=None, cost=None) -> str:
         return "\n".join([super().report(ranking, cost), *self.distribution_lines()])
 
-    def draft_is_full_compute(self, index: int, model=None) -> bool:
+    def draft_is_full_compute(self, index: int, models: tuple = ()) -> bool:
         # Another machine's full-compute draft need not match this one's bit for bit: commit it here.
-        return self.drafted_by[index] == MASTER and super().draft_is_full_compute(index, model)
+        return self.drafted_by[index] == MASTER and super().draft_is_full_compute(index, models)
 
 
 def _assemble(like: SearchCandidates, collected: dict, notes: list[str]) -> DistributedCandidates:
@@ -162,19 +164,20 @@ def _prefixed(announce, prefix: str):
 def search_as_master(recipe, setup: DistributedSetup, slices: tuple[SeedSlice, ...], worker_timeout: float,
                      announce, inbox: DraftInbox = INBOX) -> DistributedCandidates:
     """Draft the master's slice, gather the workers' drafts, re-draft what a silent worker left."""
-    inbox.claim(setup.job_id)
+    mismatched = inbox.open_job(setup.job_id, {seed_slice.participant: seed_slice.seeds for seed_slice in slices
+                                               if seed_slice.participant != MASTER and seed_slice.seeds})
     outcome = "failed"
     try:
+        collected, notes = {}, [f"{participant_label(participant)}'s drafts were refused: {why}"
+                                for participant, why in mismatched.items()]
+        rejected: set[str] = set(mismatched)
         own = run_search(recipe, list(slice_of(slices, MASTER)), _prefixed(announce, MASTER))
-        collected, notes = {}, []
         _collect(own, MASTER, collected)
-        owner = {seed: seed_slice.participant for seed_slice in slices for seed in seed_slice.seeds}
         reference = own.draft_latents[0:1]
-        rejected: set[str] = set()
         last_text = None
         while True:
-            for seed, message in inbox.drafts(setup.job_id).items():
-                if seed in collected or owner.get(seed) != message.participant or message.participant in rejected:
+            for seed, message in inbox.drafts(setup.job_id).items():  # each from the worker handed its seed
+                if seed in collected or message.participant in rejected:
                     continue
                 if message.latent.shape != reference.shape or message.latent.dtype != reference.dtype:
                     rejected.add(message.participant)
@@ -193,7 +196,8 @@ def search_as_master(recipe, setup: DistributedSetup, slices: tuple[SeedSlice, .
                 silent = inbox.silent_seconds(setup.job_id, participant)
                 if participant not in rejected and silent <= worker_timeout:
                     continue
-                inbox.drop(setup.job_id, participant)
+                inbox.drop(setup.job_id, participant, "its drafts were refused" if participant in rejected else
+                           f"silent for {silent:.0f} s")
                 arrived = inbox.drafts(setup.job_id)
                 seeds = [seed for seed in seeds if participant in rejected or seed not in arrived]
                 if not seeds:
@@ -225,17 +229,21 @@ def search_as_master(recipe, setup: DistributedSetup, slices: tuple[SeedSlice, .
 
 
 class MasterLink:
-    """A worker's connection to the master: heartbeats from a thread, drafts from the sampling thread.
+    """A worker's connection to the master: it claims this worker's seeds (the master answers with the token its
+    other messages carry), then sends heartbeats from a thread and drafts from the sampling thread.
 
-    When the master refuses a message (search closed or cancelled, or this worker dropped) or cannot be
-    reached for ``timeout`` seconds, the worker's current run is interrupted.
+    When the master refuses a message (search closed or cancelled, this worker dropped, its claim refused) or
+    cannot be reached for ``timeout`` seconds, the worker's current run is interrupted.
     """
 
-    def __init__(self, setup: DistributedSetup, timeout: float):
+    def __init__(self, setup: DistributedSetup, seeds: tuple[int, ...], timeout: float):
         self.setup = setup
+        self.seeds = tuple(seeds)
         self.timeout = timeout
         self.stop_reason: str | None = None
         self.has_more_to_draft = True  # once the last draft is on its way, a refusal has nothing left to stop
+        self._token: str | None = None
+        self._claiming = threading.Lock()  # the heartbeat thread and the sampling thread may both claim first
         self._closed = threading.Event()
         self._last_contact = time.monotonic()
         self._thread = threading.Thread(target=self._beat, name="cachedsearch-heartbeat", daemon=True)
@@ -249,25 +257,58 @@ class MasterLink:
         self._closed.set()
         self._thread.join(timeout=self.timeout)
 
-    def _post(self, path: str, body: bytes, content_type: str) -> bool:
-        """True when the master wants more; False when it refused; raises OSError when it is unreachable."""
+    def _post(self, path: str, body: bytes, content_type: str) -> dict:
+        """The master's answer: "keep_going", and "error" when it refused the message. Raises OSError when it cannot
+        be reached or fails, ValueError when it answers something else than JSON."""
         request = urllib.request.Request(f"{self.setup.master_url}{ROUTE}/{path}", data=body, method="POST",
                                          headers={"Content-Type": content_type})
-        with urllib.request.urlopen(request, timeout=max(5.0, self.timeout)) as response:
-            answer = json.loads(response.read() or b"{}")
+        try:
+            with urllib.request.urlopen(request, timeout=max(5.0, self.timeout)) as response:
+                answer = json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as error:
+            if not 400 <= error.code < 500:
+                raise
+            try:
+                answer = json.loads(error.read() or b"{}")
+            except ValueError:
+                answer = {}
+            if not isinstance(answer, dict):
+                answer = {}
+            answer.setdefault("error", f"the master answered {error.code} {error.reason}")
+        if not isinstance(answer, dict):
+            raise ValueError(f"the master answered {str(answer)[:60]}, not a JSON object")
         self._last_contact = time.monotonic()
-        return bool(answer.get("keep_going"))
+        return answer
+
+    def _json(self, **fields) -> bytes:
+        return json.dumps({"job_id": self.setup.job_id, "participant": self.setup.worker_id, **fields}).encode()
 
     def _stop(self, reason: str) -> None:
         if self.stop_reason is None and self.has_more_to_draft:
             self.stop_reason = reason
             comfy.model_management.interrupt_current_processing(True)
 
+    def _stop_unless_kept_going(self, answer: dict) -> None:
+        if not answer.get("keep_going"):
+            self._stop(f"the master refused this worker's message: "
+                       f"{answer.get('error', 'it closed this search or stopped waiting for this worker')}")
+
+    def _claimed_token(self) -> str | None:
+        """This worker's token, claiming its seeds first; None when the master refused the claim (the run stops)."""
+        with self._claiming:
+            if self._token is None:
+                answer = self._post("claim", self._json(seeds=list(self.seeds)), "application/json")
+                if not isinstance(answer.get("token"), str):
+                    self._stop_unless_kept_going({"error": answer.get("error", "no token in its answer")})
+                    return None
+                self._token = answer["token"]
+            return self._token
+
     def _post_heartbeat(self) -> None:
-        body = json.dumps({"job_id": self.setup.job_id, "participant": self.setup.worker_id}).encode()
         try:
-            if not self._post("heartbeat", body, "application/json"):
-                self._stop("the master closed this search or stopped waiting for this worker")
+            token = self._claimed_token()
+            if token is not None:
+                self._stop_unless_kept_going(self._post("heartbeat", self._json(token=token), "application/json"))
         except (OSError, ValueError) as error:
             if time.monotonic() - self._last_contact > self.timeout:
                 self._stop(f"the master at {self.setup.master_url} did not answer for {self.timeout:g} s ({error})")
@@ -277,16 +318,21 @@ class MasterLink:
         while not self._closed.wait(interval) and self.stop_reason is None:
             self._post_heartbeat()
 
-    def send(self, message: DraftMessage) -> None:
-        blob, deadline = encode_draft(message), time.monotonic() + self.timeout
+    def send(self, draft: Draft, latent: torch.Tensor) -> None:
+        """Deliver one draft; a retry after a lost answer is told it arrived (409, keep going)."""
+        blob, deadline = None, time.monotonic() + self.timeout
         while True:
             try:
-                if not self._post("draft", blob, "application/octet-stream"):
-                    self._stop("the master closed this search or stopped waiting for this worker")
+                token = self._claimed_token()
+                if token is None:
+                    return
+                blob = blob or encode_draft(DraftMessage(self.setup.job_id, self.setup.worker_id, draft, latent,
+                                                         token))
+                self._stop_unless_kept_going(self._post("draft", blob, "application/octet-stream"))
                 return
             except (OSError, ValueError) as error:
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"could not deliver seed {message.draft.seed} to the master at "
+                    raise RuntimeError(f"could not deliver seed {draft.seed} to the master at "
                                        f"{self.setup.master_url} within worker_timeout ({self.timeout:g} s): "
                                        f"{error}; the master drafts this worker's seeds itself") from None
                 time.sleep(0.5)
@@ -297,7 +343,7 @@ def search_as_worker(recipe, setup: DistributedSetup, seeds: tuple[int, ...], wo
     """Draft this worker's slice one seed at a time, sending each draft to the master as soon as it exists."""
     collected = {}
     label = participant_label(setup.worker_id)
-    with MasterLink(setup, worker_timeout) as link:
+    with MasterLink(setup, seeds, worker_timeout) as link:
         for index, seed in enumerate(seeds):
             if announce is not None:
                 announce(f"{label}: draft {index + 1} / {len(seeds)} (seed {seed}) for the master")
@@ -309,40 +355,9 @@ def search_as_worker(recipe, setup: DistributedSetup, seeds: tuple[int, ...], wo
                         f"{label} stopped: {link.stop_reason}") from None
                 raise
             link.has_more_to_draft = index < len(seeds) - 1
-            link.send(DraftMessage(setup.job_id, setup.worker_id, part.drafts[0], part.draft_latents))
+            link.send(part.drafts[0], part.draft_latents)
             if link.stop_reason is not None:
                 comfy.model_management.throw_exception_if_processing_interrupted()
             _collect(part, setup.worker_id, collected)
     return _assemble(part, collected, [f"{label} of {len(setup.participants)} participants: drafts sent to the "
                                        "master"])
-
-
-def register_server_hooks() -> None:
-    """The draft and heartbeat routes and the on-prompt handler, on the running ComfyUI server (if any)."""
-    server = prompt_server()
-    if server is None:
-        return
-    from aiohttp import web  # a server runs on aiohttp
-
-    server.add_on_prompt_handler(attach_distributed_setup)
-
-    @server.routes.post(f"{ROUTE}/draft")
-    async def receive_draft(request):
-        try:
-            message = decode_draft(await request.read())
-        except ValueError as error:
-            return web.json_response({"error": str(error)}, status=400)
-        return web.json_response({"keep_going": INBOX.deliver(message)})
-
-    @server.routes.post(f"{ROUTE}/heartbeat")
-    async def receive_heartbeat(request):
-        try:
-            body = await request.json()
-            job_id, participant = str(body["job_id"]), str(body["participant"])
-        except (ValueError, KeyError, TypeError) as error:
-            return web.json_response({"error": f"heartbeat: expected job_id and participant ({error})"}, status=400)
-        return web.json_response({"keep_going": INBOX.heartbeat(job_id, participant)})
-
-    @server.routes.get(f"{ROUTE}/jobs")
-    async def job_status(request):
-        return web.json_response(INBOX.status())

@@ -174,7 +174,7 @@ def test_cancel_on_the_master_stops_the_workers_drafts(cluster):
 
     def open_job_with_worker_heartbeat():
         jobs = master.get("/cachedsearch/distributed/jobs")["open"]
-        return next((job_id for job_id, job in jobs.items() if job["claimed"] and "1" in job["silent_seconds"]),
+        return next((job_id for job_id, job in jobs.items() if job["opened"] and "1" in job["silent_seconds"]),
                     None)
 
     job_id = wait_until(open_job_with_worker_heartbeat, WAIT_SECONDS, "the worker's first heartbeat")
