@@ -8,6 +8,7 @@ from .calibrate_nodes import Calibrate, CalibrateExperts
 from .calibration_cost import register_calibration_cost_route
 from .distributed_nodes import DistributedSearchSampler
 from .distributed_routes import register_server_hooks
+from .node_ids import warn_about_clashes
 from .pick import register_pick_routes
 from .pruning_nodes import PruningPlanNode
 from .search_nodes import RankingFromScores, Recommit, SearchSampler, SearchSamplerAdvanced, SearchSamplerExperts
@@ -24,9 +25,11 @@ register_calibration_cost_route()
 
 class CachedSearchExtension(ComfyExtension):
     async def get_node_list(self) -> list[type[io.ComfyNode]]:
-        return [
+        node_classes = [
             ApplyStepCache, SearchSampler, SearchSamplerAdvanced, LoadImageReward, LoadClipVerifier, ScoreCandidates,
             RankingFromScores, Recommit, SearchSamplerExperts, DistributedSearchSampler,
             LoadVideoScore, ScoreVideos, CombineScores, PruningPlanNode, SearchBudget, Calibrate,
             CalibrateExperts, CombineVerifiers,
         ]
+        warn_about_clashes(node_classes)
+        return node_classes
