@@ -328,3 +328,19 @@ def test_under_torch_compile_the_commit_is_exact_or_refused_never_cached(engine,
         assert named in str(refusal) and "Recommit's model input" in str(refusal)
     else:
         assert not cached and torch.equal(delivered["samples"], stock["samples"])
+
+
+def test_a_distributed_search_behind_the_cache_is_refused_and_following_the_advice_is_exact(engine, wan):
+    """The master's own drafts (no workers here) behind a First-Block cache: its Recommit refuses, and with the
+    plain model connected it delivers the stock KSampler."""
+    model, positive, negative, latent = wan
+    _, candidates, report, _ = output(engine, "CachedSearchDistributedSampler", model=with_cache(model, "first_block"),
+                                      positive=positive, negative=negative, latent_image=latent, seed=SEED,
+                                      num_candidates=2, worker_timeout=60.0, cfg=5.0, **SETTINGS).result
+    assert "no workers" in report
+    with pytest.raises(ValueError, match=r"^model: this rollout must be full compute.*Recommit's model input"):
+        recommit(engine, candidates)
+    delivered, seed, _ = recommit(engine, candidates, model=model).result
+    stock = engine.one("KSampler", model=model, seed=seed, cfg=5.0, positive=positive, negative=negative,
+                       latent_image=latent, **SETTINGS)
+    assert torch.equal(delivered["samples"], stock["samples"])
