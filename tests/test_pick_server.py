@@ -90,7 +90,8 @@ def test_the_pick_inputs_are_optional_with_tooltips_so_old_api_prompts_never_wai
     info = comfy_server.get("/object_info/CachedSearchRecommit")["CachedSearchRecommit"]["input"]
     assert set(info["required"]) == {"candidates", "mode"}
     optional = info["optional"]
-    assert set(optional) == {"ranking", "model", "pick", "pick_among", "wait_for_pick", "pick_timeout"}
+    assert set(optional) == {"ranking", "model", "model_high", "model_low", "pick", "pick_among", "wait_for_pick",
+                             "pick_timeout"}
     assert all(options[1].get("tooltip") for options in optional.values())
     assert optional["wait_for_pick"][1]["default"] is False
     assert (optional["pick"][1]["default"], optional["pick"][1]["min"], optional["pick"][1]["max"]) == (0, 0, 64)
