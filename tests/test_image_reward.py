@@ -95,7 +95,9 @@ def test_reward_matches_an_independent_reference_forward(model):
     pixels = (quantised.permute(0, 3, 1, 2) - mean) / std
     reference = reference_reward(tiny_state_dict(), input_ids, attention_mask, pixels)
     assert rewards.shape == (3,)
-    assert torch.allclose(rewards, reference, atol=1e-5, rtol=0)
+    # An independent forward may round otherwise on other kernels: a few float32 units of the reward (141 on the
+    # tiny model, where a unit is 1.5e-5; an absolute 1e-5 asked for the same bits).
+    assert torch.allclose(rewards, reference, atol=1e-5, rtol=1e-6)
     assert rewards.std() > 1e-3  # frames are told apart
 
 
