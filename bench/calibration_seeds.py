@@ -24,7 +24,8 @@ from scripts import ball_spot_world  # noqa: E402
 from bench.audit import ShapesBackend, arm_specs  # noqa: E402
 from bench.train_tiny_wan import DEFAULT_OUT as TRAINED_MODEL  # noqa: E402
 from cachedsearch_core.audit import FULL_ARM, ScoreStore, tau_arm  # noqa: E402
-from cachedsearch_core.calibration import Calibration, CalibrationPlan  # noqa: E402
+from cachedsearch_core.calibration import CalibrationPlan  # noqa: E402
+from cachedsearch_core.calibration_results import Calibration  # noqa: E402
 
 AUDIT_TAU_STAR = 0.5  # README, "Ranking-fidelity audit": 36 prompts x 8 seeds, 16 steps, both targets
 

@@ -271,7 +271,8 @@ def test_a_combined_verifier_drives_the_calibration_as_combine_scores_ranks(engi
     """Calibrate with ImageReward x 1 and CLIP x 2 (z-score): its table is the one of each arm's rollouts scored by
     both and combined across the arm's seeds, as Combine Scores combines a search's drafts."""
     from cachedsearch_core.audit import FULL_ARM, ScoreStore, tau_arm
-    from cachedsearch_core.calibration import Calibration, CalibrationPlan
+    from cachedsearch_core.calibration import CalibrationPlan
+    from cachedsearch_core.calibration_results import Calibration
     from scripts.tiny_models import WAN21_VAE_FILE
 
     model, positive, negative, latent = engine.tiny_wan_t2v()

@@ -8,23 +8,17 @@ import numpy as np
 import pytest
 
 from cachedsearch_core.audit import FULL_ARM, ScoreStore, tau_arm
-from cachedsearch_core.calibration import (
+from cachedsearch_core.calibration import CalibrationPlan, parse_taus, prompt_lines
+from cachedsearch_core.calibration_experts import (
     HIGH_NOISE,
     LOW_NOISE,
-    Calibration,
-    CalibrationMemory,
-    CalibrationPlan,
-    EnginesCalibration,
     ExpertsCalibration,
     ExpertsPlan,
-    describe_remembered,
     expert_arm_prefix,
-    experts_setup_key,
-    parse_taus,
-    prompt_lines,
-    setup_key,
     together_arm,
 )
+from cachedsearch_core.calibration_memory import CalibrationMemory, describe_remembered, experts_setup_key, setup_key
+from cachedsearch_core.calibration_results import Calibration, EnginesCalibration
 from cachedsearch_core.combine import VerifierCombination
 from cachedsearch_core.fidelity import PROMPT_BOOTSTRAP, SEED_BOOTSTRAP, ranking_fidelity
 
