@@ -5,7 +5,7 @@ from comfy_api.latest import io
 from ..cachedsearch_core import CacheMode, StepCacheConfig
 from ..cachedsearch_core.calibration import TAU_MAX
 from .cache_patch import attach_step_cache
-from .calibrate_nodes import remembered_calibration
+from .calibration_graph import remembered_calibration
 
 
 class ApplyStepCache(io.ComfyNode):

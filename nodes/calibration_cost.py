@@ -8,7 +8,8 @@ import functools
 from comfy_api.latest import io
 
 from ..cachedsearch_core.calibration import RolloutCount, prompt_lines, sweep_rollouts
-from .calibrate_nodes import Calibrate, CalibrateExperts, calibrate_plans, experts_plan
+from .calibrate_nodes import Calibrate, CalibrateExperts
+from .calibration_inputs import calibrate_plans, experts_plan
 from .prompt_server import prompt_server
 from .route_checks import (
     RouteRefused, answering_refusals, check_fields, flag, number, read_json_object, shown, text, whole_number,

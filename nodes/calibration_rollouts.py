@@ -1,0 +1,246 @@
+"""A calibration's rollouts: its prompts, the model of each arm (our cache at a tau, ComfyUI's EasyCache or
+LazyCache at a threshold, or full compute), and ``Rollouts``, which runs them one at a time through the search's own
+trajectory runner, decodes and scores each with ``Judge`` and saves it at once (``SavedSetup``) so a re-queued
+calibration computes only what is missing."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import re
+import time
+
+import comfy.model_management
+import folder_paths
+
+import nodes as comfy_nodes
+
+from ..cachedsearch_core import StepCacheConfig
+from ..cachedsearch_core.audit import FULL_ARM, ScoreStore
+from ..cachedsearch_core.calibration import OUR_ENGINE, CalibrationPlan, prompt_lines
+from ..cachedsearch_core.calibration_experts import ExpertsPlan
+from ..cachedsearch_core.combine import VerifierCombination
+from ..cachedsearch_core.judge import FrameJudge
+from ..cachedsearch_core.saved_rollouts import SavedRollout, SavedRollouts, fingerprint, rollout_key
+from ..cachedsearch_core.video_score import AVERAGE
+from .cache_patch import attach_step_cache
+from .calibration_graph import EXPERT_INPUTS, root_model_file, upstream
+from .calibration_inputs import COMFYUI_CACHE_WINDOW, thresholds_input
+from .full_compute import full_compute_model
+from .runner import CandidateState, FullComputeCheck, SearchProgress, progress_text_sender, run_stages
+from .stages import StagedRecipe
+
+ROLLOUTS_FOLDER = os.path.join("cachedsearch", "calibration_rollouts")
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibrationPrompt:
+    """A prompt the calibration rolls out: its text (what the verifier reads) and its conditioning."""
+
+    text: str
+    positive: list
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """Its content's digest, taken once: a saved rollout's key holds it."""
+        return fingerprint([self.text, self.positive])
+
+
+def calibration_prompts(positive, clip, prompt: str) -> list[CalibrationPrompt]:
+    """The prompts to calibrate on: the connected conditioning with the prompt text, or each line of the text
+    encoded by ``clip`` (the stock CLIPTextEncode)."""
+    if positive is not None and clip is not None:
+        raise ValueError("positive and clip: both are connected; connect positive for one prompt, or clip (with the "
+                         "prompts one per line in prompt) for several, not both")
+    if clip is not None:
+        encoder = comfy_nodes.CLIPTextEncode()
+        return [CalibrationPrompt(line, encoder.encode(clip, line)[0]) for line in prompt_lines(prompt)]
+    if positive is None:
+        raise ValueError("positive: not connected; connect a prompt's conditioning, or a text encoder to clip with "
+                         "the prompts one per line in prompt")
+    return [CalibrationPrompt(prompt, positive)]
+
+
+def comfyui_cached_model(model, engine: str, reuse_threshold: float):
+    """A clone of ``model`` without any known cache, then with ComfyUI's ``engine`` node at ``reuse_threshold``."""
+    node = comfy_nodes.NODE_CLASS_MAPPINGS.get(engine)
+    if node is None:
+        raise ValueError(f"{thresholds_input(engine)}: this ComfyUI has no {engine} node; update ComfyUI or leave "
+                         "the list empty")
+    return node.execute(model=full_compute_model(model), reuse_threshold=reuse_threshold, verbose=False,
+                        **COMFYUI_CACHE_WINDOW).result[0]
+
+
+def stage_arm_settings(tau: float | None, warmup_steps: int, cooldown_steps: int) -> dict:
+    """What makes a rollout of one stage's arm, for its saved key: full compute, or our cache at ``tau`` with its
+    window (which a full rollout does not depend on)."""
+    if tau is None:
+        return {"engine": "full compute"}
+    return {"engine": OUR_ENGINE, "tau": tau, "warmup_steps": warmup_steps, "cooldown_steps": cooldown_steps}
+
+
+def cached_model(model, warmup_steps: int, cooldown_steps: int, tau: float | None):
+    """A clone of ``model`` with the step cache: adaptive at ``tau``, or mode off for None (bit-identical to no
+    cache). Any other cache CachedSearch knows on ``model`` (an EasyCache) is detached first, so the full arm is
+    full compute and each tau arm measures this cache alone."""
+    mode = "off" if tau is None else "adaptive"
+    config = StepCacheConfig(mode=mode, tau=tau or 0.0, warmup_steps=warmup_steps, cooldown_steps=cooldown_steps)
+    return attach_step_cache(full_compute_model(model), config)
+
+
+# The model input of each stage, for a single-stage and a two-expert calibration.
+_MODEL_INPUTS = {1: ("model",), 2: tuple(EXPERT_INPUTS)}
+_FULL_ARM_ADVICE = "Connect the model without that cache: Calibrate applies its own cache on a copy."
+
+
+@dataclasses.dataclass(frozen=True)
+class SavedSetup:
+    """Where a calibration's rollouts are saved (one file per model file in ComfyUI's user directory) and the
+    fingerprint of what every rollout shares: the models, VAE and verifier as the prompt's graph builds them, the
+    sampler settings, the negative conditioning, the input latent and how the verifier judges."""
+
+    rollouts: SavedRollouts
+    fingerprint: str
+
+    @classmethod
+    def of(cls, hidden, model_inputs: tuple[str, ...], settings: dict, negative, latent_image: dict,
+           frames_per_candidate: int, rank_by: str, aspect_weights: str) -> SavedSetup | None:
+        """None outside a server run, whose prompt alone says how the models were built."""
+        prompt, node_id = hidden.prompt, str(hidden.unique_id)
+        if not prompt or node_id not in prompt:
+            return None
+        inputs = prompt[node_id]["inputs"]
+        graph = {name: upstream(prompt, inputs.get(name)) for name in (*model_inputs, "vae", "verifier")}
+        model_file = root_model_file(prompt, node_id, model_inputs[0]) or "model"
+        path = os.path.join(folder_paths.get_user_directory(), ROLLOUTS_FOLDER,
+                            re.sub(r"[^\w.-]", "_", os.path.basename(model_file)) + ".jsonl")
+        return cls(SavedRollouts(path), fingerprint([graph, settings, negative, latent_image, frames_per_candidate,
+                                                     rank_by, aspect_weights]))
+
+    def key(self, prompt: CalibrationPrompt, seed: int, arm_settings: dict) -> str:
+        return rollout_key(self.fingerprint, prompt.fingerprint, seed, arm_settings)
+
+
+class Rollouts:
+    """Runs a calibration's rollouts one at a time on one progress bar (``run_stages``), scores each as it
+    finishes, saves it at once (``saved``: a re-queued calibration reuses it) and keeps only its scores, seconds
+    and call counts. An arm's scores of a prompt enter the store once all its seeds ran: a combined verifier
+    normalises across them, as Combine Scores normalises across a search's drafts (an arm is a search of S
+    drafts of each prompt)."""
+
+    def __init__(self, node_id, plan: CalibrationPlan | ExpertsPlan, prompts: list[CalibrationPrompt], steps: int,
+                 judge: Judge, cost: str, saved: SavedSetup | None, planned_arms: list[dict], rollouts: int):
+        self.seeds, self.prompts, self.total = plan.seed_list, prompts, rollouts
+        self.judge, self.saved = judge, saved
+        self.announce = progress_text_sender(node_id) or (lambda text: None)
+        self.steps = steps
+        self.progress = SearchProgress(rollouts * steps)
+        self.store = ScoreStore(None)
+        self.done = self.reused = 0
+        self.cost = cost
+        self.start = time.perf_counter()
+        found = sum(saved.rollouts.get(saved.key(prompt, seed, arm)) is not None
+                    for arm in planned_arms for prompt in prompts for seed in self.seeds) if saved else 0
+        self.announce(" ".join([f"calibrating: {cost}; {self.reuse_line(found)}",
+                                *(saved.rollouts.problems if saved else ())]))
+
+    def reuse_line(self, found: int) -> str:
+        if self.saved is None:
+            return "rollouts are not saved outside a server run"
+        return f"{found} of these rollouts saved by an earlier run, reused ({self.total - found} to compute at most)"
+
+    def run(self, arm: str, label: str, arm_settings: dict, recipe_of) -> None:
+        """Every prompt's rollouts of ``arm`` on the plan's seeds, ``recipe_of(prompt)`` giving a prompt's
+        trajectory."""
+        for index, prompt in enumerate(self.prompts):
+            recipe = recipe_of(prompt)
+            where = f"prompt {index + 1} / {len(self.prompts)}, " if len(self.prompts) > 1 else ""
+            rollouts = [self._rollout(arm, f"{label}, {where}", arm_settings, recipe, prompt, seed)
+                        for seed in self.seeds]
+            for seed, score, rollout in zip(self.seeds, self.judge.combine([r.scores for r in rollouts]), rollouts):
+                self.store.add(arm, index, seed, score, rollout.seconds, calls=rollout.calls, skipped=rollout.skipped)
+
+    def _rollout(self, arm: str, label: str, arm_settings: dict, recipe: StagedRecipe, prompt: CalibrationPrompt,
+                 seed: int) -> SavedRollout:
+        self.done += 1
+        key = self.saved.key(prompt, seed, arm_settings) if self.saved is not None else None
+        found = self.saved.rollouts.get(key) if key is not None else None
+        if found is not None:
+            self.reused += 1
+            with self.progress.stage(recipe.steps):
+                pass
+            self.announce(f"rollout {self.done} / {self.total}: {label}seed {seed}: saved by an earlier run, reused "
+                          f"({self.reused} so far)")
+            return found
+        self.announce(f"rollout {self.done} / {self.total}: {label}seed {seed} ({self.reused} reused so far)")
+        full_compute = FullComputeCheck(_MODEL_INPUTS[len(recipe.stages)], _FULL_ARM_ADVICE) \
+            if arm == FULL_ARM else None
+        (state,) = run_stages(recipe, [CandidateState(seed, recipe.latent)], self.progress, full_compute=full_compute)
+        draft = state.draft()
+        rollout = SavedRollout(self.judge.score(state.latent, prompt.text), draft.seconds,
+                               draft.calls_computed + draft.calls_skipped, draft.calls_skipped)
+        if key is not None:
+            self.saved.rollouts.add(key, rollout)
+        return rollout
+
+    def finish(self) -> None:
+        """Fills the bar when fewer rollouts ran than it was sized for (the picks were not measured together)."""
+        self.progress.finish()
+
+    def header(self, settings: str, verifier, full_seconds: float) -> list[str]:
+        prompts = (f"prompt {self.prompts[0].text!r}" if len(self.prompts) == 1 else
+                   f"{len(self.prompts)} prompts ({self.prompts[0].text!r}, ...)")
+        computed = self.done - self.reused
+        saved = ([] if self.saved is None else
+                 [f"saved rollouts: {self.reused} of {self.done} reused from an earlier run, {computed} computed now "
+                  f"({self.saved.rollouts.path})", *self.saved.rollouts.problems])
+        return [f"CachedSearch calibration: {prompts}, seeds {self.seeds[0]}-{self.seeds[-1]}, {settings}; verifier "
+                f"{self.judge.name(verifier)}",
+                f"cost: {self.cost}; took {time.perf_counter() - self.start:.1f} s (a full rollout "
+                f"{full_seconds:.2f} s)", *saved, ""]
+
+
+class Judge:
+    """Scores a rollout's latent decoded by the stock VAEDecode as the search's nodes score a draft: each verifier
+    through its ``FrameJudge`` (K frames; VideoScore ranked by the same rank_by and weights as the VideoScore
+    Verifier), several combined as Combine Scores combines them. Tried first on the input latent, so a verifier that
+    cannot read the VAE's frames fails before any rollout is spent."""
+
+    def __init__(self, vae, verifier, prompt: str, frames_per_candidate: int, latent_image: dict,
+                 rank_by: str, aspect_weights: str):
+        self.vae = vae
+        self.combination = verifier if isinstance(verifier, VerifierCombination) else None
+        self.judges = [FrameJudge(part, prompt, frames_per_candidate, rank_by, aspect_weights)
+                       for part in (self.combination.verifiers if self.combination is not None else (verifier,))]
+        self.decoder = comfy_nodes.VAEDecode()
+        (frames,) = self.decoder.decode(vae, latent_image)
+        for judge in self.judges:
+            try:
+                judge.score(frames)
+            except comfy.model_management.InterruptProcessingException:
+                raise
+            except Exception as error:
+                within = " (in the combined verifiers)" if self.combination is not None else ""
+                raise ValueError(f"verifier: {judge.verifier.name}{within} could not score the frames this vae "
+                                 f"decodes ({error}); connect a verifier and a VAE that belong together (a video "
+                                 "model's VAE with ImageReward, a CLIP verifier or VideoScore)") from error
+
+    def name(self, verifier) -> str:
+        """The verifier's name, and how VideoScore ranks when not by its average."""
+        ranked = next((judge for judge in self.judges if judge.watches_clips and judge.rank_by != AVERAGE), None)
+        if ranked is None:
+            return verifier.name
+        weights = f" {', '.join(f'{w:g}' for w in ranked.weights.weights)}" if ranked.rank_by == "weighted" else ""
+        return f"{verifier.name}, VideoScore ranked by {ranked.rank_by}{weights}"
+
+    def score(self, latent: dict, prompt: str) -> tuple[float, ...]:
+        """Each verifier's score of the rollout against ``prompt``."""
+        (frames,) = self.decoder.decode(self.vae, latent)
+        return tuple(dataclasses.replace(judge, prompt=prompt).score(frames)[0] for judge in self.judges)
+
+    def combine(self, scores: list[tuple[float, ...]]) -> list[float]:
+        """One score per rollout of an arm, from each rollout's verifier scores."""
+        if self.combination is None:
+            return [score for (score,) in scores]
+        return self.combination.combine(scores)
