@@ -22,8 +22,8 @@ survives) and the fixed-budget search (drafts while their computed transformer c
 (full, the tau nearest 0.10, the pruned searches) and writes DIR/search_arms.md.
 
 --calibration I (shapes mode) runs what CachedSearch Calibrate runs, on the world's prompt I (0-35): the full and
-tau arms on --seeds seeds, and writes the node's table (cachedsearch_core.calibration) to DIR/calibration.md and its
-rows to DIR/calibration.json.
+tau arms on --seeds seeds, and writes the node's table (cachedsearch_core.calibration_results) to
+DIR/calibration.md and its rows to DIR/calibration.json.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ from bench.train_tiny_wan import DEFAULT_OUT as TRAINED_MODEL, TRAINING_SHIFT  #
 from cachedsearch_core.audit import (  # noqa: E402
     FULL_ARM, ScoreStore, evaluate_arms, markdown_report, recommend_tau, svg_plot, tau_arm,
 )
-from cachedsearch_core.calibration import Calibration, CalibrationPlan  # noqa: E402
+from cachedsearch_core.calibration import CalibrationPlan  # noqa: E402
+from cachedsearch_core.calibration_results import Calibration  # noqa: E402
 from cachedsearch_core.pruning import PruningPlan  # noqa: E402
 from cachedsearch_core.search_audit import budget_search_gain, pruned_search_fidelity  # noqa: E402
 from scripts import comfy_runtime  # noqa: E402
@@ -277,15 +278,15 @@ def run_pruned_prompt(backend: ShapesBackend, spec: dict, plan: PruningPlan, pro
     """One pruned search over ``seeds`` for a prompt, scored by the world's verifier: (per seed (preview score,
     seconds, calls, skipped), the costs those of a dropped seed and 0 for a survivor; per surviving seed index
     (final draft score, seconds, calls, skipped) of its whole trajectory)."""
-    search = backend.extension.nodes.search
+    search = backend.extension.nodes
     model = backend._model_for(f"tau {spec['tau']:g}", spec)
     prompt = backend.prompts[prompt_index]
-    stage = search.KSamplerStage(model, [[ball_spot_world.conditioning(prompt), {}]], backend.negative, spec["steps"],
-                                 backend.cfg, "euler", "simple")
-    recipe = search.StagedRecipe.single(stage, backend.latents[1.0])
+    stage = search.stages.KSamplerStage(model, [[ball_spot_world.conditioning(prompt), {}]], backend.negative,
+                                        spec["steps"], backend.cfg, "euler", "simple")
+    recipe = search.stages.StagedRecipe.single(stage, backend.latents[1.0])
     # The x0 estimates are in the model's own latent space, the one the verifier reads.
-    result = search.run_pruned_search(recipe, seeds, plan,
-                                      lambda estimates: [ball_spot_world.adherence(x0[0], prompt) for x0 in estimates])
+    result = search.pruned_search.run_pruned_search(
+        recipe, seeds, plan, lambda estimates: [ball_spot_world.adherence(x0[0], prompt) for x0 in estimates])
     pruned = {seeds.index(candidate.draft.seed): candidate.draft for candidate in result.pruned}
     finals = {}
     latent_format = backend.model.model.latent_format

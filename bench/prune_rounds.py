@@ -91,20 +91,20 @@ def pruned_search(backend: ShapesBackend, steps: int, tau: float, prompt_index: 
                   schedule: str) -> dict:
     """One pruned search through the extension's runner: the rounds, every candidate's computed calls and the
     survivors' final draft scores."""
-    search = backend.extension.nodes.search
+    search = backend.extension.nodes
     spec = {"cache": {"mode": "adaptive", "tau": tau}, "steps": steps, "tau": tau}
     model = backend._model_for(f"tau {tau:g}", spec)
     prompt = backend.prompts[prompt_index]
-    stage = search.KSamplerStage(model, [[ball_spot_world.conditioning(prompt), {}]], backend.negative, steps,
-                                 backend.cfg, "euler", "simple")
-    recipe = search.StagedRecipe.single(stage, backend.latents[1.0])
+    stage = search.stages.KSamplerStage(model, [[ball_spot_world.conditioning(prompt), {}]], backend.negative, steps,
+                                        backend.cfg, "euler", "simple")
+    recipe = search.stages.StagedRecipe.single(stage, backend.latents[1.0])
     window = cache_window(steps)
     plan = PruningSchedule(schedule).plan(width, steps)
     plan.check_stages(width, [CacheWindow(0, steps, window, window)])
     seeds = list(range(width))
     # The x0 estimates are in the model's own latent space, the one the verifier reads.
-    result = search.run_pruned_search(recipe, seeds, plan,
-                                      lambda estimates: [ball_spot_world.adherence(x0[0], prompt) for x0 in estimates])
+    result = search.pruned_search.run_pruned_search(
+        recipe, seeds, plan, lambda estimates: [ball_spot_world.adherence(x0[0], prompt) for x0 in estimates])
     candidates = result.candidates
     latent_format = backend.model.model.latent_format
     finals = [ball_spot_world.adherence(latent_format.process_in(candidates.draft_latents[i:i + 1])[0], prompt)

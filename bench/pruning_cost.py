@@ -88,10 +88,10 @@ def cache_model(world: World, mode: str, tau: float, window: int):
 
 
 def recipe(world: World, model, steps: int):
-    search = world.extension.nodes.search
-    stage = search.KSamplerStage(model, world.positive, world.negative, steps, world.cfg, world.sampler_name,
-                                 "simple")
-    return search.StagedRecipe.single(stage, world.latent)
+    search = world.extension.nodes
+    stage = search.stages.KSamplerStage(model, world.positive, world.negative, steps, world.cfg, world.sampler_name,
+                                        "simple")
+    return search.stages.StagedRecipe.single(stage, world.latent)
 
 
 def _calls(drafts) -> tuple[int, int]:
@@ -102,7 +102,7 @@ def measure_round(world: World, seeds: list[int], steps: int, plan: PruningPlan,
                   order: tuple[str, ...] = ARMS) -> dict[str, ArmCost]:
     """One round of the three arms on ``seeds``, run in ``order`` (rotate it between rounds so that a machine's
     drifting load does not always hit the same arm)."""
-    search = world.extension.nodes.search
+    search = world.extension.nodes
     counted_full = recipe(world, cache_model(world, "off", tau, window), steps)
     cached = recipe(world, cache_model(world, "adaptive", tau, window), steps)
     calls_per_rollout = steps  # euler and uni_pc call the transformer once a step (cond and uncond batched)
@@ -117,17 +117,17 @@ def measure_round(world: World, seeds: list[int], steps: int, plan: PruningPlan,
 
     def run_full(cost: ArmCost) -> None:
         start = time.perf_counter()
-        full = search.run_search(counted_full, seeds)
+        full = search.candidates.run_search(counted_full, seeds)
         cost.explore_seconds = time.perf_counter() - start
         cost.calls, cost.computed = _calls(full.drafts)
         full_best.append(score(cost, full.draft_latents))
 
     def run_cached(cost: ArmCost) -> None:
         start = time.perf_counter()
-        candidates = search.run_search(cached, seeds)
+        candidates = search.candidates.run_search(cached, seeds)
         cost.explore_seconds = time.perf_counter() - start
         cost.calls, cost.computed = _calls(candidates.drafts)
-        cost.commit_seconds = search.commit(candidates, score(cost, candidates.draft_latents)).seconds
+        cost.commit_seconds = search.commit.commit(candidates, score(cost, candidates.draft_latents)).seconds
         cost.commit_calls = calls_per_rollout
 
     def run_pruned(cost: ArmCost) -> None:
@@ -138,10 +138,11 @@ def measure_round(world: World, seeds: list[int], steps: int, plan: PruningPlan,
             return scores
 
         start = time.perf_counter()
-        pruned = search.run_pruned_search(cached, seeds, plan, timed_previews)
+        pruned = search.pruned_search.run_pruned_search(cached, seeds, plan, timed_previews)
         cost.explore_seconds = time.perf_counter() - start
         cost.calls, cost.computed = _calls([*pruned.candidates.drafts, *(c.draft for c in pruned.pruned)])
-        cost.commit_seconds = search.commit(pruned.candidates, score(cost, pruned.candidates.draft_latents)).seconds
+        scores = score(cost, pruned.candidates.draft_latents)
+        cost.commit_seconds = search.commit.commit(pruned.candidates, scores).seconds
         cost.commit_calls = calls_per_rollout
         survivor_indices.extend(pruned.survivor_indices)
 

@@ -8,7 +8,9 @@ import time
 
 from ..cachedsearch_core import candidate_seeds
 from ..cachedsearch_core.budget import BudgetLedger, BudgetPlan, BudgetSpent, format_cost
-from .search import CandidateState, SearchCandidates, SearchProgress, StagedRecipe, candidates_from_states, run_stages
+from .candidates import SearchCandidates, candidates_from_states
+from .runner import CandidateState, SearchProgress, run_stages
+from .stages import StagedRecipe
 
 
 def run_budget_search(recipe: StagedRecipe, seed: int, plan: BudgetPlan, announce=None,

@@ -20,7 +20,9 @@ from .distributed_search import (
     setup_from_prompt,
 )
 from .input_checks import check_latent
-from .search import KSamplerStage, SearchCandidates, StagedRecipe, progress_text_sender, run_search
+from .candidates import SearchCandidates, run_search
+from .runner import progress_text_sender
+from .stages import KSamplerStage, StagedRecipe
 from .search_nodes import SearchSampler, search_output
 
 # Pruning and budgets decide from all drafts at once, which a search split across machines does not have until its

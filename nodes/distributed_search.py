@@ -32,7 +32,7 @@ import torch
 from ..cachedsearch_core.draft_exchange import DraftInbox, DraftMessage, encode_draft
 from ..cachedsearch_core.search import Draft
 from ..cachedsearch_core.seed_slices import SeedSlice, slice_of
-from .search import SearchCandidates, run_search
+from .candidates import SearchCandidates, run_search
 
 NODE_ID = "CachedSearchDistributedSampler"
 COLLECTOR_CLASS = "DistributedCollector"

@@ -8,7 +8,7 @@ import torch
 from comfy_api.latest import io, ui
 
 from ..cachedsearch_core.panels import spread_evenly, thumbnails
-from .search import draft_rows
+from .candidates import draft_rows
 
 FILENAME_PREFIX = "cachedsearch_panel"
 

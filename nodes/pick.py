@@ -20,7 +20,8 @@ from .prompt_server import prompt_server
 from .route_checks import (
     RouteRefused, answering_refusals, check_fields, name, no_query, read_json_object, shown, whole_number,
 )
-from .search import Commit, SearchCandidates, commit, run_full_compute
+from .candidates import SearchCandidates
+from .commit import Commit, commit, run_full_compute
 
 ROUTE = "/cachedsearch/pick"
 AWAITING_PICK_EVENT = "cachedsearch.awaiting_pick"

@@ -17,7 +17,9 @@ from ..cachedsearch_core.judge import FrameJudge
 from ..cachedsearch_core.pruning import CacheWindow, PruningPlan, PruningSchedule, preview_frame_indices
 from .cache_patch import step_cache_config
 from .panel_frames import save_panel_frames
-from .search import SearchCandidates, StagedRecipe, run_pruned_search
+from .candidates import SearchCandidates
+from .pruned_search import run_pruned_search
+from .stages import StagedRecipe
 from .types import PruningPlanType, Verifier
 
 

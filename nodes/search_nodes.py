@@ -10,15 +10,9 @@ from .budget_search import run_budget_search
 from .input_checks import check_latent, check_same_latent_format, denoise_message, split_step_message
 from .panel_frames import decode_draft_frames, panel_rows
 from .pick import commit_pick, pick_choices, wait_for_click
-from .search import (
-    CustomSamplerStage,
-    KSamplerStage,
-    SearchCandidates,
-    StagedRecipe,
-    progress_text_sender,
-    pruned_rows,
-    run_search,
-)
+from .candidates import SearchCandidates, pruned_rows, run_search
+from .runner import progress_text_sender
+from .stages import CustomSamplerStage, KSamplerStage, StagedRecipe
 from .types import ADVANCED_INPUT, SHOW_RESULTS_WHEN_CACHED, Candidates, PruningPlanType, RankingType
 
 _SEED_TOOLTIP = (

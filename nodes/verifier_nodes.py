@@ -24,7 +24,7 @@ from ..cachedsearch_core.video_score import (
     expected_files_message,
 )
 from .panel_frames import panel_rows, save_panel_frames
-from .search import pruned_rows
+from .candidates import pruned_rows
 from .types import SHOW_RESULTS_WHEN_CACHED, Candidates, CombinedVerifier, RankingType, Verifier, VideoVerifier
 
 VERIFIER_FOLDER = "image_reward"

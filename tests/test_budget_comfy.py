@@ -110,13 +110,12 @@ def scripted_clock(model, seconds_per_call):
 
 @pytest.mark.parametrize("seconds_per_call", [1.0, 0.25])
 def test_wall_time_budget_with_scripted_costs_fits_the_largest_width(engine, wan, widest, seconds_per_call):
-    search_module = engine.extension.nodes.search
     budget_search = engine.extension.nodes.budget_search
     _, costs, full = widest
     cached, positive, negative, latent = wan
     timed, clock = scripted_clock(cached, seconds_per_call)
-    recipe = search_module.StagedRecipe.single(search_module.KSamplerStage(timed, positive, negative, **SETTINGS),
-                                               latent)
+    stages = engine.extension.nodes.stages
+    recipe = stages.StagedRecipe.single(stages.KSamplerStage(timed, positive, negative, **SETTINGS), latent)
     with torch.inference_mode():
         candidates = budget_search.run_budget_search(recipe, SEED, BudgetPlan(3, "wall time", WIDEST), clock=clock)
     outcome = candidates.budget

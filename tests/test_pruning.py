@@ -27,10 +27,10 @@ def wan(engine):
 
 
 def recipe_for(engine, wan, sampler_name="euler"):
-    search = engine.extension.nodes.search
+    search = engine.extension.nodes
     model, positive, negative, latent = wan
-    stage = search.KSamplerStage(model, positive, negative, STEPS, 5.0, sampler_name, "simple")
-    return search.StagedRecipe.single(stage, latent)
+    stage = search.stages.KSamplerStage(model, positive, negative, STEPS, 5.0, sampler_name, "simple")
+    return search.stages.StagedRecipe.single(stage, latent)
 
 
 def test_survivors_are_the_best_previews_in_candidate_order():
@@ -77,7 +77,7 @@ def test_a_cache_window_with_no_skipping_step_says_what_to_change():
 
 
 def test_scripted_previews_keep_exact_survivors_and_continue_without_recomputing(engine, wan):
-    search = engine.extension.nodes.search
+    search = engine.extension.nodes
     recipe = recipe_for(engine, wan)
     seeds = [SEED + index for index in range(4)]
     previews = []
@@ -86,7 +86,8 @@ def test_scripted_previews_keep_exact_survivors_and_continue_without_recomputing
         previews.extend(latents)
         return [0.3, 0.9, 0.1, 0.7]
 
-    result = search.run_pruned_search(recipe, seeds, PruningPlan(prune_step=PRUNE_STEP, keep=2), score_previews)
+    result = search.pruned_search.run_pruned_search(recipe, seeds, PruningPlan(prune_step=PRUNE_STEP, keep=2),
+                                                    score_previews)
     assert result.survivor_indices == (1, 3)
     assert result.candidates.seeds == [SEED + 1, SEED + 3]
     assert [candidate.draft.seed for candidate in result.pruned] == [SEED, SEED + 2]
@@ -103,13 +104,13 @@ def test_scripted_previews_keep_exact_survivors_and_continue_without_recomputing
 
     # With euler (one-step history) the continued drafts equal unpruned drafts of the same seeds up to float
     # rounding of the leftover-noise round trip at the split (ComfyUI's own two-KSamplerAdvanced chain).
-    unpruned = search.run_search(recipe, [SEED + 1, SEED + 3]).draft_latents
+    unpruned = search.candidates.run_search(recipe, [SEED + 1, SEED + 3]).draft_latents
     difference = (result.candidates.draft_latents - unpruned).abs().max().item()
     assert difference <= 1e-4 * unpruned.abs().max().item()
     assert not torch.equal(unpruned[0], unpruned[1])
 
     # The winner's commit equals a stock KSampler of its seed.
-    delivered = search.commit(result.candidates, 1).latent
+    delivered = search.commit.commit(result.candidates, 1).latent
     model, positive, negative, latent = wan
     stock = engine.one("KSampler", model=model, positive=positive, negative=negative, latent_image=latent,
                        seed=SEED + 3, steps=STEPS, cfg=5.0, sampler_name="euler", scheduler="simple", denoise=1.0)
@@ -117,7 +118,7 @@ def test_scripted_previews_keep_exact_survivors_and_continue_without_recomputing
 
 
 def test_cancel_during_preview_scoring_leaves_nothing_behind(engine, wan):
-    search = engine.extension.nodes.search
+    search = engine.extension.nodes
     recipe = recipe_for(engine, wan)
     model = wan[0]
     options_before = repr(model.model_options)
@@ -129,23 +130,25 @@ def test_cancel_during_preview_scoring_leaves_nothing_behind(engine, wan):
         raise Cancelled
 
     with pytest.raises(Cancelled):
-        search.run_pruned_search(recipe, [SEED, SEED + 1], PruningPlan(prune_step=PRUNE_STEP, keep=1), cancel)
+        search.pruned_search.run_pruned_search(recipe, [SEED, SEED + 1], PruningPlan(prune_step=PRUNE_STEP, keep=1),
+                                               cancel)
     assert repr(model.model_options) == options_before
     # The next run is unaffected: it equals a pruned run in a fresh recipe, bit for bit.
     plan = PruningPlan(prune_step=PRUNE_STEP, keep=2)
-    again = search.run_pruned_search(recipe, [SEED, SEED + 1], plan, lambda latents: [0.0, 0.0])
-    fresh = search.run_pruned_search(recipe_for(engine, wan), [SEED, SEED + 1], plan, lambda latents: [0.0, 0.0])
+    again = search.pruned_search.run_pruned_search(recipe, [SEED, SEED + 1], plan, lambda latents: [0.0, 0.0])
+    fresh = search.pruned_search.run_pruned_search(recipe_for(engine, wan), [SEED, SEED + 1], plan,
+                                                   lambda latents: [0.0, 0.0])
     assert torch.equal(again.candidates.draft_latents, fresh.candidates.draft_latents)
 
 
 def test_uni_pc_continuation_differs_only_slightly(engine, wan):
     """uni_pc restarted at the prune step loses its multistep history: measure how far its draft moves."""
-    search = engine.extension.nodes.search
+    search = engine.extension.nodes
     recipe = recipe_for(engine, wan, "uni_pc")
     with torch.inference_mode():  # as ComfyUI runs a node; uni_pc otherwise records autograd on inference tensors
-        result = search.run_pruned_search(recipe, [SEED], PruningPlan(prune_step=PRUNE_STEP, keep=1),
-                                          lambda latents: [0.0])
-        unpruned = search.run_search(recipe, [SEED]).draft_latents
+        result = search.pruned_search.run_pruned_search(recipe, [SEED], PruningPlan(prune_step=PRUNE_STEP, keep=1),
+                                                        lambda latents: [0.0])
+        unpruned = search.candidates.run_search(recipe, [SEED]).draft_latents
     difference = (result.candidates.draft_latents - unpruned).abs().max().item()
     scale = unpruned.abs().max().item()
     print(f"uni_pc continuation: max |diff| {difference:.4g} of max |latent| {scale:.4g}")

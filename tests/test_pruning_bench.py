@@ -27,17 +27,17 @@ def test_a_split_stage_keeps_the_unsplit_cache_windows(engine, tiny_wan):
     step 3, a dropped seed computes 0, 1 (no cooldown before the split) and a survivor also 3 (the fresh cache's
     anchor), 5 and 7 (no warmup after it): as many as unsplit. Restarting the windows at the split would add step 2
     and step 4."""
-    search = engine.extension.nodes.search
+    search = engine.extension.nodes
     model, positive, negative, latent = tiny_wan
     cached = engine.one("CachedSearchApplyCache", model=model, mode="static", tau=0.1, warmup_steps=1,
                         cooldown_steps=1, static_interval=2)
-    recipe = search.StagedRecipe.single(
-        search.KSamplerStage(cached, positive, negative, STEPS, 5.0, "euler", "simple"), latent)
-    result = search.run_pruned_search(recipe, [7, 8], PruningPlan(prune_step=PRUNE_STEP, keep=1),
-                                      lambda estimates: [0.0, 1.0])
+    recipe = search.stages.StagedRecipe.single(
+        search.stages.KSamplerStage(cached, positive, negative, STEPS, 5.0, "euler", "simple"), latent)
+    result = search.pruned_search.run_pruned_search(recipe, [7, 8], PruningPlan(prune_step=PRUNE_STEP, keep=1),
+                                                    lambda estimates: [0.0, 1.0])
     (survivor,) = result.candidates.drafts
     (dropped,) = result.pruned
-    unsplit = search.run_search(recipe, [8]).drafts[0]
+    unsplit = search.candidates.run_search(recipe, [8]).drafts[0]
     assert (unsplit.calls_computed, unsplit.calls_skipped) == (5, 3)
     assert (survivor.seed, survivor.calls_computed, survivor.calls_skipped) == (8, 5, 3)
     assert (dropped.draft.seed, dropped.draft.calls_computed, dropped.draft.calls_skipped) == (7, 2, 1)

@@ -1,0 +1,152 @@
+"""The CANDIDATES a search hands to the verifier and recommit nodes, how a plain search makes them, and the rows
+the panels show of them."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from ..cachedsearch_core import Draft, Ranking, SearchCost, search_report
+from ..cachedsearch_core.budget import BudgetOutcome, PrunedBudget
+from ..cachedsearch_core.panels import candidate_number, candidate_rows
+from ..cachedsearch_core.pruning import PruningOutcome
+from .cache_patch import step_cache_config
+from .full_compute import cache_engines_on
+from .runner import CandidateState, SearchProgress, run_stages
+from .stages import StagedRecipe
+
+
+def _describe_stage_cache(model) -> str:
+    config = step_cache_config(model)
+    if config is None:
+        engines = [engine.describe(model) for engine in cache_engines_on(model)]
+        # A foreign cache's skips are counted by CachedSearch's own meter, as its own cache's are.
+        return f"{' + '.join(engines)}, skipped calls counted by CachedSearch" if engines else "no cache"
+    if config.mode.value == "off":
+        return "cache off"
+    setting = f"tau {config.tau:g}" if config.mode.value == "adaptive" else f"every {config.static_interval} steps"
+    return (f"cache {config.mode.value} {setting} (warmup {config.warmup_steps}, "
+            f"cooldown {config.cooldown_steps})")
+
+
+def describe_cache(recipe: StagedRecipe) -> str:
+    descriptions = [_describe_stage_cache(stage.patcher) for stage in recipe.stages]
+    if len(descriptions) > 1:
+        return "; ".join(f"{name}: {description}" for name, description in zip(recipe.names, descriptions))
+    if descriptions[0] == "no cache":
+        return "no cache on this model: drafts cost as much as full rollouts"
+    if descriptions[0] == "cache off":
+        return "cache off: drafts cost as much as full rollouts"
+    return descriptions[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchCandidates:
+    """What the sampler hands to the verifier and recommit nodes (type CACHEDSEARCH_CANDIDATES)."""
+
+    recipe: StagedRecipe
+    drafts: tuple[Draft, ...]
+    draft_latents: torch.Tensor  # [N, ...] in seed order, exactly the sampler's LATENT output
+    cache_description: str
+    # The stock output latent's entries besides the samples (a noise mask, ...), as drafts and keep deliver them.
+    latent_entries: dict = dataclasses.field(default_factory=dict)
+    # Set by a pruned search: the drafts are its survivors, this records the prune step and the dropped candidates.
+    pruning: PruningOutcome | None = None
+    # Set by a fixed-budget search: the width it chose and the costs it predicted (a pruned one: from its schedule).
+    budget: BudgetOutcome | PrunedBudget | None = None
+    # Set by a pruned search: the temp images (/view references) of the frames its Pruning Plan decoded to score
+    # each candidate's preview, for the panels (seed order, every candidate).
+    pruning_previews: tuple[tuple[dict, ...], ...] = ()
+
+    @property
+    def seeds(self) -> list[int]:
+        return [draft.seed for draft in self.drafts]
+
+    def __len__(self) -> int:
+        return len(self.drafts)
+
+    @property
+    def first_seed(self) -> int:
+        return self.pruning.seeds[0] if self.pruning is not None else self.drafts[0].seed
+
+    @property
+    def candidate_numbers(self) -> list[int]:
+        """Each draft's candidate number: its place in the search's seed order, which a pruned search's survivors
+        keep (candidate k has seed first_seed + k - 1)."""
+        return [candidate_number(draft.seed, self.first_seed) for draft in self.drafts]
+
+    @property
+    def stage_names(self) -> tuple[str, ...]:
+        """The stages' names where a trajectory has several (the experts), else none."""
+        return self.recipe.names if len(self.recipe.stages) > 1 else ()
+
+    def cost(self) -> SearchCost:
+        """The search's cost before any commit: the commit predicted a full rollout, or free when every draft
+        already is its seed's full-compute result (whichever wins is delivered as it is)."""
+        commit_free = all(self.draft_is_full_compute(index) for index in range(len(self.drafts)))
+        return SearchCost.of_search(self.drafts, self.pruning, self.budget, commit_free)
+
+    def report(self, ranking: Ranking | None = None, cost: SearchCost | None = None) -> str:
+        """The search report with ``cost`` (this search's, after what delivered it; before a commit by default)."""
+        cost = cost if cost is not None else self.cost()
+        lines = search_report(self.drafts, self.cache_description, cost, ranking, self.stage_names,
+                              numbers=self.candidate_numbers).splitlines()
+        if self.pruning is not None:
+            lines = [*lines[:1], *self.pruning.report_lines(), *lines[1:]]
+        if self.budget is not None:
+            lines += self.budget.lines(cost)
+        return "\n".join(lines)
+
+    def draft_is_full_compute(self, index: int, models: tuple = ()) -> bool:
+        """Whether the draft of ``self.drafts[index]`` already is what committing its seed would sample, so a commit
+        can deliver it without sampling again: its cache skipped no transformer call, this process drafted it, it
+        ran the recipe's own stock calls (a pruned search that split a stage at a round's step ran two calls where the
+        commit runs one, and multistep samplers do not resume a split exactly), and the commit uses the drafts' models
+        (``models`` from ``StagedRecipe.commit_models``: each unconnected, or the very model its stage ran on)."""
+        if not self.drafts[index].skipped_nothing:
+            return False
+        if any(model is not None and model is not stage.patcher for model, stage in zip(models, self.recipe.stages)):
+            return False
+        return self.pruning is None or all(step in self.recipe.stage_boundaries for step in self.pruning.round_steps)
+
+    def latent(self, samples: torch.Tensor) -> dict:
+        return {**self.latent_entries, "samples": samples}
+
+
+def candidates_from_states(recipe: StagedRecipe, states: list[CandidateState], **record) -> SearchCandidates:
+    """The CANDIDATES of finished ``states`` (seed order), with a pruned or budget search's ``record``."""
+    entries = {key: value for key, value in states[0].latent.items() if key not in ("samples", "batch_index")}
+    return SearchCandidates(recipe, tuple(state.draft() for state in states),
+                            torch.cat([state.latent["samples"] for state in states]), describe_cache(recipe),
+                            entries, **record)
+
+
+def run_search(recipe: StagedRecipe, seeds: list[int], announce=None) -> SearchCandidates:
+    """Generate one draft per seed through all stages (``run_stages``). ``announce(text)``, if given, receives
+    "draft i / N" (prefixed by the stage on a staged search) as each candidate's stage starts."""
+    progress = SearchProgress(len(seeds) * recipe.steps)
+    states = run_stages(recipe, [CandidateState(seed, recipe.latent) for seed in seeds], progress, announce=announce)
+    return candidates_from_states(recipe, states)
+
+
+def draft_rows(candidates: SearchCandidates, ranking: Ranking | None = None) -> list[dict]:
+    """Per-candidate data for the frontend panels (JSON-ready): every candidate in seed order, pruned ones
+    included (``candidate_rows``)."""
+    return candidate_rows(candidates.drafts, candidates.stage_names, candidates.pruning, ranking)
+
+
+def pruned_rows(candidates: SearchCandidates) -> list[dict]:
+    """The dropped candidates of a pruned search for the frontend panels (JSON-ready): what each cost up to the
+    round that dropped it, that round's step and its preview score there. Empty for an unpruned search."""
+    if candidates.pruning is None:
+        return []
+    rows = []
+    pruning = candidates.pruning
+    for pruned in pruning.pruned:
+        draft = pruned.draft
+        index = pruning.seeds.index(draft.seed)
+        rows.append({"seed": draft.seed, "preview_score": pruned.preview_score, "seconds": round(draft.seconds, 3),
+                     "skipped": draft.calls_skipped, "calls": draft.calls_computed + draft.calls_skipped,
+                     "prune_step": pruning.dropped_at(index)})
+    return rows

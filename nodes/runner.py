@@ -1,0 +1,154 @@
+"""The one trajectory runner: candidates through the stages of a recipe, one candidate at a time, every call
+counted, with one progress bar over the whole search and Cancel checked between candidates."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+
+import comfy.model_management
+import comfy.utils
+
+from ..cachedsearch_core import Draft, StageCalls
+from .cache_patch import STATISTICS_CALLBACK_OPTION
+from .full_compute import CallMeter, check_full_compute
+from .prompt_server import prompt_server
+from .stages import Stage, StagedRecipe
+
+
+@dataclasses.dataclass(frozen=True)
+class CandidateState:
+    """A candidate at a stage boundary: the stock output latent of its last finished stage (the recipe's latent
+    before the first), with the time and cache statistics so far."""
+
+    seed: int
+    latent: dict
+    seconds: float = 0.0
+    stage_calls: tuple[StageCalls, ...] = ()
+    # Set once a stage's cache could not serve its model and computed every call.
+    cache_inactive_reason: str | None = None
+
+    def draft(self) -> Draft:
+        return Draft(
+            seed=self.seed, seconds=self.seconds,
+            calls_computed=sum(calls.computed for calls in self.stage_calls),
+            calls_skipped=sum(calls.skipped for calls in self.stage_calls),
+            stage_calls=self.stage_calls, cache_inactive_reason=self.cache_inactive_reason,
+        )
+
+
+class SearchProgress:
+    """One progress bar over every stage of every candidate, fed by the stock sampling calls' own bars.
+
+    Each stock call makes its own ``comfy.utils.ProgressBar``, which takes the global progress hook when it is
+    created. While a stage runs, the search installs a hook that moves the call's steps to their place on the
+    search's bar and hands them, with the call's live previews, to the hook installed before (the server's, which
+    sends progress and raises when the user presses Cancel).
+    """
+
+    def __init__(self, total_steps: int):
+        self.total = total_steps
+        self.done = 0
+
+    @contextlib.contextmanager
+    def stage(self, step_count: int):
+        outer = comfy.utils.PROGRESS_BAR_HOOK
+        offset = self.done
+
+        def hook(value, total, preview, *args, **kwargs):
+            if outer is not None:
+                outer(offset + min(value, step_count), self.total, preview, *args, **kwargs)
+
+        comfy.utils.set_progress_bar_global_hook(hook)
+        try:
+            yield
+        finally:
+            comfy.utils.set_progress_bar_global_hook(outer)
+        self.done = offset + step_count
+
+    def finish(self):
+        """Fill the bar when the search ends before its widest width (a budget stopped it)."""
+        hook = comfy.utils.PROGRESS_BAR_HOOK
+        if hook is not None and self.done < self.total:
+            hook(self.total, self.total, None)
+        self.done = self.total
+
+
+def progress_text_sender(node_id):
+    """A function that shows a line of text on the node in the GUI, or None outside a server run."""
+    server = prompt_server()
+    if server is None or node_id is None:
+        return None
+    return lambda text: server.send_progress_text(text, node_id)
+
+
+def _observed(stage: Stage, statistics: list, meter: CallMeter) -> Stage:
+    """The stage on a clone of its model that reports each sampling run's cache statistics into ``statistics`` and
+    whose transformer calls ``meter`` counts."""
+    model = meter.attach(stage.patcher)
+    model.model_options["transformer_options"][STATISTICS_CALLBACK_OPTION] = statistics.append
+    return stage.with_model(model)
+
+
+@dataclasses.dataclass(frozen=True)
+class FullComputeCheck:
+    """Stages that must compute every call the sampler asks for: the node input that feeds each stage's model and
+    what to tell the artist when a cache skipped work anyway."""
+
+    input_names: tuple[str, ...]
+    advice: str
+
+
+def _run_stage(recipe: StagedRecipe, stage_index: int, states: list[CandidateState], progress: SearchProgress,
+               announce=None, on_computed_call=None, full_compute: FullComputeCheck | None = None
+               ) -> list[CandidateState]:
+    """Advance every candidate through one stage, one candidate at a time, each run with fresh cache state and its
+    calls counted by a ``CallMeter`` whatever cache runs on the model; with ``full_compute``, a candidate that
+    skipped work raises as soon as its stage ends."""
+    statistics = []
+    meter = CallMeter(on_computed_call)
+    stage = _observed(recipe.stages[stage_index], statistics, meter)
+    stage_label = f"{recipe.names[stage_index]} ({stage_index + 1} / {len(recipe.stages)}), " \
+        if len(recipe.stages) > 1 else ""
+    advanced = []
+    for index, state in enumerate(states):
+        comfy.model_management.throw_exception_if_processing_interrupted()
+        if announce is not None:
+            announce(f"{stage_label}draft {index + 1} / {len(states)} (seed {state.seed})")
+        statistics.clear()
+        start = time.perf_counter()
+        meter.take()
+        with progress.stage(stage.step_count), meter.counting(stage.patcher):
+            latent = stage.run(state.latent, state.seed)
+        run = meter.take()
+        if full_compute is not None:
+            input_name = full_compute.input_names[stage_index]
+            check_full_compute(run, recipe.stages[stage_index].patcher, input_name,
+                               full_compute.advice.format(input=input_name))
+        inactive_reason = next((s.inactive_reason for s in statistics if s.inactive_reason), None)
+        advanced.append(dataclasses.replace(
+            state, latent=latent, seconds=state.seconds + time.perf_counter() - start,
+            stage_calls=(*state.stage_calls, run.calls),
+            cache_inactive_reason=state.cache_inactive_reason or inactive_reason,
+        ))
+    return advanced
+
+
+def run_stages(recipe: StagedRecipe, states: list[CandidateState], progress: SearchProgress,
+               stages: range | None = None, announce=None, on_computed_call=None,
+               full_compute: FullComputeCheck | None = None) -> list[CandidateState]:
+    """The one trajectory runner: every candidate through ``stages`` of ``recipe`` (all of them by default), stage
+    by stage, so each expert of a staged trajectory is loaded once per stage as in the stock graph.
+
+    Every search, commit, pick, Calibrate rollout, pruned continuation, budget draft and distributed worker runs its
+    seeds here: each stage is the stock sampling call, fed the previous stage's output latent; the progress bar
+    moves through ``progress``; Cancel stops it before the next candidate (and inside a call, through the progress
+    hook); every candidate's calls are counted. ``announce(text)``, if given, hears "draft i / N" as each
+    candidate's stage starts; ``on_computed_call()``, if given, runs before each computed call (a budget stops a
+    draft there by raising). With ``full_compute``, a stage that skipped any work raises (``check_full_compute``)
+    instead of handing on a cached result as full compute.
+    """
+    for stage_index in range(len(recipe.stages)) if stages is None else stages:
+        states = _run_stage(recipe, stage_index, states, progress, announce, on_computed_call, full_compute)
+    return states
