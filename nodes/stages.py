@@ -167,9 +167,10 @@ class StagedRecipe:
         for name, model in connected.items():
             if model is not None and name not in inputs:
                 usable = " and ".join(dict.fromkeys(inputs))
-                raise ValueError(f"{name}: this search ran {len(self.stages)} stage(s) on "
-                                 f"{'one model' if inputs[0] == 'model' else 'two experts'} "
-                                 f"({', '.join(self.names)}); connect {usable} instead, or leave it unconnected")
+                ran = "on one model" if inputs[0] == "model" else \
+                    f"{len(self.stages)} stages on different models ({', '.join(self.names)})"
+                raise ValueError(f"{name}: this search ran {ran}; connect {usable} instead, or leave {name} "
+                                 "unconnected")
         return tuple(connected.get(name) for name in inputs)
 
     def without_cache(self, models: tuple = ()) -> StagedRecipe:
