@@ -107,16 +107,19 @@ class _Route(NamedTuple):
     branch_keys: list | None  # None: run this call uncached
 
 
+def call_options(args, kwargs, key: str) -> dict | None:
+    """A diffusion-model call's ``transformer_options``, known by holding ``key``, wherever the model passes them:
+    most pass them last, LTX-Video before ``keyframe_idxs``, others by keyword."""
+    options = kwargs.get("transformer_options")
+    if isinstance(options, dict) and key in options:
+        return options
+    return next((a for a in reversed(args) if isinstance(a, dict) and key in a), None)
+
+
 @torch.compiler.disable
 def _route(args, kwargs) -> _Route | None:
-    """Where this transformer call goes: None when its run has no cache.
-
-    ``transformer_options`` is found wherever the model passes it: most pass it last, LTX-Video before
-    ``keyframe_idxs``, others by keyword.
-    """
-    options = kwargs.get("transformer_options")
-    if not (isinstance(options, dict) and RUN_OPTION in options):
-        options = next((a for a in reversed(args) if isinstance(a, dict) and RUN_OPTION in a), None)
+    """Where this transformer call goes: None when its run has no cache."""
+    options = call_options(args, kwargs, RUN_OPTION)
     if options is None:
         return None
     run: _CacheRun = options[RUN_OPTION]

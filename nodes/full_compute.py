@@ -20,7 +20,7 @@ import torch
 
 from ..cachedsearch_core import StageCalls
 from ..cachedsearch_core.work_count import Shortfall, WorkCount, block_lists
-from .cache_patch import CONFIG_OPTION, WRAPPER_KEY
+from .cache_patch import CONFIG_OPTION, WRAPPER_KEY, call_options
 
 _WRAPPERS = comfy.patcher_extension.WrappersMP
 METER_KEY = "cachedsearch_call_meter"
@@ -96,15 +96,6 @@ def first_transformer_block(model) -> torch.nn.Module | None:
     """The first block of the diffusion model's first block list: every computed transformer call runs it."""
     lists = block_lists(model.model.diffusion_model)
     return lists[0][1][0] if lists else None
-
-
-def _transformer_options(args, kwargs) -> dict:
-    """A diffusion-model call's transformer_options, wherever the model passes them (most last, LTX-Video before
-    ``keyframe_idxs``, others by keyword)."""
-    options = kwargs.get("transformer_options")
-    if isinstance(options, dict):
-        return options
-    return next((arg for arg in reversed(args) if isinstance(arg, dict) and "cond_or_uncond" in arg), {})
 
 
 @dataclasses.dataclass
@@ -201,7 +192,8 @@ class CallMeter:
 
     def _asked_call(self, executor, *args, **kwargs):
         self._reached += 1
-        if not _transformer_options(args, kwargs).get("patches_replace", {}).get("dit"):
+        options = call_options(args, kwargs, "cond_or_uncond") or {}
+        if not options.get("patches_replace", {}).get("dit"):
             self._plain += 1
         return executor(*args, **kwargs)
 

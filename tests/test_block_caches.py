@@ -11,7 +11,7 @@ import torch
 
 from cachedsearch_core.work_count import block_lists, is_linear, work_layers
 
-from test_families import FAMILIES, load_model
+from test_families import FAMILIES, graph_inputs
 
 pytestmark = pytest.mark.slow  # in process, several seconds a test
 
@@ -161,6 +161,12 @@ def recommit(engine, candidates, **inputs):
     return output(engine, "CachedSearchRecommit", candidates=candidates, ranking=ranking, mode="commit", **inputs)
 
 
+def stock_samples(engine, model, positive, negative, latent, seed, cfg=5.0):
+    """What a stock KSampler makes with ``seed`` on the test's settings."""
+    return engine.one("KSampler", model=model, seed=seed, cfg=cfg, positive=positive, negative=negative,
+                      latent_image=latent, **SETTINGS)["samples"]
+
+
 @pytest.fixture(scope="module")
 def wan(engine):
     """A tiny Wan 2.1 T2V four blocks deep (so every cache has blocks to reuse), shift 8, with the tiny graph's
@@ -201,11 +207,7 @@ def test_recommit_behind_the_cache_is_refused_and_the_plain_model_gives_the_stoc
     spec = FAMILIES[family_name]
     if not hasattr(comfy.supported_models, spec.detected_as):
         pytest.skip(f"{spec.label}: this ComfyUI has no {spec.detected_as} model")
-    model = load_model(engine, spec)
-    conditioning = dict(tokens=6, pooled=False) | spec.conditioning
-    positive = engine.one("CachedSearchTestConditioning", text_seed=1, **conditioning)
-    negative = engine.one("CachedSearchTestConditioning", text_seed=2, **conditioning)
-    positive, negative, latent = spec.prepare(engine, positive, negative)
+    model, positive, negative, latent = graph_inputs(engine, spec)
     layers = [layer for layer, _ in work_layers(model.model.diffusion_model)]
     # Every block's linear layers are found, whatever ops class the file format loads them with.
     assert layers and all(layer.name != layer.block for layer in layers)
@@ -217,9 +219,8 @@ def test_recommit_behind_the_cache_is_refused_and_the_plain_model_gives_the_stoc
                        rf"test_{kind}_cache.*Recommit's model input"):
         recommit(engine, candidates)
     delivered, seed, _ = recommit(engine, candidates, model=model).result
-    stock = engine.one("KSampler", model=model, seed=seed, cfg=spec.cfg, positive=positive, negative=negative,
-                       latent_image=latent, **SETTINGS)
-    assert torch.equal(delivered["samples"], stock["samples"])
+    stock = stock_samples(engine, model, positive, negative, latent, seed, cfg=spec.cfg)
+    assert torch.equal(delivered["samples"], stock)
 
 
 @pytest.mark.parametrize("kind", ("first_block", "attention"))  # the tiny experts have two blocks
@@ -269,9 +270,7 @@ def test_pruned_and_budget_searches_behind_the_cache_are_refused_and_following_t
     with pytest.raises(ValueError, match=r"^model: this rollout must be full compute.*Recommit's model input"):
         recommit(engine, candidates)
     delivered, seed, _ = recommit(engine, candidates, model=model).result
-    stock = engine.one("KSampler", model=model, seed=seed, cfg=5.0, positive=positive, negative=negative,
-                       latent_image=latent, **SETTINGS)
-    assert torch.equal(delivered["samples"], stock["samples"])
+    assert torch.equal(delivered["samples"], stock_samples(engine, model, positive, negative, latent, seed))
 
 
 def test_calibrate_refuses_a_full_arm_behind_the_cache(engine, wan):
@@ -298,9 +297,7 @@ def test_skip_layer_guidance_is_full_compute(engine, wan):
                               latent_image=latent, seed=SEED, num_candidates=1, cfg=5.0, **SETTINGS).result
     assert candidates.drafts[0].calls_skipped == 0
     delivered, seed, _ = recommit(engine, candidates).result
-    stock = engine.one("KSampler", model=guided, seed=seed, cfg=5.0, positive=positive, negative=negative,
-                       latent_image=latent, **SETTINGS)
-    assert torch.equal(delivered["samples"], stock["samples"])
+    assert torch.equal(delivered["samples"], stock_samples(engine, guided, positive, negative, latent, seed))
 
 
 @pytest.mark.parametrize("cached", (False, True), ids=("plain", "first_block"))
@@ -317,8 +314,7 @@ def test_under_torch_compile_the_commit_is_exact_or_refused_never_cached(engine,
     _, candidates, _ = output(engine, "CachedSearchSampler", model=search_model, positive=positive,
                               negative=negative, latent_image=latent, seed=SEED, num_candidates=1, cfg=5.0,
                               **SETTINGS).result
-    stock = engine.one("KSampler", model=model, seed=SEED, cfg=5.0, positive=positive, negative=negative,
-                       latent_image=latent, **SETTINGS)
+    stock = stock_samples(engine, model, positive, negative, latent, SEED)
     try:
         delivered, _, _ = recommit(engine, candidates).result
     except ValueError as refusal:
@@ -326,7 +322,7 @@ def test_under_torch_compile_the_commit_is_exact_or_refused_never_cached(engine,
         named = "test_first_block_cache" if cached else "torch.compile"
         assert named in str(refusal) and "Recommit's model input" in str(refusal)
     else:
-        assert not cached and torch.equal(delivered["samples"], stock["samples"])
+        assert not cached and torch.equal(delivered["samples"], stock)
 
 
 def test_a_distributed_search_behind_the_cache_is_refused_and_following_the_advice_is_exact(engine, wan):
@@ -340,6 +336,4 @@ def test_a_distributed_search_behind_the_cache_is_refused_and_following_the_advi
     with pytest.raises(ValueError, match=r"^model: this rollout must be full compute.*Recommit's model input"):
         recommit(engine, candidates)
     delivered, seed, _ = recommit(engine, candidates, model=model).result
-    stock = engine.one("KSampler", model=model, seed=seed, cfg=5.0, positive=positive, negative=negative,
-                       latent_image=latent, **SETTINGS)
-    assert torch.equal(delivered["samples"], stock["samples"])
+    assert torch.equal(delivered["samples"], stock_samples(engine, model, positive, negative, latent, seed))

@@ -156,12 +156,16 @@ def family(request, engine):
     spec = FAMILIES[request.param]
     if not hasattr(comfy.supported_models, spec.detected_as):
         pytest.skip(f"{spec.label}: this ComfyUI has no {spec.detected_as} model (added in a later version)")
+    return (spec, *graph_inputs(engine, spec))
+
+
+def graph_inputs(engine, spec: Family):
+    """(model, positive, negative, latent) of the family's tiny graph, the model through its loader."""
     model = load_model(engine, spec)
     conditioning = dict(tokens=6, pooled=False) | spec.conditioning
     positive = engine.one("CachedSearchTestConditioning", text_seed=1, **conditioning)
     negative = engine.one("CachedSearchTestConditioning", text_seed=2, **conditioning)
-    positive, negative, latent = spec.prepare(engine, positive, negative)
-    return spec, model, positive, negative, latent
+    return (model, *spec.prepare(engine, positive, negative))
 
 
 def ksampler(engine, family_case, model=None, seed=7):
