@@ -13,6 +13,7 @@ from .search import (
     StageCalls,
     candidate_seeds,
     parse_scores,
+    search_cost,
     search_report,
 )
 from .step_cache import (
@@ -33,6 +34,7 @@ __all__ = [
     "StageCalls",
     "candidate_seeds",
     "parse_scores",
+    "search_cost",
     "search_report",
     "BranchState",
     "CacheMode",

@@ -46,6 +46,17 @@ def pruned_search_steps(num_candidates: int, steps: int, rounds: Sequence[tuple[
     return total + reaching * (steps - previous)
 
 
+def skipped_share(skipped: int, calls: int) -> float | None:
+    """The share of ``calls`` transformer calls the cache skipped; None when there were none."""
+    return skipped / calls if calls else None
+
+
+def fewer_calls_factor(skipped: int, calls: int) -> float | None:
+    """How many times fewer calls were computed than asked for (calls / computed); None when nothing was skipped
+    or everything was."""
+    return calls / (calls - skipped) if 0 < skipped < calls else None
+
+
 def _percent(ratio: float) -> str:
     return f"{100 * ratio:.1f} %"
 
@@ -67,6 +78,9 @@ class SearchCost:
         already is its seed's full-compute result; after one, because the delivered draft was.
     measured_commit_calls, measured_commit_seconds: what the commit that ran counted and took; None before.
     kept: keep delivered a draft as drafted: no commit.
+    draft_calls, skipped_calls: the finished drafts' transformer calls, and those the cache skipped of them.
+    stage_calls: for a trajectory of several stages, per stage (in order) its name and the finished drafts' skipped
+        calls and calls in it.
     """
 
     width: int
@@ -80,6 +94,9 @@ class SearchCost:
     measured_commit_calls: int | None = None
     measured_commit_seconds: float | None = None
     kept: bool = False
+    draft_calls: int = 0
+    skipped_calls: int = 0
+    stage_calls: tuple[tuple[str, int, int], ...] = ()
 
     def __post_init__(self):
         if not 1 <= self.finished_drafts <= self.width:
@@ -96,11 +113,13 @@ class SearchCost:
 
     @classmethod
     def of_search(cls, drafts: Sequence[Draft], pruning: PruningOutcome | None = None,
-                  budget: BudgetOutcome | None = None, commit_free: bool = False) -> SearchCost:
+                  budget: BudgetOutcome | None = None, commit_free: bool = False,
+                  stage_names: Sequence[str] = ()) -> SearchCost:
         """The cost of a search that finished ``drafts``, before any commit. A pruned search (``pruning``) started
         every seed it scored, and paid for its dropped drafts and for scoring the previews; a fixed-budget search
         (``budget``) paid for the draft it stopped. ``commit_free``: every finished draft already is its seed's
-        full-compute result, so whichever wins is delivered as it is."""
+        full-compute result, so whichever wins is delivered as it is. ``stage_names``: the stages' names where the
+        trajectory has several, for each stage's skipped share."""
         if not drafts:
             raise ValueError("drafts: got none; a search's cost needs at least one finished draft")
         dropped = [candidate.draft for candidate in pruning.pruned] if pruning is not None else []
@@ -114,6 +133,10 @@ class SearchCost:
             search_calls += budget.stopped_draft_calls
             search_seconds += budget.stopped_draft_seconds
         full_rollouts = [draft.seconds for draft in drafts if draft.skipped_nothing]
+        stage_calls = tuple(
+            (name, sum(draft.stage_calls[index].skipped for draft in drafts),
+             sum(draft.stage_calls[index].computed + draft.stage_calls[index].skipped for draft in drafts))
+            for index, name in enumerate(stage_names)) if len(stage_names) > 1 else ()
         return cls(
             width=width,
             finished_drafts=len(drafts),
@@ -123,6 +146,9 @@ class SearchCost:
             mean_draft_seconds=sum(draft.seconds for draft in drafts) / len(drafts),
             drafts_full_rollout_seconds=sum(full_rollouts) / len(full_rollouts) if full_rollouts else None,
             commit_free=commit_free,
+            draft_calls=sum(draft.calls_computed + draft.calls_skipped for draft in drafts),
+            skipped_calls=sum(draft.calls_skipped for draft in drafts),
+            stage_calls=stage_calls,
         )
 
     def after_commit(self, calls: int, seconds: float) -> SearchCost:
@@ -218,6 +244,16 @@ class SearchCost:
             return None
         return break_even_width(self.gamma, self.commit_seconds / self.full_rollout_seconds)
 
+    @property
+    def skipped_share(self) -> float | None:
+        """The share of the finished drafts' calls the cache skipped (None when they had none)."""
+        return skipped_share(self.skipped_calls, self.draft_calls)
+
+    @property
+    def fewer_calls_factor(self) -> float | None:
+        """The finished drafts' calls over those they computed (``fewer_calls_factor``)."""
+        return fewer_calls_factor(self.skipped_calls, self.draft_calls)
+
     def calls_line(self) -> str:
         """The transformer calls: the drafts', and with what delivered the result."""
         text = (f"transformer calls: the drafts computed {self.search_calls} of the {self.full_calls} that full "
@@ -271,4 +307,9 @@ class SearchCost:
                 "seconds_ratio_with_commit": self.seconds_ratio_with_commit, "gamma": self.gamma,
                 "break_even_width": break_even if break_even is not None and math.isfinite(break_even) else None,
                 "commit_ran": self.commit_ran, "commit_free": self.commit_free, "kept": self.kept,
+                "draft_calls": self.draft_calls, "skipped_calls": self.skipped_calls,
+                "skipped_share": self.skipped_share, "fewer_calls_factor": self.fewer_calls_factor,
+                "mean_draft_seconds": self.mean_draft_seconds,
+                "stage_skipped_shares": [{"stage": name, "share": skipped_share(skipped, calls)}
+                                         for name, skipped, calls in self.stage_calls],
                 "note": self.line()}

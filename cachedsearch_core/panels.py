@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import torch
 
+from .cost import skipped_share
 from .pruning import PruningOutcome
 from .search import Draft, Ranking
 
@@ -83,12 +84,14 @@ def describe_verifier(name: str) -> dict:
 
 
 def _draft_fields(draft: Draft, stage_names: Sequence[str]) -> dict:
+    calls = draft.calls_computed + draft.calls_skipped
     fields = {"seed": draft.seed, "seconds": round(draft.seconds, 3), "skipped": draft.calls_skipped,
-              "calls": draft.calls_computed + draft.calls_skipped}
+              "calls": calls, "skipped_share": skipped_share(draft.calls_skipped, calls)}
     if len(stage_names) > 1:
         # A pruned draft has the stages it reached: the one it stopped in counts the calls up to the prune step.
-        fields["stages"] = [{"stage": name, "skipped": calls.skipped, "calls": calls.computed + calls.skipped}
-                            for name, calls in zip(stage_names, draft.stage_calls)]
+        fields["stages"] = [{"stage": name, "skipped": stage.skipped, "calls": stage.computed + stage.skipped,
+                             "skipped_share": skipped_share(stage.skipped, stage.computed + stage.skipped)}
+                            for name, stage in zip(stage_names, draft.stage_calls)]
     return fields
 
 

@@ -119,6 +119,12 @@ def parse_scores(text: str) -> tuple[float, ...]:
         ) from None
 
 
+def search_cost(drafts: Sequence[Draft], pruning=None, budget=None, commit_free: bool = False,
+                stage_names: Sequence[str] = ()) -> SearchCost:
+    """The cost of a search that finished ``drafts`` (``SearchCost.of_search``), before any commit."""
+    return SearchCost.of_search(drafts, pruning, budget, commit_free, stage_names)
+
+
 def search_report(
     drafts: Sequence[Draft],
     cache_description: str,

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from cachedsearch_core import Draft, Ranking, SearchCost, search_report
+from cachedsearch_core import Draft, Ranking, SearchCost, StageCalls, search_report
 from cachedsearch_core.budget import BudgetOutcome, BudgetPlan
 from cachedsearch_core.cost import break_even_width
 from cachedsearch_core.pruning import PrunedCandidate, PruningOutcome
@@ -161,6 +161,36 @@ def test_one_searchs_sampler_and_recommit_tell_the_same_figure_for_every_deliver
     recommit_report = search_report(drafts, "cache", sampler.after_commit(50, 2.0), Ranking((0.1, 0.3, 0.2)))
     assert sampler.calls_line() in search_report(drafts, "cache", sampler).splitlines()
     assert sampler.calls_line() in recommit_report.splitlines()
+
+
+def test_the_panel_summary_carries_the_finished_drafts_skipped_share_fewer_calls_and_mean_seconds():
+    """The Sampler's panel summary shows these fields as they are: the finished drafts' skipped calls, their share,
+    how many times fewer calls were computed, the mean seconds per draft and each expert's share."""
+    survivors, outcome = pruned_search()  # the dropped drafts' calls are not the finished drafts'
+    shown = json.loads(json.dumps(SearchCost.of_search(survivors, pruning=outcome).as_dict()))
+    assert (shown["draft_calls"], shown["skipped_calls"]) == (100, 54)
+    assert shown["skipped_share"] == pytest.approx(0.54)
+    assert shown["fewer_calls_factor"] == pytest.approx(100 / 46)
+    assert shown["mean_draft_seconds"] == pytest.approx(1.0)
+    assert shown["stage_skipped_shares"] == []  # one stage
+    experts = [Draft(7, 1.0, 30, 20, (StageCalls(10, 15), StageCalls(20, 5))),
+               Draft(8, 3.0, 40, 10, (StageCalls(20, 5), StageCalls(20, 5)))]
+    staged = SearchCost.of_search(experts, stage_names=("high noise", "low noise")).as_dict()
+    assert staged["stage_skipped_shares"] == [{"stage": "high noise", "share": pytest.approx(20 / 50)},
+                                              {"stage": "low noise", "share": pytest.approx(10 / 50)}]
+    assert (staged["skipped_share"], staged["mean_draft_seconds"]) == (pytest.approx(0.3), pytest.approx(2.0))
+
+
+@pytest.mark.parametrize("drafts, share, factor", [
+    ([Draft(7, 1.0, 50, 0)], 0.0, None),  # nothing skipped
+    ([Draft(7, 1.0, 0, 50)], 1.0, None),  # everything skipped: no finite factor
+    ([Draft(7, 1.0, 0, 0)], None, None),  # no calls at all
+])
+def test_the_skipped_share_and_fewer_calls_factor_are_none_where_they_mean_nothing(drafts, share, factor):
+    shown = SearchCost(width=1, finished_drafts=1, rollout_calls=50, search_calls=drafts[0].calls_computed,
+                       search_seconds=1.0, mean_draft_seconds=1.0, draft_calls=drafts[0].calls_computed +
+                       drafts[0].calls_skipped, skipped_calls=drafts[0].calls_skipped).as_dict()
+    assert (shown["skipped_share"], shown["fewer_calls_factor"]) == (share, factor)
 
 
 @pytest.mark.parametrize("fields, message", [

@@ -75,12 +75,17 @@ def test_pruned_search_rows_number_candidates_in_seed_order_with_every_preview_s
     assert ranked[5]["rank"] == 4 and ranked[5]["margin"] == pytest.approx(-0.8)
 
 
+def test_a_row_without_calls_has_no_skipped_share():
+    assert candidate_rows([draft(7, 0, 0)])[0]["skipped_share"] is None
+
+
 def test_unpruned_rows_carry_each_experts_skipped_calls():
     stages = (StageCalls(6, 4), StageCalls(9, 1))
     rows = candidate_rows([draft(7, 15, 5, stages), draft(8, 15, 5, stages)], stage_names=("high noise", "low noise"))
     assert [row["candidate"] for row in rows] == [1, 2]
-    assert rows[0]["stages"] == [{"stage": "high noise", "skipped": 4, "calls": 10},
-                                 {"stage": "low noise", "skipped": 1, "calls": 10}]
+    assert rows[0]["stages"] == [{"stage": "high noise", "skipped": 4, "calls": 10, "skipped_share": 0.4},
+                                 {"stage": "low noise", "skipped": 1, "calls": 10, "skipped_share": 0.1}]
+    assert rows[0]["skipped_share"] == 0.25
     assert "preview_score" not in rows[0] and "pruned" not in rows[0]
 
 
