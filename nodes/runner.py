@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import threading
 import time
 
 import comfy.model_management
@@ -41,10 +42,12 @@ class CandidateState:
 class SearchProgress:
     """One progress bar over every stage of every candidate, fed by the stock sampling calls' own bars.
 
-    Each stock call makes its own ``comfy.utils.ProgressBar``, which takes the global progress hook when it is
-    created. While a stage runs, the search installs a hook that moves the call's steps to their place on the
-    search's bar and hands them, with the call's live previews, to the hook installed before (the server's, which
-    sends progress and raises when the user presses Cancel).
+    Each stock call makes its own ``comfy.utils.ProgressBar``, which takes ComfyUI's global progress hook when it is
+    created, so the search cannot hand a call its bar any other way. While a stage runs, the search installs a hook
+    that moves the steps of this thread's calls to their place on the search's bar and hands them, with the calls'
+    live previews, to the hook installed before (the server's, which sends progress and raises when the user presses
+    Cancel); a bar made on any other thread meanwhile goes to that hook unchanged. The hook before is put back
+    whatever ends the stage (its end, an exception, Cancel).
     """
 
     def __init__(self, total_steps: int):
@@ -54,11 +57,16 @@ class SearchProgress:
     @contextlib.contextmanager
     def stage(self, step_count: int):
         outer = comfy.utils.PROGRESS_BAR_HOOK
-        offset = self.done
+        if outer is None:  # nothing listens (no server): nothing to move
+            yield
+            self.done += step_count
+            return
+        offset, search_thread = self.done, threading.get_ident()
 
         def hook(value, total, preview, *args, **kwargs):
-            if outer is not None:
-                outer(offset + min(value, step_count), self.total, preview, *args, **kwargs)
+            if threading.get_ident() != search_thread:
+                return outer(value, total, preview, *args, **kwargs)
+            return outer(offset + min(value, step_count), self.total, preview, *args, **kwargs)
 
         comfy.utils.set_progress_bar_global_hook(hook)
         try:
