@@ -10,7 +10,7 @@ previews alike):
 - the cache alone: cached drafts of seeds 0-7 (tau), the best draft recommitted;
 - pruned arms (``run_pruned_search`` on the cached model; the best final draft is recommitted): one prune (the
   report's setting, 8 seeds to 40 % of the steps, keep 4), two and three rounds, and wider searches (N = 12, 16)
-  whose schedules run the one prune's sampler steps (``cost.pruned_search_steps``).
+  whose schedules run the one prune's sampler steps (``pruning.pruned_search_steps``).
 
 The full rollouts of seeds 0-15 are the ground truth: a search delivers the full rollout of the seed it recommits.
 Per arm: computed transformer calls against full best-of-8's (exploration, and with the commit), capture of
@@ -35,7 +35,8 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from bench.audit import TRAINED_MODEL, ShapesBackend, cache_window  # noqa: E402
-from cachedsearch_core.budget import BudgetPlan, pruned_budget_width  # noqa: E402
+from cachedsearch_core.budget import BudgetPlan  # noqa: E402
+from cachedsearch_core.pruned_budget import pruned_budget_width  # noqa: E402
 from cachedsearch_core.pruning import CacheWindow, PruningSchedule  # noqa: E402
 from cachedsearch_core.search_audit import _bootstrap, _capture  # noqa: E402
 from scripts import ball_spot_world  # noqa: E402

@@ -6,16 +6,8 @@ the standard library only; the other modules are imported by name and may need n
 exchange) or transformers (the verifiers, imported when a verifier is built)."""
 
 from .cost import SearchCost
-from .search import (
-    MAX_CANDIDATES,
-    Draft,
-    Ranking,
-    StageCalls,
-    candidate_seeds,
-    parse_scores,
-    search_cost,
-    search_report,
-)
+from .records import MAX_CANDIDATES, Draft, Ranking, StageCalls, candidate_seeds, parse_scores
+from .search_report import search_cost, search_report
 from .step_cache import (
     BranchState,
     CacheMode,

@@ -6,15 +6,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
-from .cost import break_even_width
-from .search import MAX_CANDIDATES
-
-if TYPE_CHECKING:
-    from .cost import SearchCost
-    from .pruning import PruningPlan
+from .cost import ExtraWork, SearchCost, break_even_width, share_of_full_best_of
+from .records import MAX_CANDIDATES
 
 
 def predicted_full_cost(draft_cost: float, computed_fraction: float) -> float:
@@ -253,6 +248,10 @@ class BudgetOutcome:
         """Drafts, the stopped draft's part and the recommit at its predicted cost."""
         return sum(self.draft_costs) + (self.stopped_draft_cost or 0.0) + self.recommit_cost
 
+    def extra_work(self) -> ExtraWork:
+        """What the search paid for besides its finished drafts: the draft the budget stopped."""
+        return ExtraWork(self.stopped_draft_calls, self.stopped_draft_seconds)
+
     @property
     def break_even_width(self) -> float:
         """Predicted, in the plan's unit (``cost.break_even_width``)."""
@@ -303,7 +302,8 @@ class BudgetOutcome:
             lines.append(
                 f"budget: recommit predicted {cost(self.recommit_cost)}, measured {cost(commit_cost)}; search total "
                 f"predicted {cost(self.predicted_total)}, measured {cost(measured_total)} "
-                f"({100 * measured_total / self.budget:.1f} % of the budget)"
+                f"({100 * share_of_full_best_of(measured_total, self.plan.rollouts, self.full_cost):.1f} % of the "
+                f"budget)"
             )
         return lines
 
@@ -314,90 +314,3 @@ class BudgetOutcome:
                 "recommit_cost": self.recommit_cost, "commit_free": self.commit_free,
                 "predicted_total": self.predicted_total, "deterministic": self.plan.deterministic,
                 "break_even_width": self.break_even_width if math.isfinite(self.break_even_width) else None}
-
-
-@dataclasses.dataclass(frozen=True)
-class PrunedBudget:
-    """The width a pruned search chose from a budget plan, before drafting: the widest N (at most
-    ``plan.max_candidates``) whose schedule's sampler steps (``PruningPlan.search_steps``) and one full-compute
-    commit fit in what full best-of-M runs, M T steps. Every step is counted as computed, so the choice is
-    deterministic and the search never overruns; what the step cache skips comes on top (the measured calls show
-    it).
-
-    width_steps: the schedule's steps at the chosen width; wider_steps: at width + 1, which did not fit (None when
-    max_candidates ended the search).
-    """
-
-    plan: BudgetPlan
-    width: int
-    steps: int
-    width_steps: int
-    wider_steps: int | None
-
-    # A pruned search chooses its width before drafting, so no draft is stopped part-way.
-    stopped_draft_calls = 0
-    stopped_draft_seconds = 0.0
-
-    @property
-    def budget_steps(self) -> int:
-        return self.plan.rollouts * self.steps
-
-    @property
-    def predicted_steps(self) -> int:
-        """The schedule and the commit, every step counted."""
-        return self.width_steps + self.steps
-
-    def measured(self, cost: SearchCost) -> tuple[float, float] | None:
-        """The commit's and the whole search's measured transformer calls (``BudgetOutcome.measured``)."""
-        return (cost.commit_calls, cost.total_calls) if cost.commit_ran else None
-
-    def lines(self, search_cost: SearchCost | None = None) -> list[str]:
-        m, steps = self.plan.rollouts, self.steps
-        ended = (f"N = {self.width + 1} would run {self.wider_steps + steps} steps" if self.wider_steps is not None
-                 else f"max_candidates {self.plan.max_candidates} reached")
-        lines = [f"budget: full best-of-{m} runs {m} x {steps} = {self.budget_steps} sampler steps; the pruned "
-                 f"schedule at N = {self.width} runs {self.width_steps} + commit {steps} = {self.predicted_steps} "
-                 f"({ended}); chosen before drafting with every step counted as computed, so the cache's skipped "
-                 "calls come on top; deterministic"]
-        if search_cost is not None and search_cost.commit_ran:
-            budget_calls = m * search_cost.rollout_calls
-            lines.append(f"budget: measured {search_cost.total_calls} transformer calls with the commit, "
-                         f"{100 * search_cost.total_calls / budget_calls:.1f} % of full best-of-{m}'s {budget_calls}")
-        return lines
-
-    def as_dict(self) -> dict:
-        """JSON-ready summary for the frontend, in sampler steps (one step: one full rollout's calls / T)."""
-        return {"unit": "sampler steps", "rollouts": self.plan.rollouts, "width": self.width,
-                "max_candidates": self.plan.max_candidates, "full_cost": self.steps, "budget": self.budget_steps,
-                "recommit_cost": self.steps, "commit_free": False, "predicted_total": self.predicted_steps,
-                "deterministic": True, "pruned": True, "wider_total": (None if self.wider_steps is None
-                                                                        else self.wider_steps + self.steps)}
-
-
-def pruned_budget_width(plan_at: Callable[[int], PruningPlan], steps: int, budget: BudgetPlan) -> PrunedBudget:
-    """The widest N whose pruned plan (``plan_at(N)``, a checked plan, or a ValueError naming the input when the
-    schedule cannot apply to N candidates) fits the budget with one full commit (``PrunedBudget``)."""
-    if budget.unit is not BudgetUnit.CALLS:
-        raise ValueError(f"budget_unit: got {budget.unit.value!r}; a pruned search chooses its width before drafting, "
-                         f"from its schedule's steps, so set budget_unit to {BudgetUnit.CALLS.value!r}")
-    allowance = (budget.rollouts - 1) * steps
-    chosen, refusal = None, None
-    for width in range(1, budget.max_candidates + 1):
-        try:
-            plan = plan_at(width)
-        except ValueError as error:
-            refusal = error
-            continue
-        width_steps = plan.search_steps(width, steps)
-        if width_steps > allowance:
-            if chosen is not None:
-                return dataclasses.replace(chosen, wider_steps=width_steps)
-            raise ValueError(
-                f"budget_rollouts: got {budget.rollouts}; the pruning schedule runs {width_steps} steps at its "
-                f"narrowest N = {width}, plus a {steps}-step commit, more than full best-of-{budget.rollouts}'s "
-                f"{budget.rollouts * steps}: raise budget_rollouts, or prune earlier or keep fewer"
-            )
-        chosen = PrunedBudget(budget, width, steps, width_steps, None)
-    if chosen is None:
-        raise refusal
-    return chosen

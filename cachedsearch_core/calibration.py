@@ -14,7 +14,7 @@ import dataclasses
 import re
 
 from .audit import tau_arm
-from .search import candidate_seeds
+from .records import candidate_seeds
 
 TAU_MAX = 2.0  # the largest tau Apply Cache accepts
 OUR_ENGINE = "CachedSearch cache"

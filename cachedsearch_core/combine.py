@@ -23,7 +23,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-from .search import Ranking
+from .records import Ranking
 
 RANK_AVERAGE = "rank average"
 Z_SCORE = "z-score"

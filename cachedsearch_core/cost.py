@@ -13,12 +13,8 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .budget import BudgetOutcome
-    from .pruning import PruningOutcome
-    from .search import Draft
+from .records import Draft
 
 # Why calls lead, in the note the Sampler's panel shows.
 CALLS_CONTEXT = ("Calls are exact and set the time on a GPU; seconds on this machine also count model loading and "
@@ -34,16 +30,31 @@ def break_even_width(gamma: float, commit_fraction: float) -> float:
     return commit_fraction / (1.0 - gamma)
 
 
-def pruned_search_steps(num_candidates: int, steps: int, rounds: Sequence[tuple[int, int]]) -> int:
-    """Sampler steps a pruned search of ``num_candidates`` runs, with prune ``rounds`` of (step p_r, keep k_r):
-    every candidate to p_1, then each round's survivors on to the next round's step, the last round's to the end,
-    nothing recomputed: N p_1 + sum_r k_r (p_(r+1) - p_r), with p_(R+1) = T. Times the transformer calls per step it
-    is the calls the search asks for, exact (one round: N p + k (T - p)); a step cache computes fewer of them."""
-    total, reaching, previous = 0, num_candidates, 0
-    for step, keep in rounds:
-        total += reaching * (step - previous)
-        reaching, previous = keep, step
-    return total + reaching * (steps - previous)
+def share_of_full_best_of(total: float, width: int, full_rollout: float) -> float:
+    """What ``total`` is of full best-of-``width``, whose rollouts cost ``full_rollout`` each (in any one unit)."""
+    return total / (width * full_rollout)
+
+
+def calls_per_stage(drafts: Sequence[Draft], stage_names: Sequence[str]) -> tuple[tuple[str, int, int], ...]:
+    """Per stage (in order): its name, and the skipped calls and calls of ``drafts`` in it."""
+    return tuple((name, sum(draft.stage_calls[index].skipped for draft in drafts),
+                  sum(draft.stage_calls[index].calls for draft in drafts))
+                 for index, name in enumerate(stage_names))
+
+
+@dataclasses.dataclass(frozen=True)
+class ExtraWork:
+    """What a search paid for besides its finished drafts, in plain numbers: the transformer calls computed and the
+    seconds of drafts that did not finish (pruned, or stopped by a budget) and of scoring previews. Pruning and the
+    budget each say what theirs was; the cost model adds it up."""
+
+    calls: int = 0
+    seconds: float = 0.0
+
+    @classmethod
+    def of_drafts(cls, drafts: Sequence[Draft], seconds: float = 0.0) -> ExtraWork:
+        """The calls ``drafts`` computed and their seconds, with ``seconds`` more (e.g. scoring their previews)."""
+        return cls(sum(draft.calls_computed for draft in drafts), sum(draft.seconds for draft in drafts) + seconds)
 
 
 def skipped_share(skipped: int, calls: int) -> float | None:
@@ -112,43 +123,29 @@ class SearchCost:
             raise ValueError("kept: keep delivers a draft without a commit, so the cost has no commit to count")
 
     @classmethod
-    def of_search(cls, drafts: Sequence[Draft], pruning: PruningOutcome | None = None,
-                  budget: BudgetOutcome | None = None, commit_free: bool = False,
-                  stage_names: Sequence[str] = ()) -> SearchCost:
-        """The cost of a search that finished ``drafts``, before any commit. A pruned search (``pruning``) started
-        every seed it scored, and paid for its dropped drafts and for scoring the previews; a fixed-budget search
-        (``budget``) paid for the draft it stopped. ``commit_free``: every finished draft already is its seed's
-        full-compute result, so whichever wins is delivered as it is. ``stage_names``: the stages' names where the
-        trajectory has several, for each stage's skipped share."""
+    def of_search(cls, drafts: Sequence[Draft], *extra: ExtraWork, width: int | None = None,
+                  commit_free: bool = False, stage_names: Sequence[str] = ()) -> SearchCost:
+        """The cost of a search that finished ``drafts``, before any commit, with the ``extra`` work it paid for (a
+        pruned search's dropped drafts and previews, a fixed-budget search's stopped draft) and ``width`` the
+        candidates it started (the finished drafts by default). ``commit_free``: every finished draft already is its
+        seed's full-compute result, so whichever wins is delivered as it is. ``stage_names``: the stages' names where
+        the trajectory has several, for each stage's skipped share."""
         if not drafts:
             raise ValueError("drafts: got none; a search's cost needs at least one finished draft")
-        dropped = [candidate.draft for candidate in pruning.pruned] if pruning is not None else []
-        search_calls = sum(draft.calls_computed for draft in (*drafts, *dropped))
-        search_seconds = sum(draft.seconds for draft in (*drafts, *dropped))
-        width = len(drafts)
-        if pruning is not None:
-            search_seconds += pruning.preview_seconds
-            width = len(pruning.seeds)
-        if budget is not None:
-            search_calls += budget.stopped_draft_calls
-            search_seconds += budget.stopped_draft_seconds
+        finished = ExtraWork.of_drafts(drafts)
         full_rollouts = [draft.seconds for draft in drafts if draft.skipped_nothing]
-        stage_calls = tuple(
-            (name, sum(draft.stage_calls[index].skipped for draft in drafts),
-             sum(draft.stage_calls[index].computed + draft.stage_calls[index].skipped for draft in drafts))
-            for index, name in enumerate(stage_names)) if len(stage_names) > 1 else ()
         return cls(
-            width=width,
+            width=len(drafts) if width is None else width,
             finished_drafts=len(drafts),
-            rollout_calls=max(draft.calls_computed + draft.calls_skipped for draft in drafts),
-            search_calls=search_calls,
-            search_seconds=search_seconds,
-            mean_draft_seconds=sum(draft.seconds for draft in drafts) / len(drafts),
+            rollout_calls=max(draft.calls for draft in drafts),
+            search_calls=finished.calls + sum(work.calls for work in extra),
+            search_seconds=finished.seconds + sum(work.seconds for work in extra),
+            mean_draft_seconds=finished.seconds / len(drafts),
             drafts_full_rollout_seconds=sum(full_rollouts) / len(full_rollouts) if full_rollouts else None,
             commit_free=commit_free,
-            draft_calls=sum(draft.calls_computed + draft.calls_skipped for draft in drafts),
+            draft_calls=sum(draft.calls for draft in drafts),
             skipped_calls=sum(draft.calls_skipped for draft in drafts),
-            stage_calls=stage_calls,
+            stage_calls=calls_per_stage(drafts, stage_names) if len(stage_names) > 1 else (),
         )
 
     def after_commit(self, calls: int, seconds: float) -> SearchCost:
@@ -176,7 +173,11 @@ class SearchCost:
 
     @property
     def full_calls(self) -> int:
-        return self.width * self.rollout_calls
+        return self.full_calls_of(self.width)
+
+    def full_calls_of(self, width: int) -> int:
+        """The calls full best-of-``width`` computes."""
+        return width * self.rollout_calls
 
     @property
     def commit_calls(self) -> int:
@@ -192,12 +193,12 @@ class SearchCost:
     @property
     def calls_ratio(self) -> float:
         """The drafts' calls against full best-of-N's."""
-        return self.search_calls / self.full_calls
+        return share_of_full_best_of(self.search_calls, self.width, self.rollout_calls)
 
     @property
     def calls_ratio_with_commit(self) -> float:
         """The drafts' and the commit's calls against full best-of-N's: the search's cost as delivered."""
-        return self.total_calls / self.full_calls
+        return share_of_full_best_of(self.total_calls, self.width, self.rollout_calls)
 
     @property
     def full_rollout_seconds(self) -> float | None:
@@ -222,12 +223,12 @@ class SearchCost:
     @property
     def seconds_ratio(self) -> float | None:
         full = self.full_rollout_seconds
-        return None if full is None else self.search_seconds / (self.width * full)
+        return None if full is None else share_of_full_best_of(self.search_seconds, self.width, full)
 
     @property
     def seconds_ratio_with_commit(self) -> float | None:
         full, total = self.full_rollout_seconds, self.total_seconds
-        return None if full is None or total is None else total / (self.width * full)
+        return None if full is None or total is None else share_of_full_best_of(total, self.width, full)
 
     @property
     def gamma(self) -> float | None:

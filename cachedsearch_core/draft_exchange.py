@@ -30,7 +30,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
-from .search import MAX_CANDIDATES, MAX_SEED, Draft
+from .records import MAX_CANDIDATES, MAX_SEED, Draft
 
 WIRE_FORMAT = "cachedsearch-draft-2"  # 2: the claim's token travels with the draft
 # A master runs one search at a time; the other open jobs are searches whose workers started before their master

@@ -11,7 +11,7 @@ import torch
 
 from .cost import skipped_share
 from .pruning import PruningOutcome
-from .search import Draft, Ranking
+from .records import Draft, Ranking
 
 PANEL_FRAMES = 8  # frames a row shows at most, as many as the Verifier scores
 PANEL_LONGEST_SIDE = 256  # pixels
@@ -84,13 +84,12 @@ def describe_verifier(name: str) -> dict:
 
 
 def _draft_fields(draft: Draft, stage_names: Sequence[str]) -> dict:
-    calls = draft.calls_computed + draft.calls_skipped
     fields = {"seed": draft.seed, "seconds": round(draft.seconds, 3), "skipped": draft.calls_skipped,
-              "calls": calls, "skipped_share": skipped_share(draft.calls_skipped, calls)}
+              "calls": draft.calls, "skipped_share": skipped_share(draft.calls_skipped, draft.calls)}
     if len(stage_names) > 1:
         # A pruned draft has the stages it reached: the one it stopped in counts the calls up to the prune step.
-        fields["stages"] = [{"stage": name, "skipped": stage.skipped, "calls": stage.computed + stage.skipped,
-                             "skipped_share": skipped_share(stage.skipped, stage.computed + stage.skipped)}
+        fields["stages"] = [{"stage": name, "skipped": stage.skipped, "calls": stage.calls,
+                             "skipped_share": skipped_share(stage.skipped, stage.calls)}
                             for name, stage in zip(stage_names, draft.stage_calls)]
     return fields
 

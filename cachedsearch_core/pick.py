@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .search import COMMIT_FREE_DELIVERY
+from .search_report import COMMIT_FREE_DELIVERY
 
 VERIFIERS_CHOICE = 0  # the `pick` that leaves the choice to the verifier's ranking
 MODES = ("commit", "keep")

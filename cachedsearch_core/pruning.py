@@ -11,8 +11,20 @@ import re
 from collections.abc import Sequence
 from fractions import Fraction
 
-from .cost import pruned_search_steps
-from .search import Draft
+from .cost import ExtraWork
+from .records import Draft
+
+
+def pruned_search_steps(num_candidates: int, steps: int, rounds: Sequence[tuple[int, int]]) -> int:
+    """Sampler steps a pruned search of ``num_candidates`` runs, with prune ``rounds`` of (step p_r, keep k_r):
+    every candidate to p_1, then each round's survivors on to the next round's step, the last round's to the end,
+    nothing recomputed: N p_1 + sum_r k_r (p_(r+1) - p_r), with p_(R+1) = T. Times the transformer calls per step it
+    is the calls the search asks for, exact (one round: N p + k (T - p)); a step cache computes fewer of them."""
+    total, reaching, previous = 0, num_candidates, 0
+    for step, keep in rounds:
+        total += reaching * (step - previous)
+        reaching, previous = keep, step
+    return total + reaching * (steps - previous)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,7 +100,7 @@ class PruningPlan:
         return self.rounds[-1].keep
 
     def search_steps(self, num_candidates: int, steps: int) -> int:
-        """Sampler steps the pruned search of ``num_candidates`` runs (``cost.pruned_search_steps``)."""
+        """Sampler steps the pruned search of ``num_candidates`` runs (``pruned_search_steps``)."""
         return pruned_search_steps(num_candidates, steps, [(r.step, r.keep) for r in self.rounds])
 
     def _step_input(self, steps: int, index: int = 0) -> str:
@@ -316,8 +328,13 @@ class PruningOutcome:
         return tuple(record.step for record in self.rounds)
 
     @property
-    def pruned_seconds(self) -> float:
-        return sum(candidate.draft.seconds for candidate in self.pruned)
+    def dropped_work(self) -> ExtraWork:
+        """What the dropped candidates' drafts computed and took."""
+        return ExtraWork.of_drafts([candidate.draft for candidate in self.pruned])
+
+    def extra_work(self) -> ExtraWork:
+        """What the search paid for besides its finished drafts: the dropped drafts and scoring the previews."""
+        return ExtraWork.of_drafts([candidate.draft for candidate in self.pruned], self.preview_seconds)
 
     def dropped_at(self, index: int) -> int | None:
         """The step of the round that dropped candidate ``index`` (seed order); None for a survivor."""
@@ -354,12 +371,11 @@ class PruningOutcome:
                 lines.append(f"  {number:>3}  seed {seed:>20}{scores}  kept")
                 continue
             draft = dropped.draft
-            calls = draft.calls_computed + draft.calls_skipped
             at = f" at step {self.dropped_at(index)}" if len(rounds) > 1 else ""
-            lines.append(f"  {number:>3}  seed {seed:>20}{scores}  pruned{at} after {calls} calls "
+            lines.append(f"  {number:>3}  seed {seed:>20}{scores}  pruned{at} after {draft.calls} calls "
                          f"({draft.calls_computed} computed), {draft.seconds:.2f} s")
-        pruned_calls = sum(c.draft.calls_computed for c in self.pruned)
-        lines.append(f"pruned candidates cost {self.pruned_seconds:.2f} s ({pruned_calls} computed calls); "
+        dropped_work = self.dropped_work
+        lines.append(f"pruned candidates cost {dropped_work.seconds:.2f} s ({dropped_work.calls} computed calls); "
                      f"previews {self.preview_seconds:.2f} s")
         if not self.pruned:
             lines.append(f"keep {len(self.seeds)} of {len(self.seeds)}: pruning dropped nothing but paid "

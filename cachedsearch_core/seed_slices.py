@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from .search import candidate_seeds
+from .records import candidate_seeds
 
 
 @dataclasses.dataclass(frozen=True)

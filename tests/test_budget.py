@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from cachedsearch_core import Draft, SearchCost
+from cachedsearch_core import Draft, search_cost
 from cachedsearch_core.budget import BudgetLedger, BudgetPlan, BudgetSpent, budget_width, predicted_full_cost
 
 
@@ -109,7 +109,7 @@ def committed(outcome, computed, total, commit_calls):
     """The search's cost model after a commit that counted ``commit_calls``: ``outcome.width`` drafts that computed
     ``computed`` of ``total`` calls each."""
     drafts = [Draft(seed, 1.0, computed, total - computed) for seed in range(outcome.width)]
-    return SearchCost.of_search(drafts, budget=outcome).after_commit(commit_calls, commit_calls / 100)
+    return search_cost(drafts, budget=outcome).after_commit(commit_calls, commit_calls / 100)
 
 
 def test_outcome_compares_predicted_and_measured_recommit():

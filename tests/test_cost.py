@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from cachedsearch_core import Draft, Ranking, SearchCost, StageCalls, search_report
+from cachedsearch_core import Draft, Ranking, SearchCost, StageCalls, search_cost, search_report
 from cachedsearch_core.budget import BudgetOutcome, BudgetPlan
 from cachedsearch_core.cost import break_even_width
 from cachedsearch_core.pruning import PrunedCandidate, PruningOutcome
@@ -97,7 +97,7 @@ def test_keep_delivers_without_a_commit():
 
 def test_a_pruned_search_counts_every_candidate_it_started_and_what_the_dropped_ones_and_previews_cost():
     survivors, outcome = pruned_search()
-    cost = SearchCost.of_search(survivors, pruning=outcome)
+    cost = search_cost(survivors, pruning=outcome)
     assert (cost.width, cost.finished_drafts, cost.pruned) == (4, 2, True)
     assert cost.search_calls == 24 + 22 + 10 + 10
     assert cost.search_seconds == pytest.approx(1.1 + 0.9 + 0.4 + 0.4 + 0.3)
@@ -113,7 +113,7 @@ def test_a_pruned_search_counts_every_candidate_it_started_and_what_the_dropped_
 def test_a_budget_search_counts_the_draft_it_stopped():
     plan = BudgetPlan(3, max_candidates=8)
     outcome = BudgetOutcome(plan, (24.0, 26.0), 50.0, 30.0, stopped_draft_calls=30, stopped_draft_seconds=1.4)
-    cost = SearchCost.of_search(cached_drafts()[:2], budget=outcome)
+    cost = search_cost(cached_drafts()[:2], budget=outcome)
     assert (cost.width, cost.search_calls) == (2, 24 + 26 + 30)
     assert cost.search_seconds == pytest.approx(1.0 + 1.2 + 1.4)
 
@@ -122,7 +122,7 @@ def test_a_budget_search_counts_the_draft_it_stopped():
 def test_the_budgets_measured_total_is_the_cost_models_total_in_its_unit(unit):
     plan = BudgetPlan(3, unit=unit, max_candidates=8)
     outcome = BudgetOutcome(plan, (24.0, 26.0), 50.0, 30.0, stopped_draft_calls=30, stopped_draft_seconds=1.4)
-    before = SearchCost.of_search(cached_drafts()[:2], budget=outcome)
+    before = search_cost(cached_drafts()[:2], budget=outcome)
     assert outcome.measured(before) is None and len(outcome.lines(before)) == 2  # no commit ran yet
     assert outcome.measured(before.after_keep()) is None
     committed = before.after_commit(50, 2.5)
@@ -146,7 +146,7 @@ def test_one_searchs_sampler_and_recommit_tell_the_same_figure_for_every_deliver
         "keep": (SearchCost.of_search(cached_drafts()), SearchCost.after_keep, "calls_ratio"),
         "free commit": (SearchCost.of_search(full_drafts, commit_free=True), lambda cost: cost.after_commit(0, 0.0),
                         "calls_ratio_with_commit"),
-        "pick of a pruned candidate": (SearchCost.of_search(survivors, pruning=outcome),
+        "pick of a pruned candidate": (search_cost(survivors, pruning=outcome),
                                        lambda cost: cost.after_commit(50, 2.5), "calls_ratio_with_commit"),
     }
     for name, (sampler, deliver, sampler_key) in deliveries.items():
@@ -167,7 +167,7 @@ def test_the_panel_summary_carries_the_finished_drafts_skipped_share_fewer_calls
     """The Sampler's panel summary shows these fields as they are: the finished drafts' skipped calls, their share,
     how many times fewer calls were computed, the mean seconds per draft and each expert's share."""
     survivors, outcome = pruned_search()  # the dropped drafts' calls are not the finished drafts'
-    shown = json.loads(json.dumps(SearchCost.of_search(survivors, pruning=outcome).as_dict()))
+    shown = json.loads(json.dumps(search_cost(survivors, pruning=outcome).as_dict()))
     assert (shown["draft_calls"], shown["skipped_calls"]) == (100, 54)
     assert shown["skipped_share"] == pytest.approx(0.54)
     assert shown["fewer_calls_factor"] == pytest.approx(100 / 46)

@@ -8,9 +8,9 @@ import contextlib
 import pytest
 import torch
 
-from cachedsearch_core.budget import BudgetPlan, BudgetUnit, pruned_budget_width
-from cachedsearch_core.cost import pruned_search_steps
-from cachedsearch_core.pruning import CacheWindow, PruningSchedule
+from cachedsearch_core.budget import BudgetPlan, BudgetUnit
+from cachedsearch_core.pruned_budget import pruned_budget_width
+from cachedsearch_core.pruning import CacheWindow, PruningSchedule, pruned_search_steps
 from scripts.tiny_models import WAN21_VAE_FILE, WAN22_A14B_FILES
 
 VIDEO_LENGTH = 9  # 3 latent frames

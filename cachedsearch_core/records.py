@@ -1,19 +1,14 @@
-"""Best-of-N search bookkeeping: seeds, drafts, ranking and the search report (report Sec. 3.2); the cost model is
-``cost.py``."""
+"""The search's records, at the bottom of the core: a draft with the transformer calls it computed and skipped
+(in all and per stage), a verifier's ranking, and the candidates' seeds (report Sec. 3.2). Every other layer reads
+these; they read nothing of the core."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
-
-from .cost import SearchCost
-from .step_cache import INACTIVE_PREFIX
 
 MAX_CANDIDATES = 64
 MAX_SEED = 0xFFFF_FFFF_FFFF_FFFF  # ComfyUI's seed range
-# How the report says a commit was free: the delivered draft computed every call, so it is the full result.
-COMMIT_FREE_DELIVERY = "its draft, which computed every call (commit free)"
 
 
 def candidate_seeds(seed: int, num_candidates: int) -> list[int]:
@@ -38,9 +33,9 @@ class StageCalls:
     skipped: int
 
     @property
-    def skipped_fraction(self) -> float:
-        calls = self.computed + self.skipped
-        return self.skipped / calls if calls else 0.0
+    def calls(self) -> int:
+        """Every call of the stage: computed and skipped."""
+        return self.computed + self.skipped
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,9 +52,9 @@ class Draft:
     cache_inactive_reason: str | None = None
 
     @property
-    def skipped_fraction(self) -> float:
-        calls = self.calls_computed + self.calls_skipped
-        return self.calls_skipped / calls if calls else 0.0
+    def calls(self) -> int:
+        """Every transformer call of its trajectory, computed and skipped: what a full rollout computes."""
+        return self.calls_computed + self.calls_skipped
 
     @property
     def skipped_nothing(self) -> bool:
@@ -117,52 +112,3 @@ def parse_scores(text: str) -> tuple[float, ...]:
         raise ValueError(
             f"scores: could not read {text!r} as numbers; write one score per candidate, e.g. '0.12, 0.57, -0.3'"
         ) from None
-
-
-def search_cost(drafts: Sequence[Draft], pruning=None, budget=None, commit_free: bool = False,
-                stage_names: Sequence[str] = ()) -> SearchCost:
-    """The cost of a search that finished ``drafts`` (``SearchCost.of_search``), before any commit."""
-    return SearchCost.of_search(drafts, pruning, budget, commit_free, stage_names)
-
-
-def search_report(
-    drafts: Sequence[Draft],
-    cache_description: str,
-    cost: SearchCost,
-    ranking: Ranking | None = None,
-    stage_names: Sequence[str] = (),
-    numbers: Sequence[int] | None = None,
-) -> str:
-    """The text the sampler and recommit nodes show: per candidate and for the whole search, with ``stage_names``
-    the skipped calls of each stage over all drafts, with a ranking the winner and what delivered it, then the
-    search's ``cost`` (its commit predicted on the sampler, counted on the recommit). ``numbers``: each draft's
-    candidate number (its place in the search's seed order, which a pruned search's survivors keep); 1, 2, ... by
-    default."""
-    numbers = list(numbers) if numbers is not None else list(range(1, len(drafts) + 1))
-    lines = [f"CachedSearch: {len(drafts)} candidate(s), {cache_description}"]
-    inactive_reasons = dict.fromkeys(d.cache_inactive_reason for d in drafts if d.cache_inactive_reason)
-    lines.extend(f"{INACTIVE_PREFIX}{reason}" for reason in inactive_reasons)
-    winner = ranking.winner if ranking is not None else None
-    lines.append(f"{'':2}{'#':>3}  {'seed':>20}  {'score':>9}  {'skipped calls':>15}  {'seconds':>8}")
-    for index, draft in enumerate(drafts):
-        calls = draft.calls_computed + draft.calls_skipped
-        score = f"{ranking.scores[index]:9.4f}" if ranking is not None else f"{'-':>9}"
-        skipped = f"{draft.calls_skipped}/{calls} ({100 * draft.skipped_fraction:.0f}%)"
-        marker = "*" if index == winner else " "
-        lines.append(f"{marker:2}{numbers[index]:>3}  {draft.seed:>20}  {score}  {skipped:>15}  {draft.seconds:8.2f}")
-    for stage_index, name in enumerate(stage_names):
-        computed = sum(draft.stage_calls[stage_index].computed for draft in drafts)
-        skipped = sum(draft.stage_calls[stage_index].skipped for draft in drafts)
-        fraction = StageCalls(computed, skipped).skipped_fraction
-        lines.append(f"{name}: {skipped}/{computed + skipped} calls skipped ({100 * fraction:.0f}%) over all drafts")
-    delivered_free = cost.commit_ran and cost.commit_free
-    if winner is not None:
-        delivered = "the cached draft as-is (keep)" if cost.kept else "recommit at full compute"
-        if delivered_free:
-            delivered = COMMIT_FREE_DELIVERY
-        lines.append(f"winner: candidate {numbers[winner]}, seed {drafts[winner].seed}, delivered by {delivered}")
-    if delivered_free:
-        lines.append("commit free: the winning draft skipped nothing, so it already is the full-compute result "
-                     "(delivered without sampling again)")
-    lines.extend(cost.report_lines())
-    return "\n".join(lines)
