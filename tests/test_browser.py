@@ -14,6 +14,7 @@ import importlib.metadata
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 
@@ -22,6 +23,7 @@ import pytest
 from scripts.graphs import combined_verifier_search, tiny_workflow_variant
 from PIL import Image, ImageDraw
 
+from cachedsearch_core.cost import fewer_calls_factor, skipped_share
 from conftest import NEWEST_FRONTEND
 from scripts import node_packs
 from scripts.workflow_format import api_to_gui, column_layout, gui_to_api
@@ -70,20 +72,34 @@ def write_frames(server) -> list[dict]:
     return frames
 
 
+def drafts_cost(skipped: int, calls: int, mean_seconds: float, stages: tuple = ()) -> dict:
+    """The finished drafts' figures of a search's cachedsearch_cost, from the cost model's own functions; `stages`:
+    (name, skipped, calls) per stage of a trajectory of several."""
+    return {"draft_calls": calls, "skipped_calls": skipped, "skipped_share": skipped_share(skipped, calls),
+            "fewer_calls_factor": fewer_calls_factor(skipped, calls), "mean_draft_seconds": mean_seconds,
+            "stage_skipped_shares": [{"stage": name, "share": skipped_share(part, whole)}
+                                     for name, part, whole in stages]}
+
+
 def stored_results_workflow(tiny: dict, object_info: dict, frames: list[dict]) -> dict:
     """The tiny workflow carrying results as a saved workflow does: an older CachedSearch's payload on the
-    samplers and the Recommit (no frames, no cost in calls), the agreed newer one on the Verifier (frames, margins,
-    the verifier's scale, a pruned candidate numbered in seed order)."""
+    Recommit and, with the cost model's figures of the drafts, on the samplers (no frames, no calls ratio), the
+    agreed newer one on the Verifier (frames, margins, the verifier's scale, a pruned candidate numbered in seed
+    order)."""
     layout, _ = column_layout(tiny, {key: index % 5 for index, key in enumerate(tiny)}, object_info)
     gui = api_to_gui(tiny, object_info, layout)
-    drafts = [{"candidate": i + 1, "seed": 7 + i, "seconds": 41.25, "skipped": 29, "calls": 50} for i in range(3)]
+    drafts = [{"candidate": i + 1, "seed": 7 + i, "seconds": 41.25, "skipped": 29, "calls": 50,
+               "skipped_share": skipped_share(29, 50)} for i in range(3)]
     ranking = [dict(row, score=0.5 - 0.1 * index, winner=index == 0, rank=index + 1, frames=frames,
                     margin=0.1 if index == 0 else -0.1 * index) for index, row in enumerate(drafts)]
     ranking.append({"candidate": 4, "seed": 10, "preview_score": 0.125, "seconds": 16.5, "skipped": 8, "calls": 20,
-                    "prune_step": 20, "pruned": True, "frames": frames[:4]})
+                    "skipped_share": skipped_share(8, 20), "prune_step": 20, "pruned": True, "frames": frames[:4]})
+    # the cost figures the summary shows (no calls ratio: as a run without the commit's prediction saved them)
+    cost = drafts_cost(skipped=3 * 29, calls=3 * 50, mean_seconds=41.25)
     stored = {
-        "CachedSearchSampler": {"text": ["report"], "cachedsearch_drafts": drafts},
-        "CachedSearchSamplerAdvanced": {"text": ["report"], "cachedsearch_drafts": drafts},
+        "CachedSearchSampler": {"text": ["report"], "cachedsearch_drafts": drafts, "cachedsearch_cost": [cost]},
+        "CachedSearchSamplerAdvanced": {"text": ["report"], "cachedsearch_drafts": drafts,
+                                        "cachedsearch_cost": [cost]},
         "CachedSearchVerifier": {"text": ["scores"], "cachedsearch_ranking": ranking, "cachedsearch_verifier": [
             {"name": "ImageReward", "higher_is_better": True, "scale": "about -2 to 2, 0 an average image"}]},
         "CachedSearchRecommit": {"text": ["report"], "cachedsearch_delivery": [{
@@ -120,7 +136,8 @@ def pruned_in_rounds(frames: list[dict]) -> dict:
         reached = [{"step": step, "score": by_candidate[candidate]}
                    for (step, _), by_candidate in zip(ROUNDS, scores) if candidate in by_candidate]
         row = {"candidate": candidate, "seed": LONG_SEED + candidate - 1, "seconds": 12.5, "skipped": 21,
-               "calls": 50, "frames": frames, "preview_score": reached[-1]["score"], "round_scores": reached}
+               "calls": 50, "skipped_share": skipped_share(21, 50), "frames": frames,
+               "preview_score": reached[-1]["score"], "round_scores": reached}
         dropped_at = [record["step"] for record in rounds if candidate in record["dropped"]]
         if dropped_at:
             row.update(pruned=True, prune_step=dropped_at[0], frames=frames[:4], seconds=1.5)
@@ -133,7 +150,9 @@ def pruned_in_rounds(frames: list[dict]) -> dict:
     pruned = [{key: row[key] for key in ("seed", "preview_score", "seconds", "skipped", "calls", "prune_step")}
               for row in rows if row.get("pruned")]
     drafts = {"text": ["report"], "cachedsearch_drafts": rows, "cachedsearch_pruned": pruned,
-              "cachedsearch_pruning": [pruning]}
+              "cachedsearch_pruning": [pruning],
+              "cachedsearch_cost": [drafts_cost(skipped=21 * len(finished), calls=50 * len(finished),
+                                                mean_seconds=12.5)]}
     return {
         "CachedSearchSampler": drafts, "CachedSearchSamplerAdvanced": drafts,
         "CachedSearchVerifier": {"text": ["scores"], "cachedsearch_ranking": ranking, "cachedsearch_pruned": pruned,
@@ -197,11 +216,11 @@ def shipped_results(name: str, frames: list[dict]) -> dict:
     experts = "a14b" in name
     drafts = []
     for index, seed in enumerate(seeds):
-        row = {"candidate": index + 1, "seed": seed, "seconds": 123.456, "skipped": 21, "calls": 50, "frames": frames,
-               "preview_score": 1.2345 - 0.1 * index}
+        row = {"candidate": index + 1, "seed": seed, "seconds": 123.456, "skipped": 21, "calls": 50,
+               "skipped_share": skipped_share(21, 50), "frames": frames, "preview_score": 1.2345 - 0.1 * index}
         if experts:
-            row["stages"] = [{"stage": "high noise", "skipped": 9, "calls": 25},
-                             {"stage": "low noise", "skipped": 12, "calls": 25}]
+            row["stages"] = [{"stage": name, "skipped": skipped, "calls": 25, "skipped_share": skipped_share(skipped, 25)}
+                             for name, skipped in (("high noise", 9), ("low noise", 12))]
         if pruned and index >= SHIPPED_CANDIDATES // 2:
             row.update(pruned=True, prune_step=20, frames=frames[:4])
         drafts.append(row)
@@ -209,8 +228,11 @@ def shipped_results(name: str, frames: list[dict]) -> dict:
                     margin=0.25 if index == 0 else -0.25 * index)
                for index, row in enumerate(drafts) if not row.get("pruned")]
     ranking += [row for row in drafts if row.get("pruned")]
+    finished = sum(not row.get("pruned") for row in drafts)
+    stages = (("high noise", 9 * finished, 25 * finished), ("low noise", 12 * finished, 25 * finished)) if experts else ()
     cost = {"calls_ratio": 0.5467, "seconds_ratio": 1.0712, "search_calls": 13120, "full_calls": 24000,
-            "note": "on a GPU time follows the calls; tiny CPU runs are dominated by overhead"}
+            "note": "on a GPU time follows the calls; tiny CPU runs are dominated by overhead",
+            **drafts_cost(skipped=21 * finished, calls=50 * finished, mean_seconds=123.456, stages=stages)}
     return {
         "sampler": {"text": ["report"], "cachedsearch_drafts": drafts, "cachedsearch_cost": [cost]},
         "verifier": {"text": ["scores"], "cachedsearch_ranking": ranking, "cachedsearch_verifier": [
@@ -397,6 +419,16 @@ def assert_picked(queued: dict, source: dict, candidate: int, among: int, mode: 
     assert queued["client_id"] and queued["extra_data"]["extra_pnginfo"]["workflow"]["nodes"]
 
 
+def numbers_in(text: str) -> list[int]:
+    """The whole numbers a sentence states, in order."""
+    return [int(number) for number in re.findall(r"\d+", text)]
+
+
+def commit_calls_of(cost: dict) -> list[int]:
+    """The calls a pick note states for a commit: none where every draft already is full compute."""
+    return [] if cost["commit_free"] else [cost["rollout_calls"]]
+
+
 def assert_live_search_and_pick(seen: dict, sampler_panel_live: bool = True) -> str:
     """The live search through the Run button, "Commit this" on another draft and the wait mode (check_ui.mjs's
     live_pick part), as the server and the panels report them. `sampler_panel_live`: whether the Sampler's panel
@@ -420,13 +452,11 @@ def assert_live_search_and_pick(seen: dict, sampler_panel_live: bool = True) -> 
         drafts_cost = (f"per draft. The drafts cost {int(100 * cost['calls_ratio'] + 0.5)}% of full best-of-3 "
                        f"({cost['search_calls']} of {cost['full_calls']} transformer calls). A commit adds ")
         assert drafts_cost in summary and summary.endswith("cost details"), summary
-    # right after a fresh run ComfyUI holds its search: a pick costs one commit (the cost model's), and the panel
-    # knows it
-    commit = "Commit this costs nothing more (every draft already is full compute)" if cost["commit_free"] else \
-        f"Commit this costs one full render ({cost['rollout_calls']} transformer calls)"
+    # before a click the note says what is known then, in the cost model's numbers: a commit's calls (none where
+    # every draft already is full compute) and, should ComfyUI no longer hold the drafts, the search's calls
+    commit_calls = commit_calls_of(cost)
     note = seen["pickNoteAfterRun"]
-    assert note == {"state": "held", "text": f"ComfyUI still holds these drafts, so a pick reuses them: {commit}; "
-                                             "Keep this costs nothing."}
+    assert note["state"] == "queue" and numbers_in(note["text"]) == [*commit_calls, cost["search_calls"]], note
     # the run is over: no "draft 3 / 3 (seed ...)" stays above the results
     assert seen["progressTextsAfterRun"] == []
     assert seen["overlay"]
@@ -438,6 +468,8 @@ def assert_live_search_and_pick(seen: dict, sampler_panel_live: bool = True) -> 
     assert_picked(pick["queued"], source, pick["candidate"], CANDIDATES, "commit")
     assert pick["end"] == "execution_success"
     assert {key_of(source, "CachedSearchSampler"), key_of(source, "CachedSearchVerifier")} <= set(pick["cached"])
+    # after the click the panel says what happened: ComfyUI reused the drafts (its execution_cached named the Sampler)
+    assert pick["outcomes"] == ["reused"], pick["outcomes"]
     assert key_of(source, "CachedSearchRecommit") not in pick["cached"]
     delivery = pick["executed"][key_of(source, "CachedSearchRecommit")]["cachedsearch_delivery"][0]
     assert (delivery["candidate"], delivery["seed"], delivery["picked_by"]) == (pick["candidate"], pick["seed"], "you")
@@ -452,7 +484,8 @@ def assert_live_search_and_pick(seen: dict, sampler_panel_live: bool = True) -> 
     # only the wait shows on the Recommit: its last delivery was another run's
     assert "delivered seed" not in wait["recommitPanel"], wait["recommitPanel"]
     # what a click does and costs while the run waits: it answers the wait, and a commit still renders once
-    assert wait["pickNote"]["text"] == f"This run waits for your pick: {commit}; Keep this costs nothing."
+    assert wait["pickNote"]["state"] == "waiting" and numbers_in(wait["pickNote"]["text"]) == commit_calls, \
+        wait["pickNote"]
     assert wait["pickTitles"] and all(title.endswith("answers the run that waits for your pick")
                                       for title in wait["pickTitles"]), wait["pickTitles"]
     assert wait["end"] == "execution_success" and not wait["afterAnswer"]
@@ -531,9 +564,12 @@ def test_results_appear_in_the_browser_survive_a_reload_and_a_cached_requeue(com
     # Recommit follows to that run's delivery
     assert earlier["label"].endswith("earlier run 1 of 1"), earlier["label"]
     assert any(f"delivered seed {seed} " in earlier["recommitPanel"] for seed in first), earlier["recommitPanel"]
-    # (ComfyUI 0.3's cache no longer holds it; 0.33's may, while memory lasts: the note says which)
-    assert "a pick drafts this search again (same seeds, same drafts, " in earlier["note"], earlier["note"]
+    # (ComfyUI 0.3's cache no longer holds it; 0.33's may, while memory lasts: the note gives that search's calls
+    # for the case it does not, and once the pick ran the panel says which it was)
+    assert len(numbers_in(earlier["note"])) == len(commit_calls_of(seen["samplerCost"])) + 1, earlier["note"]
     queued = earlier["queued"]["prompt"]
+    reused = key_of(queued, "CachedSearchSampler") in earlier["cached"]
+    assert earlier["outcomes"] == ["reused" if reused else "drafted again"], (earlier["outcomes"], earlier["cached"])
     assert queued[key_of(queued, "CachedSearchSampler")]["inputs"]["seed"] == FIRST_SEED
     assert queued[key_of(queued, "CachedSearchRecommit")]["inputs"]["pick_among"] == CANDIDATES
     assert earlier["end"] == "execution_success"

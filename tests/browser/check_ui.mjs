@@ -272,6 +272,9 @@ async function pickNote(state) {
   return page.$eval(".cachedsearch-pick-note", (note) => ({ state: note.dataset.state ?? null, text: note.textContent }));
 }
 
+// What the panels said a pick did once its run started (the status lines' data-outcome: "reused" or "drafted again").
+const pickOutcomes = () => page.$$eval(".cachedsearch-status[data-outcome]", (lines) => lines.map((line) => line.dataset.outcome));
+
 // The frontend's progress texts ("draft 3 / 3 (seed …)") on CachedSearch nodes, by node type.
 const progressTexts = () => page.evaluate(() => window.app.graph.nodes.filter((node) => node.type.startsWith("CachedSearch"))
   .flatMap((node) => (node.widgets ?? []).filter((w) => w.name === "$$node-text-preview").map((w) => `${node.type}: ${w.value}`)));
@@ -415,7 +418,7 @@ try {
     result.pick = { ...target, source, sourcePrompt: await page.evaluate(async (id) =>
       (await (await window.comfyAPI.api.api.fetchApi(`/history/${id}`)).json())[id]?.prompt?.[2], source.promptId),
     queued: picked.body, cached: picked.cached, executed: picked.executed, end: picked.end,
-    panels: await panelTexts() };
+    panels: await panelTexts(), outcomes: await pickOutcomes() };
     await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_picked.png") });
 
     // The wait mode, live: the Recommit waits in the run for the artist's click (the search and verifier come
@@ -534,6 +537,8 @@ try {
     const again = await nextQueuedRun(() => page.click(".cachedsearch-panel tr.candidate.winner button.cachedsearch-pick-commit", { force: true }));
     earlier.queued = again.body;
     earlier.end = again.end;
+    earlier.cached = again.cached;
+    earlier.outcomes = await pickOutcomes();
     result.earlier = earlier;
 
     if (config.combined_workflow) {

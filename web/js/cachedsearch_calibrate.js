@@ -6,22 +6,22 @@
 // node.properties so they survive a page reload with the saved workflow.
 import { app } from "../../../scripts/app.js";
 import { api } from "../../../scripts/api.js";
-import { showResultsOn, showWhenReused } from "./cachedsearch_reused.js";
+import { element, ensureStyle, fitNode, PANEL_MARGIN, panelElement, wrappedLines } from "./cachedsearch_dom.js";
+import { showResultsOn } from "./cachedsearch_reused.js";
 
 const PANEL = "cachedsearch_calibration";
 const STORED = "cachedsearch_calibration_output";
-const DOM_WIDGET_MARGIN = 10; // the frontend's inset of a DOM widget's element on each side
 const ROW_HEIGHT = 18;
 const LINE_HEIGHT = 16;
+const FONT = "12px sans-serif";
 const COST_ROUTE = "/cachedsearch/calibration_cost";
-const COST_POLL_MS = 400; // how often a Calibrate node looks whether its widgets or prompt links changed
 const CALIBRATORS = ["CachedSearchCalibrate", "CachedSearchCalibrateExperts"];
 // The widgets the cost depends on (the server ignores those a node does not have).
 const COST_INPUTS = ["prompt", "seeds", "first_seed", "capture_target", "taus", "easycache_thresholds",
   "lazycache_thresholds", "taus_high", "taus_low"];
 
 const STYLE = `
-.cachedsearch-calibration { font: 12px sans-serif; color: var(--fg-color, #ddd); overflow-x: auto; overflow-y: hidden; }
+.cachedsearch-calibration { font: ${FONT}; color: var(--fg-color, #ddd); overflow-x: auto; overflow-y: hidden; }
 .cachedsearch-calibration table { border-collapse: collapse; width: 100%; }
 .cachedsearch-calibration td, .cachedsearch-calibration th { padding: 1px 4px; text-align: right; white-space: nowrap;
   height: ${ROW_HEIGHT - 2}px; }
@@ -33,54 +33,16 @@ const STYLE = `
 .cachedsearch-calibration .legend { font-size: 11px; line-height: 14px; opacity: 0.85; white-space: nowrap; }
 .cachedsearch-calibration tr.engine-start td { border-top: 1px solid rgba(128, 128, 128, 0.5); }`;
 
-function ensureStyle() {
-  if (document.getElementById("cachedsearch-calibration-style")) return;
-  const style = document.createElement("style");
-  style.id = "cachedsearch-calibration-style";
-  style.textContent = STYLE;
-  document.head.append(style);
-}
-
-function panelOf(node) {
-  let widget = node.widgets?.find((w) => w.name === PANEL);
-  if (!widget) {
-    const element = document.createElement("div");
-    element.className = "cachedsearch-calibration";
-    const margin = () => widget?.margin ?? DOM_WIDGET_MARGIN;
-    widget = node.addDOMWidget(PANEL, "cachedsearch", element, {
-      serialize: false,
-      hideOnZoom: false,
-      getMinHeight: () => (element.neededHeight ?? 0) + 2 * margin(),
-    });
-  }
-  return widget.element;
-}
-
 function show(node, children, height) {
-  const panel = panelOf(node);
+  const panel = panelElement(node, PANEL, "cachedsearch-calibration", (element) => element.neededHeight ?? 0);
   panel.neededHeight = height;
   panel.replaceChildren(...children);
-  const needed = node.computeSize?.();
-  if (needed && node.size[1] < needed[1]) node.setSize([node.size[0], needed[1]]);
-  node.setDirtyCanvas?.(true, true);
+  fitNode(node);
 }
 
-// Lines `text` wraps to at `width` pixels in the panel's font (the panel's height is set before it is laid out).
-const measuring = document.createElement("canvas").getContext("2d");
-function wrappedLines(text, width) {
-  measuring.font = "12px sans-serif";
-  let lines = 1;
-  let used = 0;
-  for (const word of text.split(" ")) {
-    const wide = measuring.measureText(`${word} `).width;
-    if (used > 0 && used + wide > width) {
-      lines += 1;
-      used = wide;
-    } else {
-      used += wide;
-    }
-  }
-  return lines;
+// Lines `text` wraps to in the panel's width (the panel's height is set before it is laid out).
+function lines(text, node) {
+  return wrappedLines(text, node.size[0] - 2 * PANEL_MARGIN - 12, FONT, 1);
 }
 
 // The panel: the cost line (before and after a run), then the last result's table, verdict and legend.
@@ -89,11 +51,9 @@ function refresh(node) {
   let height = 0;
   const cost = node.cachedsearchCost;
   if (cost) {
-    const line = cell("div", cost.text);
-    line.className = cost.error ? "cost error" : "cost";
-    children.push(line);
+    children.push(element("div", cost.text, cost.error ? "cost error" : "cost"));
     node.cachedsearchCostWidth = node.size[0];
-    height += wrappedLines(cost.text, node.size[0] - 2 * DOM_WIDGET_MARGIN - 12) * LINE_HEIGHT + 8;
+    height += lines(cost.text, node) * LINE_HEIGHT + 8;
   }
   if (node.cachedsearchResult) {
     children.push(...node.cachedsearchResult.children);
@@ -102,14 +62,17 @@ function refresh(node) {
   show(node, children, height);
 }
 
+// The node an input's link comes from; undefined when the input is not linked.
+function linkOrigin(node, name) {
+  const slot = node.inputs?.findIndex((input) => input.name === name) ?? -1;
+  return slot >= 0 && node.inputs[slot].link != null ? node.getInputNode?.(slot) ?? null : undefined;
+}
+
 // A linked input's value where the link comes from a node that holds it in a widget (a Primitive, a String
 // node); null when it comes from another node's output; undefined when the input is not linked.
 function linkedValue(node, name) {
-  const slot = node.inputs?.find((input) => input.name === name);
-  if (slot?.link == null) return undefined;
-  const links = app.graph?.links;
-  const link = links?.get?.(slot.link) ?? links?.[slot.link];
-  const origin = link ? app.graph.getNodeById(link.origin_id) : null;
+  const origin = linkOrigin(node, name);
+  if (origin === undefined) return undefined;
   const widget = origin?.widgets?.find((w) => typeof w.value === "string" || typeof w.value === "number");
   return widget ? widget.value : null;
 }
@@ -130,10 +93,7 @@ function costRequest(node) {
 async function updateCost(node) {
   const request = costRequest(node);
   const key = JSON.stringify(request);
-  if (key === node.cachedsearchCostKey) {
-    if (node.cachedsearchCost && node.size[0] !== node.cachedsearchCostWidth) refresh(node);
-    return;
-  }
+  if (key === node.cachedsearchCostKey) return;
   node.cachedsearchCostKey = key;
   let cost;
   if (request.unknown) {
@@ -153,26 +113,59 @@ async function updateCost(node) {
   refresh(node);
 }
 
+// Asks again once the current change is done (several widgets and links change together on a load).
+function costChanged(node) {
+  if (node.cachedsearchCostQueued) return;
+  node.cachedsearchCostQueued = true;
+  setTimeout(() => {
+    node.cachedsearchCostQueued = false;
+    updateCost(node).catch((error) => console.warn("CachedSearch: could not show the calibration's cost", error));
+  });
+}
+
+// Calls `listener` whenever the artist changes `widget` (its callback), once per widget and listener.
+function onWidgetChange(widget, listener) {
+  if (!widget || widget.cachedsearchListeners?.has(listener)) return;
+  if (!widget.cachedsearchListeners) {
+    const listeners = new Set();
+    const callback = widget.callback;
+    widget.callback = function () {
+      const result = callback?.apply(this, arguments);
+      for (const notify of listeners) notify();
+      return result;
+    };
+    widget.cachedsearchListeners = listeners;
+  }
+  widget.cachedsearchListeners.add(listener);
+}
+
+// The cost follows the node's widgets, its links, and the widgets of the nodes its cost inputs are linked from.
+function followCostInputs(node) {
+  node.cachedsearchCostListener ??= () => costChanged(node);
+  for (const name of COST_INPUTS) {
+    onWidgetChange(node.widgets?.find((w) => w.name === name), node.cachedsearchCostListener);
+    for (const widget of linkOrigin(node, name)?.widgets ?? []) onWidgetChange(widget, node.cachedsearchCostListener);
+  }
+  costChanged(node);
+}
+
 function watchCost(nodeType) {
-  const onAdded = nodeType.prototype.onAdded;
-  nodeType.prototype.onAdded = function () {
-    onAdded?.apply(this, arguments);
-    clearInterval(this.cachedsearchCostTimer);
-    this.cachedsearchCostTimer = setInterval(() => updateCost(this).catch((error) =>
-      console.warn("CachedSearch: could not show the calibration's cost", error)), COST_POLL_MS);
-  };
-  const onRemoved = nodeType.prototype.onRemoved;
-  nodeType.prototype.onRemoved = function () {
-    onRemoved?.apply(this, arguments);
-    clearInterval(this.cachedsearchCostTimer);
+  for (const hook of ["onAdded", "onConfigure", "onConnectionsChange"]) {
+    const original = nodeType.prototype[hook];
+    nodeType.prototype[hook] = function () {
+      const result = original?.apply(this, arguments);
+      followCostInputs(this);
+      return result;
+    };
+  }
+  // the cost line wraps anew at another width
+  const onResize = nodeType.prototype.onResize;
+  nodeType.prototype.onResize = function () {
+    onResize?.apply(this, arguments);
+    if (this.cachedsearchCost && this.size[0] !== this.cachedsearchCostWidth) refresh(this);
   };
 }
 
-function cell(tag, text) {
-  const element = document.createElement(tag);
-  element.textContent = text;
-  return element;
-}
 
 // [value] or [value, low, high]; null where undefined (a constant ranking has no rho).
 function measured(values, digits = 2) {
@@ -231,37 +224,35 @@ function renderCalibration(node, output) {
   if (!result || !Array.isArray(result.rows) || result.rows.length === 0) return false;
   const engines = Array.isArray(result.engine_rows) && result.engine_rows.length > result.rows.length;
   const rows = engines ? result.engine_rows : result.rows;
-  const table = document.createElement("table");
-  const header = document.createElement("tr");
+  const table = element("table");
+  const header = element("tr");
   const experts = rows.some((row) => typeof row.expert === "string");
   const firstColumns = [...(experts ? ["expert"] : []), ...(engines ? ["engine", "threshold"] : ["tau"])];
   for (const title of [...firstColumns, "skipped", "calls", "time", "rho", "top-1", "capture", "regret"]) {
-    const heading = cell("th", title);
+    const heading = element("th", title);
     if (COLUMNS[title]) heading.title = COLUMNS[title];
     header.append(heading);
   }
   table.append(header);
   rows.forEach((row, index) => {
-    const line = document.createElement("tr");
+    const line = element("tr");
     const starts = engines && row.engine !== rows[index - 1]?.engine;
     line.className = [row.recommended ? "tau recommended" : row.meets_target ? "tau" : "tau below-target",
       ...(starts && index > 0 ? ["engine-start"] : [])].join(" ");
     line.dataset.tau = row.tau;
     line.dataset.capture = row.capture?.[0] ?? "";
     if (engines) line.dataset.engine = row.engine;
-    if (experts) line.append(cell("td", row.expert ?? ""));
-    if (engines) line.append(cell("td", starts ? (row.engine === OUR_ENGINE ? "CachedSearch" : row.engine) : ""));
-    line.append(cell("td", `${row.recommended ? "★ " : ""}${row.tau}`), cell("td", `${Math.round(100 * row.skipped)}%`),
-      cell("td", `${row.call_speedup.toFixed(2)}x`), cell("td", `${row.speedup.toFixed(2)}x`), cell("td", measured(row.rho)),
-      cell("td", measured(row.top1)), cell("td", measured(row.capture)), cell("td", measured(row.regret, 3)));
+    if (experts) line.append(element("td", row.expert ?? ""));
+    if (engines) line.append(element("td", starts ? (row.engine === OUR_ENGINE ? "CachedSearch" : row.engine) : ""));
+    line.append(element("td", `${row.recommended ? "★ " : ""}${row.tau}`), element("td", `${Math.round(100 * row.skipped)}%`),
+      element("td", `${row.call_speedup.toFixed(2)}x`), element("td", `${row.speedup.toFixed(2)}x`), element("td", measured(row.rho)),
+      element("td", measured(row.top1)), element("td", measured(row.capture)), element("td", measured(row.regret, 3)));
     table.append(line);
   });
   const verdicts = [verdictLines(result), fastestLine(result)].filter(Boolean);
-  const verdict = cell("div", verdicts.join(". "));
-  verdict.className = "verdict";
-  const legend = legendLines(result).map((text) => cell("div", text));
-  const legendBox = document.createElement("div");
-  legendBox.className = "legend";
+  const verdict = element("div", verdicts.join(". "), "verdict");
+  const legend = legendLines(result).map((text) => element("div", text));
+  const legendBox = element("div", undefined, "legend");
   legendBox.append(...legend);
   // The table and legend scroll sideways at narrow widths rather than growing taller; the verdict may wrap.
   node.cachedsearchResult = {
@@ -275,9 +266,7 @@ function renderCalibration(node, output) {
 function renderCalibrated(node, output) {
   const line = output?.cachedsearch_calibrated?.[0];
   if (typeof line !== "string") return false;
-  const text = cell("div", line);
-  text.className = "verdict";
-  show(node, [text], Math.max(2, wrappedLines(line, node.size[0] - 2 * DOM_WIDGET_MARGIN - 12)) * LINE_HEIGHT + 8);
+  show(node, [element("div", line, "verdict")], Math.max(2, lines(line, node)) * LINE_HEIGHT + 8);
   return true;
 }
 
@@ -297,16 +286,15 @@ function render(node, output) {
   }
 }
 
-// Only the calibration tables: Apply Cache's line depends on the sampler downstream of it (steps, sampler,
-// scheduler), which its cached result does not, so a reused one could name another setup's calibration.
-for (const classType of CALIBRATORS) showWhenReused(classType, render);
-
 app.registerExtension({
   name: "cachedsearch.calibrate",
   async beforeRegisterNodeDef(nodeType, nodeData) {
     if (!(nodeData.name in RENDERERS)) return;
-    ensureStyle();
-    showResultsOn(nodeType, render, [STORED]);
+    ensureStyle("cachedsearch-calibration-style", STYLE);
+    // A reused result shows only on the calibrators: Apply Cache's line depends on the sampler downstream of it
+    // (steps, sampler, scheduler), which its cached result does not, so a reused one could name another setup's
+    // calibration.
+    showResultsOn(nodeType, nodeData.name, render, [STORED], CALIBRATORS.includes(nodeData.name));
     if (CALIBRATORS.includes(nodeData.name)) watchCost(nodeType);
   },
 });

@@ -1,24 +1,29 @@
-// Where a node's panel gets its results: each run's UI payload, the copy kept in node.properties (a saved
-// workflow shows its results on load), and, when a re-queued graph reuses the node's cached result, the
-// server's history. ComfyUI then sends that node no "executed" event (0.33 resends the results of
-// has_intermediate_output nodes; 0.3.75 does not), so once the run succeeds the panel shows the newest result
-// the history holds for the same node on the same inputs.
+// Where a node's panel gets its results: each run's UI payload (node.onExecuted, once per run, with the run's
+// prompt id from its execution_start), the copy kept in node.properties (a saved workflow shows its results on
+// load), and, when a re-queued graph reuses the node's cached result, the server's history. ComfyUI then sends
+// that node no "executed" event (0.33 resends the results of has_intermediate_output nodes; 0.3.75 does not), so
+// once the run succeeds the panel shows the result of the newest run in the history in which the same node ran on
+// the same inputs. Exports only: ComfyUI loads every script under web/ as an extension, and this one registers
+// nothing.
 import { app } from "../../../scripts/app.js";
 import { api } from "../../../scripts/api.js";
-import { upstreamForm } from "./cachedsearch_pick.js";
+import { findRun, recentRuns } from "./cachedsearch_history.js";
 
 const renderers = new Map(); // node class -> render(node, output, promptId)
 const reusedByPrompt = new Map(); // prompt id -> ids of reused nodes that have not been sent "executed"
+const progressTexts = new Map(); // node id -> the progress text the server sent it last in this run
+let runningPrompt; // the run executing now (its execution_start)
 
-// Draws `render(node, output)` on every run of a node of this type and from its kept copy when a workflow is
-// loaded; `storedKeys`: the node.properties the renderer keeps (the first holds the output), which a copied
-// node starts without.
-export function showResultsOn(nodeType, render, storedKeys) {
+// Draws `render(node, output, promptId)` on every run of a node of this type and from its kept copy when a
+// workflow is loaded; `storedKeys`: the node.properties the renderer keeps (the first holds the output), which a
+// copied node starts without. `whenReused`: also when a run reuses the node's cached result.
+export function showResultsOn(nodeType, classType, render, storedKeys, whenReused = true) {
+  if (whenReused) renderers.set(classType, render);
   const onExecuted = nodeType.prototype.onExecuted;
   nodeType.prototype.onExecuted = function (output) {
     onExecuted?.apply(this, arguments);
     removeProgressText(this);
-    render(this, output);
+    render(this, output, runningPrompt);
   };
   const onConfigure = nodeType.prototype.onConfigure;
   nodeType.prototype.onConfigure = function () {
@@ -34,60 +39,44 @@ export function showResultsOn(nodeType, render, storedKeys) {
   };
 }
 
-// The frontend's widget for a node's progress_text ("draft 8 / 8 (seed …)"), which it keeps until the next run.
-const PROGRESS_TEXT = "$$node-text-preview";
-
-// A finished node's progress text would stand above its results as if it were still running: removed the way the
-// frontend removes it when the node's results arrive.
-export function removeProgressText(node) {
-  const index = node.widgets?.findIndex((widget) => widget.name === PROGRESS_TEXT) ?? -1;
-  if (index < 0) return;
-  node.widgets[index].onRemove?.();
-  node.widgets.splice(index, 1);
+// A finished node's progress text ("draft 8 / 8 (seed …)", which the frontend keeps until the next run) would
+// stand above its results as if it were still running: the widget showing the text the server sent this node
+// last is removed.
+function removeProgressText(node) {
+  const text = progressTexts.get(String(node.id));
+  progressTexts.delete(String(node.id));
+  const widget = text === undefined ? undefined : node.widgets?.find((candidate) => candidate.value === text);
+  if (!widget) return;
+  node.removeWidget(widget);
   node.setDirtyCanvas?.(true, true);
-}
-
-export function showWhenReused(classType, render) {
-  renderers.set(classType, render);
 }
 
 export function graphNode(id) {
   return app.graph?.getNodeById?.(Number(id)) ?? app.graph?.getNodeById?.(id);
 }
 
-export async function historyEntry(promptId) {
-  for (let attempt = 0; attempt < 20; attempt += 1) {
-    const entry = (await (await api.fetchApi(`/history/${promptId}`)).json())[promptId];
-    if (entry) return entry;
-    await new Promise((resolve) => setTimeout(resolve, 150)); // the entry is stored just after success
-  }
-  return undefined;
-}
-
 async function showReusedResults(promptId, nodeIds) {
   const nodes = [...nodeIds].map(graphNode).filter((node) => node && renderers.has(node.comfyClass ?? node.type));
   if (nodes.length === 0) return;
-  const current = (await historyEntry(promptId))?.prompt?.[2];
+  const current = (await findRun(promptId))?.prompt;
   if (!current) return;
-  const history = Object.entries(await (await api.fetchApi("/history?max_items=64")).json()).reverse();
+  const runs = (await recentRuns(64)).filter((run) => run.promptId !== promptId);
   for (const node of nodes) {
     const id = String(node.id);
     if (!current[id]) continue;
-    const wanted = upstreamForm(current, id);
-    for (const [otherId, entry] of history) {
-      const prompt = entry.prompt?.[2];
-      if (otherId === promptId || !prompt) continue;
-      const memo = new Map();
-      const match = Object.keys(entry.outputs ?? {}).find((key) => prompt[key]?.class_type === current[id].class_type &&
-        upstreamForm(prompt, key, memo) === wanted);
-      if (match) {
-        renderers.get(node.comfyClass ?? node.type)(node, entry.outputs[match], promptId);
-        break;
-      }
-    }
+    const inputs = JSON.stringify(current[id].inputs);
+    const made = runs.find((run) => run.outputs[id] && run.prompt[id]?.class_type === current[id].class_type &&
+      JSON.stringify(run.prompt[id].inputs) === inputs);
+    if (made) renderers.get(node.comfyClass ?? node.type)(node, made.outputs[id], promptId);
   }
 }
 
+api.addEventListener("execution_start", ({ detail }) => {
+  runningPrompt = detail?.prompt_id;
+});
+api.addEventListener("progress_text", ({ detail }) => {
+  if (detail?.nodeId !== undefined && typeof detail.text === "string") progressTexts.set(String(detail.nodeId), detail.text);
+});
 api.addEventListener("execution_cached", ({ detail }) => {
   if (detail?.prompt_id) reusedByPrompt.set(detail.prompt_id, new Set((detail.nodes ?? []).map(String)));
 });

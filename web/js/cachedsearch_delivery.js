@@ -1,0 +1,67 @@
+// Recommit's panel: the delivered seed, who chose it, its cost with the commit against full best-of-N (the cost
+// payload's ratios) and the budget's prediction; while the Recommit waits for the artist, the wait instead.
+// Exports only: ComfyUI loads every script under web/ as an extension, and this one registers nothing.
+import { element, fitNode, wrappedLines } from "./cachedsearch_dom.js";
+import { FONT, LINE_HEIGHT, PANEL, show, STORED } from "./cachedsearch_panel.js";
+import { queuePick, waiting } from "./cachedsearch_pick.js";
+import { budgetLine, chooserLine } from "./cachedsearch_rows.js";
+
+export function renderDelivery(node, output) {
+  const delivery = output.cachedsearch_delivery?.[0];
+  if (!delivery) return false;
+  // The Sampler's cost model with this delivery: transformer calls with the commit first (exact, the Sampler's
+  // figure), then the time measured on this machine. A run saved by an older CachedSearch carries calls_ratio and
+  // relative_cost (time) on the delivery itself, or the time only.
+  const given = delivery.cost ??
+    { calls_ratio_with_commit: delivery.calls_ratio, seconds_ratio_with_commit: delivery.relative_cost };
+  const seconds = given.seconds_ratio_with_commit;
+  const time = typeof seconds === "number" ? `${(100 * seconds).toFixed(1)}%` : "";
+  const best = `full best-of-${delivery.num_candidates}`;
+  let cost = "no commit: drafts only";
+  if (typeof given.calls_ratio_with_commit === "number") {
+    cost = `search cost ${(100 * given.calls_ratio_with_commit).toFixed(1)}% of ${best}'s transformer calls` +
+      (given.kept ? ", no commit" : "") + (time ? ` (${time} in time measured on this machine)` : "");
+  } else if (time) {
+    cost = `search cost ${time} of ${best} in time`;
+  }
+  const budget = budgetLine(delivery.budget, delivery.budget?.measured_commit);
+  const chooser = chooserLine(delivery);
+  const text = `delivered seed ${delivery.seed} (candidate ${delivery.candidate}, ${delivery.mode})` +
+    `${chooser ? `; ${chooser}` : ""}; ${cost}${budget ? `; ${budget}` : ""}`;
+  // The delivered video itself shows where the workflow decodes and saves it (its Save Video node).
+  const content = element("div");
+  content.append(element("div", text, "cachedsearch-summary"));
+  show(node, content, (width) => 8 + LINE_HEIGHT * wrappedLines(text, width, FONT));
+  return true;
+}
+
+// While a Recommit waits for the artist, its panel shows only that (its last delivery was another run's) and
+// offers the verifier's choice; the drafts' own Commit/Keep buttons answer the wait too. When the wait ends
+// without a delivery (Cancel), the last delivery shows again.
+export function showWaiting(node) {
+  const wait = [...waiting.values()].find((entry) => entry.node === String(node.id));
+  const panel = node.widgets?.find((w) => w.name === PANEL)?.element;
+  if (!wait) {
+    if (panel?.querySelector(".cachedsearch-wait")) {
+      panel.replaceChildren();
+      const stored = node.properties?.[STORED];
+      if (!stored || !renderDelivery(node, stored)) fitNode(node);
+    }
+    return;
+  }
+  const banner = element("div", undefined, "cachedsearch-line cachedsearch-wait");
+  const preselected = wait.preselected ? `the verifier's choice is candidate ${wait.preselected}` : "no verifier choice";
+  const text = `Waiting for your pick among ${wait.candidates} drafts (${preselected}): press Commit or Keep on a ` +
+    "draft, or Cancel to stop. ";
+  banner.append(text);
+  if (wait.preselected) {
+    const deliver = element("button", `commit candidate ${wait.preselected}`, "cachedsearch-wait-commit");
+    deliver.title = `Deliver candidate ${wait.preselected} at full compute: answers the run that waits for your pick`;
+    deliver.addEventListener("click", () => queuePick({ promptId: wait.prompt_id, nodeId: String(node.id),
+      among: wait.candidates }, wait.preselected, "commit").catch((error) => banner.append(` ${error.message}`)));
+    banner.append(deliver);
+  }
+  const content = element("div");
+  content.append(banner);
+  show(node, content, (width) => 8 + LINE_HEIGHT * (wrappedLines(text, width, FONT) + 1));
+}

@@ -1,0 +1,167 @@
+// The pick on a panel: the Commit and Keep buttons (in the table and in the large view), the note under the table
+// saying what a pick costs in the search's own numbers, what happened once a pick ran, and the way through this
+// workflow's earlier runs. Before the click the note says only what is known then: whether a run waits for the
+// pick, what a commit and a search cost; after it, whether ComfyUI reused the drafts (the run's execution_cached).
+// Exports only: ComfyUI loads every script under web/ as an extension, and this one registers nothing.
+import { app } from "../../../scripts/app.js";
+import { element, fitNode } from "./cachedsearch_dom.js";
+import { rendererOf, STORED, STORED_PROMPT } from "./cachedsearch_panel.js";
+import { showLarge } from "./cachedsearch_player.js";
+import { earlierRuns, queuePick, reusedInRun, waitFor } from "./cachedsearch_pick.js";
+import { describe, framesOf } from "./cachedsearch_rows.js";
+
+export const SAVED_DRAFTS = "These drafts come from a saved workflow: queue it to pick from them.";
+
+// The graph's sampler node whose drafts the node `node` shows (itself for a sampler), through its candidates input.
+function graphSampler(node) {
+  const slot = node?.findInputSlot?.("candidates") ?? -1;
+  if (slot < 0) return node;
+  const upstream = node.getInputNode?.(slot);
+  return upstream ? graphSampler(upstream) : undefined;
+}
+
+// Where a pick on this panel goes: {promptId, nodeId, among, samplerId (where the panel shows its newest drafts)};
+// undefined when the node has not run in this server's history.
+function pickSource(node, rows) {
+  const promptId = node.cachedsearchView?.promptId ?? node.properties?.[STORED_PROMPT];
+  if (!promptId) return undefined;
+  const samplerId = node.cachedsearchView ? undefined : graphSampler(node)?.id;
+  return { promptId, nodeId: String(node.id), among: rows.length, samplerId };
+}
+
+// "waiting" where a click answers a run that waits for the pick, else "queue": the click queues a run.
+function pickState(source) {
+  return source && waitFor(source.promptId, undefined, source.samplerId) ? "waiting" : "queue";
+}
+
+// The search's cachedsearch_cost as the run the panel shows left it (undefined: none known).
+function searchCost(node) {
+  const sampler = graphSampler(node);
+  const outputs = node.cachedsearchView?.runs[node.cachedsearchView.index].outputs;
+  const output = outputs ? outputs[String(sampler?.id)] : sampler?.properties?.[STORED];
+  return output?.cachedsearch_cost?.[0];
+}
+
+// A pick button's tooltip: what the click does now.
+function pickTitle(mode, row, state) {
+  const what = mode === "keep" ? `the draft of ${describe(row)} as drafted` : `${describe(row)} at full compute`;
+  return state === "waiting" ? `Deliver ${what}: answers the run that waits for your pick`
+    : `Queue the run that made these drafts again to deliver ${what} (the note under the table says what it costs)`;
+}
+
+export function pickActions(node, rows, row, status) {
+  const state = pickState(pickSource(node, rows));
+  const actions = [{ text: "Commit this", mode: "commit", className: "cachedsearch-pick-commit",
+    title: pickTitle("commit", row, state) }];
+  if (!row.pruned) {
+    actions.push({ text: "Keep this", mode: "keep", className: "cachedsearch-pick-keep",
+      title: pickTitle("keep", row, state) });
+  }
+  return actions.map((action) => ({ ...action, run: () => pick(node, rows, row, action.mode, status) }));
+}
+
+// The status line under a panel's table, showing what the last pick from it did while the panel shows that run.
+export function pickStatus(node) {
+  const status = element("div", "", "cachedsearch-line cachedsearch-status");
+  const last = node.cachedsearchPicked;
+  if (last && last.promptId === node.properties?.[STORED_PROMPT] && !node.cachedsearchView) {
+    status.textContent = last.text;
+    if (last.outcome) status.dataset.outcome = last.outcome;
+  }
+  return status;
+}
+
+async function pick(node, rows, row, mode, status) {
+  const source = pickSource(node, rows);
+  const say = (text, outcome) => {
+    if (!status) return;
+    status.textContent = text;
+    if (outcome) status.dataset.outcome = outcome;
+  };
+  if (!source) {
+    say(SAVED_DRAFTS);
+    return;
+  }
+  say(`${mode === "keep" ? "keeping" : "committing"} ${describe(row)}…`);
+  try {
+    const queued = await queuePick(source, row.candidate, mode);
+    const text = `${queued.text} (seed ${row.seed})`;
+    say(text);
+    if (!queued.promptId) return;
+    const picked = { promptId: queued.promptId, text };
+    node.cachedsearchPicked = picked;
+    const reused = await reusedInRun(queued.promptId, queued.samplerId);
+    picked.outcome = reused ? "reused" : "drafted again";
+    picked.text = `${text}: ${reused ? "ComfyUI reused these drafts" : "ComfyUI no longer held these drafts, so the " +
+      "pick drafts the search again first"}`;
+    say(picked.text, picked.outcome);
+  } catch (error) {
+    say(`Could not pick ${describe(row)}: ${error.message}`);
+  }
+}
+
+export function enlarge(node, rows, row, status, what) {
+  const frames = framesOf(row);
+  if (frames.length === 0) return;
+  showLarge(frames, `${describe(row)}${what ? `, ${what}` : ""}`, pickActions(node, rows, row, status));
+}
+
+// Every panel of this graph as run `runs[index]` left it (index 0: the newest), so the drafts, the ranking and
+// the delivery shown are one run's. A node that showed nothing in that run keeps what it shows.
+function showRun(runs, index) {
+  const { promptId, outputs } = runs[index];
+  for (const node of app.graph?.nodes ?? []) {
+    const renderer = rendererOf(node);
+    const output = outputs[String(node.id)];
+    if (!renderer || !output) continue;
+    node.cachedsearchView = index === 0 ? undefined : { runs, index, promptId };
+    renderer(node, output);
+  }
+}
+
+// "‹ earlier" / "newer ›" through this workflow's runs in the server's history.
+export function runNavigation(node) {
+  const line = element("div", undefined, "cachedsearch-line cachedsearch-runs");
+  const view = node.cachedsearchView;
+  const label = element("span", view ? `earlier run ${view.index} of ${view.runs.length - 1}` : "newest run");
+  const step = async (by) => {
+    try {
+      const runs = view?.runs ?? (await earlierRuns(String(node.id), node.comfyClass ?? node.type, app.graph?.id));
+      const index = (view?.index ?? 0) + by;
+      if (index < 0 || index >= runs.length) return;
+      showRun(runs, index);
+    } catch (error) {
+      label.textContent = `history unavailable: ${error.message}`;
+    }
+  };
+  const earlier = element("button", "‹ earlier", "cachedsearch-earlier");
+  earlier.title = "Show this workflow's earlier run (from ComfyUI's history) on every panel, to pick from its drafts";
+  earlier.addEventListener("click", () => step(1));
+  const newer = element("button", "newer ›", "cachedsearch-newer");
+  newer.disabled = !view;
+  newer.addEventListener("click", () => step(-1));
+  line.append(earlier, newer, " ", label);
+  return line;
+}
+
+// What a pick costs, in the search's own numbers (`cost`: its cachedsearch_cost; undefined: none known).
+function pickNoteText(state, cost) {
+  const calls = (count) => (typeof count === "number" ? ` (${count} transformer calls)` : "");
+  const commit = cost?.commit_free ? "Commit this costs nothing more (every draft already is full compute)"
+    : `Commit this costs one full render${calls(cost?.rollout_calls)}`;
+  if (state === "waiting") return `This run waits for your pick: ${commit}; Keep this costs nothing.`;
+  return `${commit}; Keep this costs nothing. If ComfyUI no longer holds these drafts, a pick drafts this search ` +
+    `again first${calls(cost?.search_calls)}.`;
+}
+
+// One line under a table: what a pick costs, whether it answers a waiting run (data-state "waiting") or queues
+// one ("queue").
+export function pickNote(node, rows) {
+  const note = element("div", SAVED_DRAFTS, "cachedsearch-line cachedsearch-pick-note cachedsearch-muted");
+  const source = pickSource(node, rows);
+  if (source) {
+    note.dataset.state = pickState(source);
+    note.textContent = pickNoteText(note.dataset.state, searchCost(node));
+  }
+  return note;
+}

@@ -1,0 +1,153 @@
+// The Verifier's panel (and the video verifier's and Combine Scores'): the candidates ranked, each with its draft
+// playing, seed, score, margin, preview score, the share of calls the cache skipped, its seconds and the pick
+// buttons; the note under the table says what a pick costs. Exports only: ComfyUI loads every script under web/
+// as an extension, and this one registers nothing.
+import { element, wrappedLines } from "./cachedsearch_dom.js";
+import { FONT, LINE_HEIGHT, show } from "./cachedsearch_panel.js";
+import { createPlayer } from "./cachedsearch_player.js";
+import { enlarge, pickActions, pickNote, pickStatus, runNavigation } from "./cachedsearch_pick_ui.js";
+import {
+  candidateRows, describe, droppedText, framesOf, pruneRounds, roundScoresTitle, roundsDropping, roundsLine,
+  shareText, shortSeed, signed,
+} from "./cachedsearch_rows.js";
+
+// What the ranking table's less obvious columns mean, on hover.
+const HEADER_TOOLTIPS = {
+  preview: "Preview score at the prune step: compare previews with previews, not with final scores",
+  skipped: "Share of this draft's transformer calls the cache skipped",
+  time: "Seconds this draft took on this machine",
+};
+
+// A seed cell: the last digits, the whole seed on hover and copied on click.
+function seedCell(seed) {
+  const cell = element("td", shortSeed(seed), "seed");
+  cell.title = `seed ${seed} (click to copy)`;
+  cell.addEventListener("click", (event) => {
+    event.stopPropagation();
+    navigator.clipboard?.writeText(String(seed)).then(() => {
+      cell.title = `seed ${seed} (copied)`;
+    }, () => {});
+  });
+  return cell;
+}
+
+function verifierLine(output) {
+  const verifier = output.cachedsearch_verifier?.[0];
+  if (!verifier?.name) return undefined;
+  const direction = verifier.higher_is_better === false ? "lower is better" : "higher is better";
+  return element("div", `${verifier.name} score, ${direction}${verifier.scale ? `: ${verifier.scale}` : ""}`,
+    "cachedsearch-line cachedsearch-verifier");
+}
+
+// The share of a draft's calls the cache skipped; per stage for a trajectory of several, each stage's calls on hover.
+function skippedCell(row) {
+  const cell = element("td", shareText(row.skipped_share));
+  if (Array.isArray(row.stages) && row.stages.length > 1) {
+    cell.textContent = row.stages.map((stage) => shareText(stage.skipped_share)).join("/");
+    cell.title = row.stages.map((stage) => `${stage.stage}: ${stage.skipped} of ${stage.calls} calls skipped`).join("; ");
+  }
+  return cell;
+}
+
+function pickCell(node, rows, row, status) {
+  const cell = element("td", undefined, "pick");
+  for (const action of pickActions(node, rows, row, status)) {
+    const button = element("button", action.mode === "keep" ? "keep" : "commit", action.className);
+    button.title = action.title;
+    button.addEventListener("click", (event) => {
+      event.stopPropagation();
+      action.run();
+    });
+    cell.append(button);
+  }
+  return cell;
+}
+
+export function renderRanking(node, output) {
+  const given = output.cachedsearch_ranking;
+  if (!Array.isArray(given) || given.length === 0) return false;
+  const rows = candidateRows(given.map((row) => ({ ...row })), output);
+  const ranked = rows.filter((row) => !row.pruned && typeof row.score === "number").sort((a, b) => b.score - a.score);
+  const rounds = pruneRounds(output);
+  const dropping = roundsDropping(rounds);
+  // the last round's dropped first: preview scores compare only within a round
+  const roundOf = (row) => dropping.get(row.candidate)?.number ?? 0;
+  const pruned = rows.filter((row) => row.pruned)
+    .sort((a, b) => roundOf(b) - roundOf(a) || (b.preview_score ?? -Infinity) - (a.preview_score ?? -Infinity));
+  // Extra per-candidate columns: VideoScore's aspects, or each verifier behind a combined score.
+  const columns = ranked[0]?.columns && typeof ranked[0].columns === "object" ? Object.keys(ranked[0].columns) : [];
+  const hasMargin = ranked.some((row) => typeof row.margin === "number");
+  const hasPreview = rows.some((row) => typeof row.preview_score === "number");
+  const hasFrames = rows.some((row) => framesOf(row).length);
+  const scores = ranked.map((row) => row.score);
+  const [low, high] = [Math.min(...scores), Math.max(...scores)];
+  const status = pickStatus(node);
+
+  const table = element("table");
+  const header = element("tr");
+  const titles = ["", "#", "seed", ...columns, "score", ...(hasMargin ? ["margin"] : []),
+    ...(hasPreview ? ["preview"] : []), "skipped", "time", "pick"];
+  for (const title of titles) {
+    const cell = element("th", title);
+    if (HEADER_TOOLTIPS[title]) cell.title = HEADER_TOOLTIPS[title];
+    header.append(cell);
+  }
+  table.append(header);
+  for (const row of [...ranked, ...pruned]) {
+    const line = element("tr", undefined, row.pruned ? "pruned" : row.winner ? "candidate winner" : "candidate");
+    line.dataset.seed = row.seed;
+    line.dataset.candidate = row.candidate;
+    if (!row.pruned) line.dataset.score = row.score;
+    const frames = framesOf(row);
+    const thumbnail = element("td");
+    if (frames.length) {
+      const player = createPlayer(frames, `${describe(row)}: click to enlarge`);
+      player.addEventListener("click", (event) => {
+        event.stopPropagation();
+        enlarge(node, rows, row, status, row.pruned ? droppedText(row, dropping) : `score ${row.score.toFixed(4)}`);
+      });
+      thumbnail.append(player);
+    }
+    line.append(thumbnail, element("td", `${row.winner ? "★ " : ""}${row.candidate ?? "–"}`), seedCell(row.seed));
+    for (const name of columns) {
+      const value = row.columns?.[name];
+      const cell = element("td", typeof value === "number" ? value.toFixed(3) : "-");
+      cell.dataset.column = name;
+      line.append(cell);
+    }
+    const score = element("td", row.pruned ? droppedText(row, dropping) : row.score.toFixed(3), "score");
+    if (!row.pruned && high > low) {
+      const bar = element("div", undefined, "bar");
+      bar.style.width = `${Math.round((100 * (row.score - low)) / (high - low))}%`;
+      score.append(bar);
+    }
+    if (row.pruned) score.title = `pruned at step ${row.prune_step ?? "?"}${dropping.has(row.candidate)
+      ? ` (round ${dropping.get(row.candidate).number} of ${rounds.length})` : ""}: no final score`;
+    line.append(score);
+    // a dropped row's round takes the margin's room too: it has no margin, and the table stays narrow
+    if (hasMargin && dropping.has(row.candidate)) {
+      score.colSpan = 2;
+    } else if (hasMargin) {
+      const margin = element("td", typeof row.margin === "number" ? signed(row.margin) : "-", "margin");
+      margin.title = row.winner ? "ahead of the runner-up" : "behind the winner";
+      line.append(margin);
+    }
+    if (hasPreview) {
+      const preview = element("td", typeof row.preview_score === "number" ? row.preview_score.toFixed(3) : "-", "preview");
+      preview.title = roundScoresTitle(row, dropping);
+      line.append(preview);
+    }
+    line.append(skippedCell(row), element("td", typeof row.seconds === "number" ? row.seconds.toFixed(1) : "-"));
+    line.append(pickCell(node, rows, row, status));
+    table.append(line);
+  }
+  const content = element("div");
+  const lines = [verifierLine(output), roundsLine(rounds)].filter(Boolean);
+  const note = pickNote(node, rows);
+  content.append(runNavigation(node), ...lines, table, note, status);
+  const rowHeight = hasFrames ? 40 : 19;
+  show(node, content, (width) => 2 * LINE_HEIGHT + 8 + 20 + rowHeight * rows.length +
+    lines.reduce((sum, line) => sum + LINE_HEIGHT * wrappedLines(line.textContent, width, FONT) + 4, 0) +
+    LINE_HEIGHT * wrappedLines(note.textContent, width, FONT) + 4);
+  return true;
+}

@@ -1,0 +1,144 @@
+// Readers of a search's UI payloads: the candidates' rows, a pruned search's rounds, the cost and the budget, as
+// the panels word them. Every number shown is one the payload carries (shares, factors and means come from the
+// server's cost model); fields an older CachedSearch did not send are left out. Exports only: ComfyUI loads every
+// script under web/ as an extension, and this one registers nothing.
+import { element } from "./cachedsearch_dom.js";
+
+const SEED_DIGITS_SHOWN = 6; // consecutive candidates differ in their last digits
+
+export const shareText = (share) => (typeof share === "number" ? `${Math.round(100 * share)}%` : "-");
+export const signed = (value) => `${value >= 0 ? "+" : "−"}${Math.abs(value).toFixed(3)}`;
+
+export function shortSeed(seed) {
+  const text = String(seed);
+  return text.length > SEED_DIGITS_SHOWN + 2 ? `…${text.slice(-SEED_DIGITS_SHOWN)}` : text;
+}
+
+export function describe(row) {
+  return `candidate ${row.candidate ?? "?"} (seed ${row.seed})`;
+}
+
+export function framesOf(row) {
+  return Array.isArray(row.frames) ? row.frames.filter((frame) => frame?.filename) : [];
+}
+
+// Rows of a ranking or a draft list, candidates numbered in seed order (pruned ones included). Payloads of an
+// older CachedSearch renumbered survivors and listed pruned candidates apart, without numbers: there the
+// numbers follow from the seeds (a search's seeds are consecutive).
+export function candidateRows(rows, output) {
+  const listed = rows.filter((row) => row && typeof row === "object");
+  const pruned = listed.some((row) => row.pruned) ? [] : (Array.isArray(output.cachedsearch_pruned)
+    ? output.cachedsearch_pruned.map((row) => ({ ...row, pruned: true })) : []);
+  const all = [...listed, ...pruned];
+  if (pruned.length > 0) {
+    const first = Math.min(...all.map((row) => Number(row.seed)));
+    for (const row of all) row.candidate = Number(row.seed) - first + 1;
+  }
+  const images = Array.isArray(output.images) ? output.images : [];
+  if (!all.some((row) => framesOf(row).length)) {
+    // an older payload: one frame per ranked candidate, in the rows' order
+    listed.filter((row) => !row.pruned).forEach((row, index) => {
+      if (images[index]) row.frames = [images[index]];
+    });
+  }
+  return all;
+}
+
+// A pruned search's rounds in order, `{round, step, scored, kept, dropped}` (candidate numbers), from the
+// payload's cachedsearch_pruning; none where an older CachedSearch did not send it.
+export function pruneRounds(output) {
+  const rounds = output.cachedsearch_pruning?.[0]?.rounds;
+  const valid = (round) => typeof round?.step === "number" &&
+    ["scored", "kept", "dropped"].every((name) => Array.isArray(round[name]));
+  return Array.isArray(rounds) && rounds.every(valid) ? rounds : [];
+}
+
+// Where a search pruned in several rounds: each dropped candidate's round, by candidate number. A single prune
+// reads as it always did ("pruned" and its step), so it gets none.
+export function roundsDropping(rounds) {
+  const byCandidate = new Map();
+  if (rounds.length < 2) return byCandidate;
+  rounds.forEach((round, index) => {
+    for (const candidate of round.dropped) byCandidate.set(candidate, { number: index + 1, step: round.step });
+  });
+  return byCandidate;
+}
+
+// A pruned row in a few words: when it was dropped, with its round where there were several (✂ as on the
+// Sampler's captions, so that the table keeps to the room a Verifier is laid out with).
+export function droppedText(row, dropping) {
+  const round = dropping.get(row.candidate);
+  return round ? `✂ step ${round.step} (round ${round.number})` : "pruned";
+}
+
+// One line for a search pruned in several rounds: "rounds: step 6 kept 8 of 16 · step 10 kept 4 of 8", who each
+// round dropped on hover; undefined for a single prune or none.
+export function roundsLine(rounds) {
+  if (rounds.length < 2) return undefined;
+  const kept = (round) => `step ${round.step} kept ${round.kept.length} of ${round.scored.length}`;
+  const text = `rounds: ${rounds.map(kept).join(" · ")}`;
+  const line = element("div", text, "cachedsearch-line cachedsearch-rounds");
+  line.title = rounds.map((round, index) => `round ${index + 1} at step ${round.step} dropped candidates ` +
+    `${round.dropped.join(", ") || "none"} on their preview scores`).join("\n");
+  return line;
+}
+
+// The preview scores a row had at each round it reached, for its preview cell's tooltip.
+export function roundScoresTitle(row, dropping) {
+  if (!Array.isArray(row.round_scores) || row.round_scores.length === 0) return "";
+  const last = row.round_scores.length - 1;
+  const verdict = dropping.has(row.candidate) ? "dropped here" : "kept";
+  return "preview score " + row.round_scores.map((entry, index) => `at step ${entry.step}: ` +
+    `${typeof entry.score === "number" ? entry.score.toFixed(4) : "-"}${index === last ? ` (${verdict})` : ""}`)
+    .join("; ");
+}
+
+// What the cache skipped of the finished drafts' calls, from the search's cost ("42% of transformer calls skipped
+// (high noise 36%, low noise 48%) (~1.72x fewer)"); undefined where the payload has no such figures.
+export function savingText(cost) {
+  if (!cost || !("fewer_calls_factor" in cost)) return undefined;
+  if (typeof cost.fewer_calls_factor !== "number") return "no transformer calls skipped";
+  const stages = Array.isArray(cost.stage_skipped_shares) && cost.stage_skipped_shares.length > 1
+    ? ` (${cost.stage_skipped_shares.map((stage) => `${stage.stage} ${shareText(stage.share)}`).join(", ")})` : "";
+  return `${shareText(cost.skipped_share)} of transformer calls skipped${stages} ` +
+    `(~${cost.fewer_calls_factor.toFixed(2)}x fewer)`;
+}
+
+// The search's cost from the one cost model, in two short sentences; the seconds and why calls lead are on the
+// node's doc page.
+export function costLine(cost) {
+  if (!cost || typeof cost.calls_ratio !== "number") return "";
+  const calls = typeof cost.search_calls === "number" && typeof cost.full_calls === "number"
+    ? ` (${cost.search_calls} of ${cost.full_calls} transformer calls)` : "";
+  const commit = cost.commit_free ? " A commit adds nothing: every draft already is full compute."
+    : typeof cost.commit_calls === "number" ? ` A commit adds ${cost.commit_calls} calls.` : "";
+  return ` The drafts cost ${Math.round(100 * cost.calls_ratio)}% of full best-of-${cost.num_candidates ?? "N"}` +
+    `${calls}.${commit}`;
+}
+
+// A fixed-budget search's choice: N, what it predicted against best-of-M, the break-even width.
+function budgetAmount(value, unit) {
+  return unit === "wall time" ? `${value.toFixed(2)} s` : `${Math.round(value)} calls`;
+}
+
+export function budgetLine(budget, measuredCommit) {
+  if (!budget || typeof budget.full_cost !== "number") return "";
+  const amount = (value) => budgetAmount(value, budget.unit);
+  const breakEven = typeof budget.break_even_width === "number" ? `, N* ${budget.break_even_width.toFixed(2)}` : "";
+  const wallTime = budget.deterministic ? "" : ", N depends on wall time";
+  let line = `budget best-of-${budget.rollouts} (${amount(budget.budget)}): N = ${budget.width}, predicted ` +
+    `${amount(budget.predicted_total)}${breakEven}${wallTime}`;
+  if (typeof measuredCommit === "number") {
+    line += `; recommit predicted ${amount(budget.full_cost)}, measured ${amount(measuredCommit)}`;
+  }
+  return line;
+}
+
+export function chooserLine(delivery) {
+  const choice = delivery.verifier_choice;
+  if (delivery.picked_by === "you") {
+    const preferred = choice ? `; the verifier preferred candidate ${choice.candidate} (seed ${choice.seed})` : "";
+    return `picked by you: candidate ${delivery.candidate} (seed ${delivery.seed})${preferred}`;
+  }
+  return delivery.picked_by === "verifier" ? "picked by the verifier" : "";
+}
