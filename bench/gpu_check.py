@@ -440,7 +440,7 @@ class GpuCheck:
         """ImageReward as CachedSearch Load ImageReward hands it to the Verifier (ComfyUI's model management owns
         its weights): the real architecture with random weights, or the tiny one in the toy run."""
         model = self.image_reward(self.model_management.unet_offload_device())
-        return self.extension.nodes.verifier_nodes.ManagedVerifier(model, model, "ImageReward")
+        return self.extension.nodes.verifier_models.ManagedVerifier(model, model, "ImageReward")
 
     def image_reward(self, device):
         import torch
@@ -477,23 +477,24 @@ class GpuCheck:
 
     def measure_verifiers(self, entry: dict, clock: Clock) -> None:
         from bench.video_score_cost import PROMPT
-        from cachedsearch_core.video_score import sample_frame_indices
+        from cachedsearch_core.judge import FrameJudge
 
         figures = entry["figures"]
         frames, height, width = self.scale.verifier_clip
         clip = self.torch.rand((frames, height, width, 3), generator=self.torch.Generator().manual_seed(1))
-        picks = sample_frame_indices(frames, VERIFIER_FRAMES)[:VERIFIER_FRAMES]
-        figures.update(clip=f"{len(picks)} of {frames} frames at {width}x{height}", dtype=self.scale.verifier_dtype,
-                       memory_kind=self.memory.kind, verifiers={})
+        figures.update(clip=f"{min(frames, VERIFIER_FRAMES)} of {frames} frames at {width}x{height}",
+                       dtype=self.scale.verifier_dtype, memory_kind=self.memory.kind, verifiers={})
         self.free_memory()
+        # Each verifier judges the clip as a search does (FrameJudge): its own frames of the clip, and one score.
         verifiers = (
-            ("ImageReward", self.image_reward,
-             lambda model: model.score(self.scale.image_reward_prompt, clip[picks])),
-            ("VideoScore-v1.1", self.video_score, lambda model: model.score_clip(PROMPT, clip[picks])),
+            ("ImageReward", self.image_reward, self.scale.image_reward_prompt),
+            ("VideoScore-v1.1", self.video_score, PROMPT),
         )
-        for name, build, score in verifiers:
+        for name, build, prompt in verifiers:
             figures["verifiers"][name] = row = {}
-            self.measure_verifier(name, build, score, row, clock)
+            self.measure_verifier(name, build, lambda model, prompt=prompt: FrameJudge(model, prompt,
+                                                                                     VERIFIER_FRAMES).score(clip),
+                                  row, clock)
             self.free_memory()
 
     def measure_verifier(self, name: str, build, score, row: dict, clock: Clock) -> None:

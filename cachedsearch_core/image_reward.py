@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import pathlib
 
 import torch
@@ -283,12 +282,3 @@ def require_prompt(prompt: str) -> str:
         raise ValueError("prompt: got an empty prompt; the verifier scores how well frames match the text, "
                          "so connect the same prompt the text encoder received")
     return prompt
-
-
-def frame_indices(frame_count: int, samples: int) -> list[int]:
-    """``samples`` uniformly spaced frames, first and last included (all frames if there are fewer)."""
-    if frame_count <= samples:
-        return list(range(frame_count))
-    if samples == 1:
-        return [frame_count // 2]
-    return [math.floor(i * (frame_count - 1) / (samples - 1) + 0.5) for i in range(samples)]

@@ -2,20 +2,38 @@
 
 Every place that scores frames goes through ``FrameJudge``: the Verifier and VideoScore Verifier nodes (a draft),
 Calibrate (a calibration rollout) and the Pruning Plan (a preview), so a calibration and a pruning preview judge
-exactly as the search's ranking does. An image verifier (ImageReward, CLIP score) scores K uniformly spaced frames
-one by one and averages them; VideoScore watches up to K strided frames as one clip and scores five aspects, which
-``rank_by`` turns into one number ("CachedSearch: Training-Free Cached Exploration for Test-Time Search in Video
+exactly as the search's ranking does. An image verifier (ImageReward, CLIP score) scores K frames spread over the
+clip (``spread_frame_indices``) one by one and averages them; VideoScore watches up to K frames as one clip, taken at
+the stride its model card feeds it (``video_score.sample_frame_indices``: the model's input contract, not a choice
+of ours), and scores five aspects, which ``rank_by`` turns into one number ("CachedSearch: Training-Free Cached Exploration for Test-Time Search in Video
 Diffusion", Sec. 3.2).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import torch
 
-from .image_reward import frame_indices
 from .video_score import ASPECTS, AVERAGE, AspectWeights, VideoScore, sample_frame_indices
+
+
+def spread_frame_indices(frame_count: int, count: int) -> list[int]:
+    """``count`` frames of a ``frame_count``-frame clip spread evenly, first and last included (all of them when
+    there are no more): the one rule for "K frames of a clip", used by the image verifiers' scoring, the pruning
+    previews, the panels' rows and the benches.
+
+    Why this rule: it is the one ImageReward's 8-frame scores (the ranking's) were measured with, so no score or
+    ranking moves; first and last are both judged, and one frame is the middle one, the most representative of a
+    clip. Positions round half up (floor(x + 0.5)), the same on every platform; for 8 or 4 frames no position is
+    ever a half, so the panels' and the previews' former round() picked the same frames.
+    """
+    if frame_count <= count:
+        return list(range(frame_count))
+    if count == 1:
+        return [frame_count // 2]
+    return [math.floor(index * (frame_count - 1) / (count - 1) + 0.5) for index in range(count)]
 
 
 def watches_clips(verifier) -> bool:
@@ -63,7 +81,7 @@ class FrameJudge:
         """The frames of a ``frame_count``-frame video this verifier reads."""
         if self.watches_clips:
             return sample_frame_indices(frame_count, self.frames)
-        return frame_indices(frame_count, self.frames)
+        return spread_frame_indices(frame_count, self.frames)
 
     def score(self, frames: torch.Tensor) -> tuple[float, dict[str, float]]:
         """The video's score and the named values shown beside it (a clip verifier's five aspects), from all its

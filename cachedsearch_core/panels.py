@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import torch
 
 from .cost import skipped_share
+from .judge import spread_frame_indices
 from .pruning import PruningOutcome
 from .records import Draft, Ranking
 
@@ -23,13 +24,8 @@ def candidate_number(seed: int, first_seed: int) -> int:
 
 
 def spread_evenly(items: Sequence, limit: int = PANEL_FRAMES) -> list:
-    """At most ``limit`` of ``items``, evenly spaced, first and last included."""
-    count = len(items)
-    if count <= limit:
-        return list(items)
-    if limit == 1:
-        return [items[count // 2]]
-    return [items[round(index * (count - 1) / (limit - 1))] for index in range(limit)]
+    """At most ``limit`` of ``items``, the judge's frames of a clip (``judge.spread_frame_indices``)."""
+    return [items[index] for index in spread_frame_indices(len(items), limit)]
 
 
 def thumbnail_size(height: int, width: int, longest: int = PANEL_LONGEST_SIDE) -> tuple[int, int]:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 from .cost import ExtraWork
+from .judge import spread_frame_indices
 from .records import Draft
 
 
@@ -271,10 +272,9 @@ def survivors(preview_scores: Sequence[float], keep: int) -> list[int]:
 
 
 def preview_frame_indices(video_frames: int, preview_frames: int) -> list[int]:
-    """``preview_frames`` frame indices spread evenly over the video, first and last included."""
-    if preview_frames == 1:
-        return [0]
-    return [round(index * (video_frames - 1) / (preview_frames - 1)) for index in range(preview_frames)]
+    """The ``preview_frames`` (latent) frames a preview decodes: the judge's frames of a clip
+    (``judge.spread_frame_indices``)."""
+    return spread_frame_indices(video_frames, preview_frames)
 
 
 @dataclasses.dataclass(frozen=True)

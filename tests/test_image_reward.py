@@ -13,7 +13,6 @@ from cachedsearch_core.image_reward import (
     REWARD_STD,
     ImageReward,
     VerifierFileError,
-    frame_indices,
 )
 from scripts.tiny_image_reward import TINY_SIZES, tiny_state_dict, write_tiny_image_reward
 
@@ -195,13 +194,6 @@ def test_sizes_file_with_unknown_field_is_rejected(checkpoint, tmp_path):
     variant.with_suffix(".json").write_text(json.dumps({"text_head": 3}))
     with pytest.raises(VerifierFileError, match=r"unknown field\(s\) \['text_head'\]"):
         ImageReward.from_files(variant)
-
-
-def test_frame_indices_are_uniform_with_both_ends():
-    assert frame_indices(81, 8) == [0, 11, 23, 34, 46, 57, 69, 80]
-    assert frame_indices(9, 8) == [0, 1, 2, 3, 5, 6, 7, 8]
-    assert frame_indices(5, 8) == [0, 1, 2, 3, 4]
-    assert frame_indices(9, 1) == [4]
 
 
 def test_clip_score_is_100_times_the_cosine_of_projected_features(tmp_path):

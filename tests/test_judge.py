@@ -4,7 +4,9 @@ kind of verifier reads and how its output becomes one score. Framework-free: no 
 import pytest
 import torch
 
-from cachedsearch_core.judge import FrameJudge
+from cachedsearch_core.judge import FrameJudge, spread_frame_indices
+from cachedsearch_core.panels import PANEL_FRAMES, spread_evenly
+from cachedsearch_core.pruning import preview_frame_indices
 from cachedsearch_core.video_score import ASPECTS, VideoScore
 
 
@@ -55,6 +57,31 @@ def test_an_image_verifier_averages_k_uniform_frames_with_both_ends():
     assert [frame[0, 0, 0].item() for frame in verifier.seen[0]] == [0, 4, 8]
     assert score == pytest.approx(4.0) and columns == {}
     assert FrameJudge(verifier, "a red ball", 3).label == "per frame"
+
+
+def test_k_frames_of_a_clip_are_spread_evenly_with_both_ends_and_the_middle_for_one():
+    assert spread_frame_indices(81, 8) == [0, 11, 23, 34, 46, 57, 69, 80]
+    assert spread_frame_indices(9, 8) == [0, 1, 2, 3, 5, 6, 7, 8]
+    assert spread_frame_indices(5, 8) == [0, 1, 2, 3, 4]
+    assert spread_frame_indices(9, 1) == [4]
+    assert spread_frame_indices(6, 3) == [0, 3, 5]  # 2.5 rounds up
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 4, 5, PANEL_FRAMES, 9])
+def test_the_verifiers_the_previews_and_the_panels_pick_the_same_frames(count):
+    """One rule: an image verifier's scored frames, a pruning preview's frames and a panel row's frames agree."""
+    for frame_count in range(1, 100):
+        rule = spread_frame_indices(frame_count, count)
+        assert FrameJudge(PerFrame(), "a red ball", count).frame_indices(frame_count) == rule
+        assert spread_evenly(range(frame_count), count) == rule
+        if count <= frame_count:  # a preview never asks for more frames than the video has (PruningPlan.check)
+            assert preview_frame_indices(frame_count, count) == rule
+
+
+def test_a_one_frame_preview_and_a_half_way_position_take_the_judges_frame():
+    # Changed on purpose (#39): a one-frame preview was the first frame and positions at a half rounded to even.
+    assert preview_frame_indices(9, 1) == [4]
+    assert preview_frame_indices(6, 3) == [0, 3, 5]
 
 
 def test_a_clip_verifier_reads_strided_frames_and_ranks_by_its_aspects():
