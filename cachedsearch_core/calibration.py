@@ -14,6 +14,7 @@ import dataclasses
 import re
 
 from .audit import tau_arm
+from .cost import MEASURED_CACHED_SHARE, rollouts_time, speedup_of
 from .records import candidate_seeds
 
 TAU_MAX = 2.0  # the largest tau Apply Cache accepts
@@ -168,30 +169,35 @@ class RolloutCount:
 
     breakdown: how the rollouts add up, e.g. "4 full rollouts + 4 cached rollouts x 5 taus".
     rollouts: every rollout (at most, when ``at_most``: the two-expert picks together run only when both pick a tau).
-    full_rollouts: those at full compute; each costs one full-rollout time, a cached one less (at the ~2x speed-up
-    of a good tau, half).
+    full_rollouts: those at full compute; each costs one full-rollout time, a cached one less.
+    cached_share: a cached rollout's time over a full one's (the cost model's measured figure unless given).
     """
 
     breakdown: str
     rollouts: int
     full_rollouts: int
     at_most: bool = False
+    cached_share: float = MEASURED_CACHED_SHARE
 
     @property
     def full_rollout_times(self) -> float:
-        """About how many full rollouts' time it takes at a 2x cache speed-up."""
-        return self.full_rollouts + (self.rollouts - self.full_rollouts) / 2
+        """About how many full rollouts' time it takes (``cost.rollouts_time``)."""
+        return rollouts_time(self.full_rollouts, self.rollouts - self.full_rollouts, self.cached_share)
+
+    @property
+    def speedup(self) -> str:
+        return f"{speedup_of(self.cached_share):g}x cache speed-up"
 
     def text(self, steps: int) -> str:
         """The report's cost line."""
         return (f"{self.breakdown} = {self.rollouts} rollouts{' at most' if self.at_most else ''} "
                 f"({self.rollouts * steps} sampler steps; at most {self.rollouts} full-rollout times, about "
-                f"{self.full_rollout_times:g} at a 2x cache speed-up), each decoded and scored by the verifier")
+                f"{self.full_rollout_times:g} at a {self.speedup}), each decoded and scored by the verifier")
 
     def line(self) -> str:
         """The node's line on the canvas, before it runs."""
         return (f"Cost: {self.rollouts} rollouts{' at most' if self.at_most else ''} = {self.breakdown}; about "
-                f"{self.full_rollout_times:g} full-rollout times at a 2x cache speed-up (at most {self.rollouts}), "
+                f"{self.full_rollout_times:g} full-rollout times at a {self.speedup} (at most {self.rollouts}), "
                 "each decoded and scored.")
 
     def as_dict(self) -> dict:

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from .search_report import COMMIT_FREE_DELIVERY
+from .search_report import COMMIT_FREE_DELIVERY, DELIVERED_BY, WINNER_LINE_PREFIX
 
 VERIFIERS_CHOICE = 0  # the `pick` that leaves the choice to the verifier's ranking
-MODES = ("commit", "keep")
-DELIVERED_BY = {"commit": "recommit at full compute", "keep": "the cached draft as-is (keep)"}
-WINNER_LINE_PREFIX = "winner: "  # the search report's line naming what was delivered
+MODES = tuple(DELIVERED_BY)  # commit, keep
 
 
 @dataclasses.dataclass(frozen=True)

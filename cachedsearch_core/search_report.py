@@ -16,8 +16,13 @@ if TYPE_CHECKING:
     from .pruned_budget import PrunedBudget
     from .pruning import PruningOutcome
 
-# How the report says a commit was free: the delivered draft computed every call, so it is the full result.
+# How the report says what delivered the winner (the artist's pick line says it the same way): a commit, keep, or a
+# free commit (the delivered draft computed every call, so it is the full result).
+DELIVERED_BY = {"commit": "recommit at full compute", "keep": "the cached draft as-is (keep)"}
 COMMIT_FREE_DELIVERY = "its draft, which computed every call (commit free)"
+WINNER_LINE_PREFIX = "winner: "
+COMMIT_FREE_LINE = ("commit free: the winning draft skipped nothing, so it already is the full-compute result "
+                    "(delivered without sampling again)")
 
 
 def search_cost(drafts: Sequence[Draft], pruning: PruningOutcome | None = None,
@@ -61,12 +66,12 @@ def search_report(
         lines.append(f"{name}: {skipped}/{calls} calls skipped ({100 * share:.0f}%) over all drafts")
     delivered_free = cost.commit_ran and cost.commit_free
     if winner is not None:
-        delivered = "the cached draft as-is (keep)" if cost.kept else "recommit at full compute"
+        delivered = DELIVERED_BY["keep" if cost.kept else "commit"]
         if delivered_free:
             delivered = COMMIT_FREE_DELIVERY
-        lines.append(f"winner: candidate {numbers[winner]}, seed {drafts[winner].seed}, delivered by {delivered}")
+        lines.append(f"{WINNER_LINE_PREFIX}candidate {numbers[winner]}, seed {drafts[winner].seed}, delivered by "
+                     f"{delivered}")
     if delivered_free:
-        lines.append("commit free: the winning draft skipped nothing, so it already is the full-compute result "
-                     "(delivered without sampling again)")
+        lines.append(COMMIT_FREE_LINE)
     lines.extend(cost.report_lines())
     return "\n".join(lines)

@@ -1,14 +1,16 @@
 """Calibration bookkeeping without a model: the plan's checks, the seed bootstrap, the table, chart and memory."""
 
+import dataclasses
 import json
 import math
 import os
+import re
 
 import numpy as np
 import pytest
 
 from cachedsearch_core.audit import FULL_ARM, ScoreStore, tau_arm
-from cachedsearch_core.calibration import CalibrationPlan, parse_taus, prompt_lines
+from cachedsearch_core.calibration import CalibrationPlan, parse_taus, prompt_lines, sweep_rollouts
 from cachedsearch_core.calibration_experts import (
     HIGH_NOISE,
     LOW_NOISE,
@@ -20,6 +22,7 @@ from cachedsearch_core.calibration_experts import (
 from cachedsearch_core.calibration_memory import CalibrationMemory, describe_remembered, experts_setup_key, setup_key
 from cachedsearch_core.calibration_results import Calibration, EnginesCalibration
 from cachedsearch_core.combine import VerifierCombination
+from cachedsearch_core.cost import MEASURED_CACHED_SHARE
 from cachedsearch_core.fidelity import PROMPT_BOOTSTRAP, SEED_BOOTSTRAP, ranking_fidelity
 
 FULL = [0.2, 0.9, 0.5, 0.4]
@@ -41,16 +44,26 @@ def test_bad_plans_name_the_input_the_value_and_the_fix(taus, seeds, target, mes
         CalibrationPlan(taus, seeds, 0, target)
 
 
+def numbers(text):
+    """The numbers a line says, in order."""
+    return [float(number) for number in re.findall(r"\d+(?:\.\d+)?", text)]
+
+
 def test_taus_parse_from_spaces_or_commas_and_reject_words():
     assert parse_taus("0.05, 0.1  0.2\n0.3") == (0.05, 0.1, 0.2, 0.3)
     with pytest.raises(ValueError, match="taus: got '0.1 fast'; write numbers"):
         parse_taus("0.1 fast")
-    assert CalibrationPlan((0.1, 0.2), seeds=4).cost(10) == (
-        "4 full rollouts + 4 cached rollouts x 2 taus = 12 rollouts (120 sampler steps; at most 12 full-rollout "
-        "times, about 8 at a 2x cache speed-up), each decoded and scored by the verifier")
-    assert CalibrationPlan((0.1, 0.2), seeds=8, prompts=25).cost(10) == (
-        "25 prompts x (8 full rollouts + 8 cached rollouts x 2 taus) = 600 rollouts (6000 sampler steps; at most "
-        "600 full-rollout times, about 400 at a 2x cache speed-up), each decoded and scored by the verifier")
+    one = sweep_rollouts([CalibrationPlan((0.1, 0.2), seeds=4)])
+    assert (one.rollouts, one.full_rollouts, one.at_most) == (12, 4, False)
+    assert one.full_rollout_times == 4 + 8 * MEASURED_CACHED_SHARE  # the cost model's figure for a cached rollout
+    assert CalibrationPlan((0.1, 0.2), seeds=4).cost(10) == one.text(10)
+    assert [12, 120, 12, 4 + 8 * MEASURED_CACHED_SHARE] == numbers(one.text(10).split("=", 1)[1])[:4]
+    many = sweep_rollouts([CalibrationPlan((0.1, 0.2), seeds=8, prompts=25)])
+    assert (many.rollouts, many.full_rollouts) == (25 * 8 * 3, 25 * 8)
+    assert many.full_rollout_times == 200 + 400 * MEASURED_CACHED_SHARE
+    assert numbers(many.breakdown) == [25, 8, 8, 2]  # prompts x (seeds full + seeds cached x taus)
+    measured = dataclasses.replace(one, cached_share=0.25)  # a setup measured at 4x
+    assert measured.full_rollout_times == 4 + 8 * 0.25 and numbers(measured.line())[-3:-1] == [4 + 8 * 0.25, 4]
 
 
 def test_seed_bootstrap_gives_intervals_on_one_prompt():
@@ -249,9 +262,10 @@ def test_expert_tau_lists_are_named_in_errors():
         ExpertsPlan.create((), (0.1,), 4, 0, 0.9)
     with pytest.raises(ValueError, match="taus_high: got 'fast'"):
         parse_taus("fast", "taus_high")
-    assert ExpertsPlan.create((0.1,), (0.1, 0.2), 3, 0, 0.9).cost(20).startswith(
-        "3 full rollouts + 3 cached rollouts x (1 high-noise taus + 2 low-noise taus) + 3 with both picks = 15 "
-        "rollouts at most (300 sampler steps")
+    plan = ExpertsPlan.create((0.1,), (0.1, 0.2), 3, 0, 0.9)
+    count = plan.rollout_count()
+    assert (count.rollouts, count.full_rollouts, count.at_most) == (15, 3, True)  # 3 x (full + 1 + 2 + both picks)
+    assert numbers(count.breakdown) == [3, 3, 1, 2, 3] and plan.cost(20) == count.text(20)
 
 
 class Judge:

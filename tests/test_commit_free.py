@@ -5,6 +5,7 @@ import pytest
 import torch
 from conftest import InProcessComfy
 
+from cachedsearch_core.search_report import COMMIT_FREE_DELIVERY, COMMIT_FREE_LINE, DELIVERED_BY
 from scripts.tiny_models import WAN21_VAE_FILE, WAN22_A14B_FILES, WAN22_A14B_LORA_FILES
 
 pytestmark = pytest.mark.slow  # in process, but several seconds a test: not in the fast tier
@@ -12,7 +13,7 @@ pytestmark = pytest.mark.slow  # in process, but several seconds a test: not in 
 STEPS = 6
 SETTINGS = dict(steps=STEPS, cfg=5.0, sampler_name="euler", scheduler="simple", denoise=1.0)
 SEED = 500
-FREE = "commit free: the winning draft skipped nothing"
+FREE = COMMIT_FREE_LINE
 # Warmup and cooldown cover all 6 steps: the adaptive cache never skips.
 CACHES_THAT_SKIP_NOTHING = {
     "cache off": dict(mode="off", tau=0.5, warmup_steps=1, cooldown_steps=1, static_interval=2),
@@ -66,7 +67,7 @@ def test_a_draft_that_skipped_nothing_is_delivered_without_sampling_again(engine
     assert torch.equal(delivered["samples"], drafts["samples"][1:2])
     assert delivered["samples"].data_ptr() != drafts["samples"].data_ptr()  # a copy: the drafts output stays intact
     assert FREE in report
-    assert "winner: candidate 2, seed 501, delivered by its draft, which computed every call (commit free)" in report
+    assert f"winner: candidate 2, seed 501, delivered by {COMMIT_FREE_DELIVERY}" in report.splitlines()
     (delivery,) = output.ui["cachedsearch_delivery"]
     cost = delivery["cost"]
     assert (cost["commit_free"], cost["commit_calls"], cost["commit_seconds"]) == (True, 0, 0.0)
@@ -88,7 +89,7 @@ def test_a_single_skipped_call_means_a_real_commit(engine, wan):
     reference = stock(engine, wan, seed, cfg=1.0)
     assert torch.equal(delivered["samples"], reference)
     assert not torch.equal(drafts["samples"][1:2], reference)  # the one skipped call changed the draft
-    assert FREE not in report and "delivered by recommit at full compute" in report
+    assert FREE not in report and f"delivered by {DELIVERED_BY['commit']}" in report
 
 
 def test_a_model_connected_to_recommit_is_sampled_unless_it_is_the_drafts_own(engine, wan):

@@ -3,6 +3,7 @@
 
 import json
 import math
+import re
 
 import pytest
 
@@ -12,6 +13,11 @@ from cachedsearch_core.cost import break_even_width
 from cachedsearch_core.pruning import PrunedCandidate, PruningOutcome
 
 ROLLOUT_CALLS = 50
+
+
+def numbers(text):
+    """The numbers a line says, in order."""
+    return [float(number) for number in re.findall(r"\d+(?:\.\d+)?", text)]
 
 
 def cached_drafts(seconds=(1.0, 1.2, 0.8), computed=(24, 26, 22)):
@@ -53,8 +59,9 @@ def test_plain_drafts_before_a_commit_predict_one_full_rollout_and_no_seconds_ra
     assert (cost.calls_ratio, cost.calls_ratio_with_commit) == (72 / 150, 122 / 150)
     # Every draft skipped calls: nothing has measured a full rollout's seconds yet.
     assert cost.full_rollout_seconds is None and cost.seconds_ratio is None and cost.break_even_width is None
-    assert cost.calls_line() == ("transformer calls: the drafts computed 72 of the 150 that full best-of-3 computes "
-                                 "(48.0 %); with the commit (50) 122 (81.3 %)")
+    # The calls line says these numbers, in this order: drafts' calls of full best-of-N's, their share; the commit's
+    # calls, the total and its share.
+    assert numbers(cost.calls_line()) == [72, 150, 3, 48.0, 50, 122, 81.3]
     assert cost.seconds_line().endswith("mean draft 1.00 s; a full rollout's seconds are measured by a commit")
 
 

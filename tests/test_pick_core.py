@@ -3,6 +3,7 @@
 import pytest
 
 from cachedsearch_core.pick import PickChoices, resolve_pick, with_pick_line
+from cachedsearch_core.search_report import COMMIT_FREE_DELIVERY, DELIVERED_BY
 
 SEEDS = (40, 41, 42, 43)
 PRUNED = PickChoices(SEEDS, (1, 3))  # a pruned search of 4 kept candidates 2 and 4
@@ -71,8 +72,8 @@ def test_choices_must_name_their_candidates():
 
 def test_a_free_commit_says_so_on_the_pick_line_and_keep_never_does():
     mine = resolve_pick(FULL, 3, "commit", verifier_winner=1)
-    assert mine.report_line(commit_free=True).endswith(
-        "delivered by its draft, which computed every call (commit free)")
+    assert mine.report_line(commit_free=True).endswith(COMMIT_FREE_DELIVERY)
+    assert mine.report_line().endswith(DELIVERED_BY["commit"])
     report = "CachedSearch: 3 candidate(s)\nwinner: candidate 2, seed 41, delivered by x"
     assert with_pick_line(report, mine, commit_free=True).splitlines()[1] == mine.report_line(commit_free=True)
     kept = resolve_pick(FULL, 3, "keep", verifier_winner=1)

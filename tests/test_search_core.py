@@ -6,6 +6,7 @@ import pytest
 
 from cachedsearch_core import Draft, Ranking, SearchCost, StageCalls, candidate_seeds, parse_scores, search_report
 from cachedsearch_core.cost import calls_per_stage
+from cachedsearch_core.search_report import COMMIT_FREE_DELIVERY, COMMIT_FREE_LINE, DELIVERED_BY
 
 
 def test_candidate_seeds_are_consecutive_from_the_seed():
@@ -97,16 +98,22 @@ def test_report_names_why_the_cache_was_inactive_once():
     assert not any("inactive" in line for line in report([Draft(3, 0.5, 10, 0)]).splitlines())
 
 
+def winner_line(text):
+    """The winner line's candidate and what delivered it."""
+    (line,) = [line for line in text.splitlines() if line.startswith("winner: ")]
+    return tuple(line.removeprefix("winner: ").split(", delivered by "))
+
+
 def test_report_says_what_delivered_the_winner():
     drafts = [Draft(seed=7, seconds=2.0, calls_computed=50, calls_skipped=0),
               Draft(seed=8, seconds=1.0, calls_computed=25, calls_skipped=25),
               Draft(seed=9, seconds=2.2, calls_computed=50, calls_skipped=0)]
     ranking, sampled = Ranking((0.5, 0.2, 0.4)), SearchCost.of_search(drafts)
     free = report(drafts, ranking, sampled.after_commit(0, 0.0))
-    assert "commit free: the winning draft skipped nothing" in free
-    assert "winner: candidate 1, seed 7, delivered by its draft, which computed every call (commit free)" in free
+    assert COMMIT_FREE_LINE in free.splitlines()
+    assert winner_line(free) == ("candidate 1, seed 7", COMMIT_FREE_DELIVERY)
     real_commit = report(drafts, ranking, sampled.after_commit(50, 2.0))
-    assert "commit free" not in real_commit and "delivered by recommit at full compute" in real_commit
+    assert COMMIT_FREE_LINE not in real_commit.splitlines()
+    assert winner_line(real_commit) == ("candidate 1, seed 7", DELIVERED_BY["commit"])
     kept = report(drafts, ranking, sampled.after_keep())
-    assert "winner: candidate 1, seed 7, delivered by the cached draft as-is (keep)" in kept
-    assert "commit free" not in kept
+    assert winner_line(kept) == ("candidate 1, seed 7", DELIVERED_BY["keep"]) and COMMIT_FREE_LINE not in kept
