@@ -31,10 +31,9 @@ class ApplyStepCache(io.ComfyNode):
                 ),
                 io.Float.Input(
                     "tau", default=0.10, min=0.0, max=TAU_MAX, step=0.01,
-                    tooltip="Skip threshold on accumulated relative drift. Higher is faster and rougher: 0.05 ~1.6x, "
-                    "0.10 ~2x, 0.20 ~2.4x on Wan 2.1 at 50 steps. Calibrated: Wan 2.1 1.3B 0.20, Wan 2.2 5B and "
-                    "Wan 2.1 14B 0.10, HunyuanVideo 0.05. 0 never skips. CachedSearch Calibrate measures it for "
-                    "your model and verifier; its tau output can be wired here.",
+                    tooltip="Skip threshold on accumulated relative drift. Higher is faster and rougher; 0 never "
+                    "skips. CachedSearch Calibrate measures it for your model and verifier (its tau output can be "
+                    "wired here); the speed-ups and the report's calibrated values per model: this node's help page.",
                 ),
                 io.Int.Input(
                     "warmup_steps", default=5, min=0, max=1000,

@@ -13,7 +13,6 @@ calibration re-queued after Cancel, a crash or a restart computes only what is m
 
 from __future__ import annotations
 
-import comfy.samplers
 import torch
 from comfy_api.latest import io
 
@@ -53,18 +52,19 @@ from .calibration_rollouts import (
     stage_arm_settings,
 )
 from .input_checks import check_latent, check_same_latent_format, denoise_message, split_step_message
-from .search_nodes import ksampler_settings_inputs, official_expert_stages
-from .stages import KSamplerStage, StagedRecipe
+from .ksampler_inputs import expert_settings_inputs, ksampler_settings_inputs
+from .stages import KSamplerStage, StagedRecipe, official_expert_stages
 from .types import SHOW_RESULTS_WHEN_CACHED
 from .verifier_nodes import DEFAULT_ASPECT_WEIGHTS
 
 _SAVED = ("Every finished rollout is saved, so queueing it again after Cancel, a crash or a restart computes only "
           "the missing ones.")
-_COST = ("It costs, per prompt, S full rollouts plus S cached rollouts per tau (defaults: 4 + 4 x 5 = 24 rollouts, "
-         "about 14 full-rollout times at ~2x cache speed-up), each decoded and scored by the verifier. " + _SAVED)
+_COST = ("It costs, per prompt, S full rollouts plus S cached rollouts per tau (defaults: 4 + 4 x 5 = 24 rollouts), "
+         "each decoded and scored by the verifier; the node shows the cost of its settings under its widgets. "
+         + _SAVED)
 _EXPERTS_COST = ("It costs, per prompt, S full rollouts, S cached rollouts per tau of each expert and S with both "
-                 "picks (defaults: 4 + 4 x (5 + 5) + 4 = 48 rollouts, about 26 full-rollout times at ~2x cache "
-                 "speed-up), each decoded and scored by the verifier. " + _SAVED)
+                 "picks (defaults: 4 + 4 x (5 + 5) + 4 = 48 rollouts), each decoded and scored by the verifier; the "
+                 "node shows the cost of its settings under its widgets. " + _SAVED)
 _TAUS_TOOLTIP = ("The cache thresholds to measure, smallest first, separated by spaces (Apply Cache's range 0 to 2). "
                  "Each adds S cached rollouts.")
 
@@ -196,18 +196,10 @@ class CalibrateExperts(io.ComfyNode):
                 io.Model.Input("model_low", tooltip="The low-noise expert (the remaining steps), likewise without a "
                                "cache."),
                 *scene_inputs(),
-                io.Int.Input("steps", default=20, min=2, max=10000,
-                             tooltip="Total sampling steps of both experts, as you will search (the official graph: "
-                             "20)."),
-                io.Int.Input("split_step", default=10, min=1, max=9999,
-                             tooltip="The step where the low-noise expert takes over, as you will search (official: "
-                             "10 of 20)."),
-                io.Float.Input("cfg", default=3.5, min=0.0, max=100.0, step=0.1, round=0.01,
-                               tooltip="Classifier-free guidance scale of both experts (official: 3.5)."),
-                io.Combo.Input("sampler_name", options=comfy.samplers.KSampler.SAMPLERS, default="euler",
-                               tooltip="Sampling algorithm, as in KSamplerAdvanced."),
-                io.Combo.Input("scheduler", options=comfy.samplers.KSampler.SCHEDULERS, default="simple",
-                               tooltip="Sigma schedule, as in KSamplerAdvanced."),
+                *expert_settings_inputs(
+                    "Total sampling steps of both experts, as you will search (the official graph: 20).",
+                    "The step where the low-noise expert takes over, as you will search (official: 10 of 20).",
+                    "Classifier-free guidance scale of both experts (official: 3.5)."),
                 io.String.Input("taus_high", default=" ".join(f"{tau:.2f}" for tau in DEFAULT_TAUS),
                                 tooltip=f"The high-noise expert's taus. {_TAUS_TOOLTIP}"),
                 io.String.Input("taus_low", default=" ".join(f"{tau:.2f}" for tau in DEFAULT_TAUS),

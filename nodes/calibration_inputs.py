@@ -13,6 +13,7 @@ from ..cachedsearch_core.calibration import (
     parse_taus,
 )
 from ..cachedsearch_core.calibration_experts import ExpertsPlan
+from .ksampler_inputs import stock_range
 from .types import ADVANCED_INPUT, CombinedVerifier, Verifier, VideoVerifier
 from .verifier_nodes import video_score_ranking_inputs
 
@@ -34,7 +35,7 @@ def scene_inputs() -> list:
                         "encoder's text). With clip: the prompts to calibrate on, one per line, each encoded by clip "
                         "and rolled out on every seed and tau (about 25 of the kinds you make calibrate a model "
                         "family)."),
-        io.Int.Input("first_seed", default=0, min=0, max=0xFFFF_FFFF_FFFF_FFFF,
+        io.Int.Input("first_seed", **stock_range("seed"),
                      tooltip="The calibration uses seeds first_seed ... first_seed + seeds - 1. It stays fixed, so "
                      "queueing again reuses the calibration instead of recomputing it."),
         io.Int.Input("seeds", default=DEFAULT_SEEDS, min=1, max=64,

@@ -7,8 +7,9 @@ import dataclasses
 
 import torch
 
-from ..cachedsearch_core import Draft, Ranking, SearchCost, search_report
-from ..cachedsearch_core.budget import BudgetOutcome, PrunedBudget
+from ..cachedsearch_core import Draft, Ranking, SearchCost, search_cost, search_report
+from ..cachedsearch_core.budget import BudgetOutcome
+from ..cachedsearch_core.pruned_budget import PrunedBudget
 from ..cachedsearch_core.panels import candidate_number, candidate_rows
 from ..cachedsearch_core.pruning import PruningOutcome
 from .cache_patch import step_cache_config
@@ -30,14 +31,19 @@ def _describe_stage_cache(model) -> str:
             f"cooldown {config.cooldown_steps})")
 
 
+# The report's cache line for a search on one model without a cache, or with it off.
+NO_CACHE_DESCRIPTION = "no cache on this model: drafts cost as much as full rollouts"
+CACHE_OFF_DESCRIPTION = "cache off: drafts cost as much as full rollouts"
+
+
 def describe_cache(recipe: StagedRecipe) -> str:
     descriptions = [_describe_stage_cache(stage.patcher) for stage in recipe.stages]
     if len(descriptions) > 1:
         return "; ".join(f"{name}: {description}" for name, description in zip(recipe.names, descriptions))
     if descriptions[0] == "no cache":
-        return "no cache on this model: drafts cost as much as full rollouts"
+        return NO_CACHE_DESCRIPTION
     if descriptions[0] == "cache off":
-        return "cache off: drafts cost as much as full rollouts"
+        return CACHE_OFF_DESCRIPTION
     return descriptions[0]
 
 
@@ -85,7 +91,7 @@ class SearchCandidates:
         """The search's cost before any commit: the commit predicted a full rollout, or free when every draft
         already is its seed's full-compute result (whichever wins is delivered as it is)."""
         commit_free = all(self.draft_is_full_compute(index) for index in range(len(self.drafts)))
-        return SearchCost.of_search(self.drafts, self.pruning, self.budget, commit_free)
+        return search_cost(self.drafts, self.pruning, self.budget, commit_free, self.stage_names)
 
     def report(self, ranking: Ranking | None = None, cost: SearchCost | None = None) -> str:
         """The search report with ``cost`` (this search's, after what delivered it; before a commit by default)."""

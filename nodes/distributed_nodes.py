@@ -17,9 +17,11 @@ from .distributed_search import (
     participant_label,
     search_as_master,
     search_as_worker,
+    server_inbox,
     setup_from_prompt,
 )
 from .input_checks import check_latent
+from .prompt_server import prompt_server
 from .candidates import SearchCandidates, run_search
 from .runner import progress_text_sender
 from .stages import KSamplerStage, StagedRecipe
@@ -94,6 +96,7 @@ class DistributedSearchSampler(io.ComfyNode):
                 candidates = search_as_worker(recipe, setup, slice_of(slices, setup.participant), worker_timeout,
                                               announce)
             else:
-                candidates = search_as_master(recipe, setup, slices, worker_timeout, announce)
+                candidates = search_as_master(recipe, setup, slices, worker_timeout, announce,
+                                              server_inbox(prompt_server()))
         output = search_output(candidates, preview_vae, announce)
         return io.NodeOutput(*output.result, torch.zeros(1, 1, 1, 3), ui=output.ui)

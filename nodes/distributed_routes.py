@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 
 from ..cachedsearch_core.draft_exchange import MAX_SEEDS_PER_JOB, MessageRefused, decode_draft
-from ..cachedsearch_core.search import MAX_SEED
-from .distributed_search import INBOX, MASTER, ROUTE, attach_distributed_setup
+from ..cachedsearch_core.records import MAX_SEED
+from .distributed_search import MASTER, ROUTE, attach_distributed_setup, server_inbox
 from .prompt_server import prompt_server
 from .route_checks import (
     RouteRefused, answering_refusals, check_fields, name, no_query, read_chunks, read_json_object, shown, whole_number,
@@ -54,6 +54,7 @@ def register_server_hooks() -> None:
     from aiohttp import web  # a server runs on aiohttp
 
     server.add_on_prompt_handler(attach_distributed_setup)
+    inbox = server_inbox(server)
 
     @server.routes.post(f"{ROUTE}/claim")
     @answering_refusals
@@ -68,7 +69,7 @@ def register_server_hooks() -> None:
         for seed in seeds:
             whole_number(seed, "seeds", 0, MAX_SEED, "seeds, each a whole number")
         try:
-            token = INBOX.claim(job_id, participant, seeds)
+            token = inbox.claim(job_id, participant, seeds)
         except MessageRefused as error:
             raise _refusal(error) from None
         return web.json_response({"token": token, "keep_going": True})
@@ -81,7 +82,7 @@ def register_server_hooks() -> None:
         job_id, participant = _sender(body["job_id"], body["participant"])
         token = name(body["token"], "token", "the token this worker's claim was answered with")
         try:
-            INBOX.heartbeat(job_id, participant, token)
+            inbox.heartbeat(job_id, participant, token)
         except MessageRefused as error:
             raise _refusal(error) from None
         return web.json_response({"keep_going": True})
@@ -96,7 +97,7 @@ def register_server_hooks() -> None:
             raise RouteRefused(400, str(error)) from None
         _sender(message.job_id, message.participant)
         try:
-            INBOX.deliver(message)
+            inbox.deliver(message)
         except MessageRefused as error:
             raise _refusal(error) from None
         return web.json_response({"keep_going": True})
@@ -105,4 +106,4 @@ def register_server_hooks() -> None:
     @answering_refusals
     async def job_status(request):
         no_query(request)
-        return web.json_response(INBOX.status())
+        return web.json_response(inbox.status())

@@ -25,12 +25,13 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import weakref
 
 import comfy.model_management
 import torch
 
 from ..cachedsearch_core.draft_exchange import DraftInbox, DraftMessage, encode_draft
-from ..cachedsearch_core.search import Draft
+from ..cachedsearch_core.records import Draft
 from ..cachedsearch_core.seed_slices import SeedSlice, slice_of
 from .candidates import SearchCandidates, run_search
 
@@ -41,8 +42,14 @@ MASTER = "master"
 ROUTE = "/cachedsearch/distributed"
 WAIT_SLICE_SECONDS = 0.25
 
-# This server's mailbox for drafts sent by workers: one per process, like the routes that fill it.
-INBOX = DraftInbox()
+# Each server's mailbox for the drafts its workers send: the routes registered on a server fill it and a master's
+# search on that server reads it. Weakly keyed, so a server that is gone takes its inbox with it.
+_INBOXES = weakref.WeakKeyDictionary()
+
+
+def server_inbox(server) -> DraftInbox:
+    """The draft inbox of ``server`` (a PromptServer); without a server, an inbox of its own that no worker reaches."""
+    return DraftInbox() if server is None else _INBOXES.setdefault(server, DraftInbox())
 
 
 def participant_label(participant: str) -> str:
@@ -162,7 +169,7 @@ def _prefixed(announce, prefix: str):
 
 
 def search_as_master(recipe, setup: DistributedSetup, slices: tuple[SeedSlice, ...], worker_timeout: float,
-                     announce, inbox: DraftInbox = INBOX) -> DistributedCandidates:
+                     announce, inbox: DraftInbox) -> DistributedCandidates:
     """Draft the master's slice, gather the workers' drafts, re-draft what a silent worker left."""
     mismatched = inbox.open_job(setup.job_id, {seed_slice.participant: seed_slice.seeds for seed_slice in slices
                                                if seed_slice.participant != MASTER and seed_slice.seeds})

@@ -11,7 +11,8 @@ import torch
 from comfy_api.latest import io
 
 from ..cachedsearch_core import candidate_seeds
-from ..cachedsearch_core.budget import BudgetPlan, pruned_budget_width
+from ..cachedsearch_core.budget import BudgetPlan
+from ..cachedsearch_core.pruned_budget import pruned_budget_width
 from ..cachedsearch_core.image_reward import require_prompt
 from ..cachedsearch_core.judge import FrameJudge
 from ..cachedsearch_core.pruning import CacheWindow, PruningPlan, PruningSchedule, preview_frame_indices

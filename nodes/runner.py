@@ -15,7 +15,7 @@ from ..cachedsearch_core import Draft, StageCalls
 from .cache_patch import STATISTICS_CALLBACK_OPTION
 from .full_compute import CallMeter, check_full_compute
 from .prompt_server import prompt_server
-from .stages import Stage, StagedRecipe
+from .stages import StagedRecipe
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,14 +91,6 @@ def progress_text_sender(node_id):
     return lambda text: server.send_progress_text(text, node_id)
 
 
-def _observed(stage: Stage, statistics: list, meter: CallMeter) -> Stage:
-    """The stage on a clone of its model that reports each sampling run's cache statistics into ``statistics`` and
-    whose transformer calls ``meter`` counts."""
-    model = meter.attach(stage.patcher)
-    model.model_options["transformer_options"][STATISTICS_CALLBACK_OPTION] = statistics.append
-    return stage.with_model(model)
-
-
 @dataclasses.dataclass(frozen=True)
 class FullComputeCheck:
     """Stages that must compute every call the sampler asks for: the node input that feeds each stage's model and
@@ -108,41 +100,6 @@ class FullComputeCheck:
     advice: str
 
 
-def _run_stage(recipe: StagedRecipe, stage_index: int, states: list[CandidateState], progress: SearchProgress,
-               announce=None, on_computed_call=None, full_compute: FullComputeCheck | None = None
-               ) -> list[CandidateState]:
-    """Advance every candidate through one stage, one candidate at a time, each run with fresh cache state and its
-    calls counted by a ``CallMeter`` whatever cache runs on the model; with ``full_compute``, a candidate that
-    skipped work raises as soon as its stage ends."""
-    statistics = []
-    meter = CallMeter(on_computed_call)
-    stage = _observed(recipe.stages[stage_index], statistics, meter)
-    stage_label = f"{recipe.names[stage_index]} ({stage_index + 1} / {len(recipe.stages)}), " \
-        if len(recipe.stages) > 1 else ""
-    advanced = []
-    for index, state in enumerate(states):
-        comfy.model_management.throw_exception_if_processing_interrupted()
-        if announce is not None:
-            announce(f"{stage_label}draft {index + 1} / {len(states)} (seed {state.seed})")
-        statistics.clear()
-        start = time.perf_counter()
-        meter.take()
-        with progress.stage(stage.step_count), meter.counting(stage.patcher):
-            latent = stage.run(state.latent, state.seed)
-        run = meter.take()
-        if full_compute is not None:
-            input_name = full_compute.input_names[stage_index]
-            check_full_compute(run, recipe.stages[stage_index].patcher, input_name,
-                               full_compute.advice.format(input=input_name))
-        inactive_reason = next((s.inactive_reason for s in statistics if s.inactive_reason), None)
-        advanced.append(dataclasses.replace(
-            state, latent=latent, seconds=state.seconds + time.perf_counter() - start,
-            stage_calls=(*state.stage_calls, run.calls),
-            cache_inactive_reason=state.cache_inactive_reason or inactive_reason,
-        ))
-    return advanced
-
-
 def run_stages(recipe: StagedRecipe, states: list[CandidateState], progress: SearchProgress,
                stages: range | None = None, announce=None, on_computed_call=None,
                full_compute: FullComputeCheck | None = None) -> list[CandidateState]:
@@ -150,13 +107,43 @@ def run_stages(recipe: StagedRecipe, states: list[CandidateState], progress: Sea
     by stage, so each expert of a staged trajectory is loaded once per stage as in the stock graph.
 
     Every search, commit, pick, Calibrate rollout, pruned continuation, budget draft and distributed worker runs its
-    seeds here: each stage is the stock sampling call, fed the previous stage's output latent; the progress bar
-    moves through ``progress``; Cancel stops it before the next candidate (and inside a call, through the progress
-    hook); every candidate's calls are counted. ``announce(text)``, if given, hears "draft i / N" as each
-    candidate's stage starts; ``on_computed_call()``, if given, runs before each computed call (a budget stops a
-    draft there by raising). With ``full_compute``, a stage that skipped any work raises (``check_full_compute``)
-    instead of handing on a cached result as full compute.
+    seeds here: each stage is the stock sampling call (``Stage.run``), fed the previous stage's output latent, one
+    candidate at a time with fresh cache state. The progress bar moves through ``progress``; Cancel stops it before
+    the next candidate (and inside a call, through the progress hook). Every candidate's calls are counted by a
+    ``CallMeter`` whatever cache runs on the model, and its cache's statistics are read for an inactive cache.
+    ``announce(text)``, if given, hears "draft i / N" as each candidate's stage starts; ``on_computed_call()``, if
+    given, runs before each computed call (a budget stops a draft there by raising). With ``full_compute``, a stage
+    that skipped any work raises (``check_full_compute``) as soon as it ends, instead of handing on a cached result as
+    full compute.
     """
     for stage_index in range(len(recipe.stages)) if stages is None else stages:
-        states = _run_stage(recipe, stage_index, states, progress, announce, on_computed_call, full_compute)
+        stage, statistics, meter = recipe.stages[stage_index], [], CallMeter(on_computed_call)
+        # The stage on a clone of its model whose transformer calls the meter counts and whose cache reports each
+        # sampling run's statistics.
+        observed_model = meter.attach(stage.patcher)
+        observed_model.model_options["transformer_options"][STATISTICS_CALLBACK_OPTION] = statistics.append
+        observed = stage.with_model(observed_model)
+        stage_label = f"{recipe.names[stage_index]} ({stage_index + 1} / {len(recipe.stages)}), " \
+            if len(recipe.stages) > 1 else ""
+        advanced = []
+        for index, state in enumerate(states):
+            comfy.model_management.throw_exception_if_processing_interrupted()
+            if announce is not None:
+                announce(f"{stage_label}draft {index + 1} / {len(states)} (seed {state.seed})")
+            statistics.clear()
+            start = time.perf_counter()
+            meter.take()
+            with progress.stage(observed.step_count), meter.counting(observed.patcher):
+                latent = observed.run(state.latent, state.seed)
+            run = meter.take()
+            if full_compute is not None:
+                input_name = full_compute.input_names[stage_index]
+                check_full_compute(run, stage.patcher, input_name, full_compute.advice.format(input=input_name))
+            inactive_reason = next((s.inactive_reason for s in statistics if s.inactive_reason), None)
+            advanced.append(dataclasses.replace(
+                state, latent=latent, seconds=state.seconds + time.perf_counter() - start,
+                stage_calls=(*state.stage_calls, run.calls),
+                cache_inactive_reason=state.cache_inactive_reason or inactive_reason,
+            ))
+        states = advanced
     return states

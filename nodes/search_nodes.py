@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import comfy.samplers
 from comfy_api.latest import io
 
 from ..cachedsearch_core import MAX_CANDIDATES, Ranking, candidate_seeds, parse_scores
@@ -11,8 +10,9 @@ from .input_checks import check_latent, check_same_latent_format, denoise_messag
 from .panel_frames import decode_draft_frames, panel_rows
 from .pick import commit_pick, pick_choices, wait_for_click
 from .candidates import SearchCandidates, pruned_rows, run_search
+from .ksampler_inputs import expert_settings_inputs, ksampler_settings_inputs, stock_ksampler_input
 from .runner import progress_text_sender
-from .stages import CustomSamplerStage, KSamplerStage, StagedRecipe
+from .stages import CustomSamplerStage, KSamplerStage, StagedRecipe, official_expert_stages
 from .types import ADVANCED_INPUT, SHOW_RESULTS_WHEN_CACHED, Candidates, PruningPlanType, RankingType
 
 _SEED_TOOLTIP = (
@@ -21,15 +21,14 @@ _SEED_TOOLTIP = (
     "time you queue; fixed repeats this search; increment would repeat all but one of its seeds."
 )
 _CANDIDATES_TOOLTIP = (
-    "How many seeds to explore (N). Commit beats full best-of-N from N = 2 at ~2x cache speed-up; "
-    "8 keeps ~95 % of best-of-8's gain at ~63 % of its cost."
+    "How many seeds to explore (N): more seeds find a better winner, for one more draft each. What N keeps of full "
+    "best-of-N's gain and what it costs against it, measured: this node's help page."
 )
 
 
 def _search_inputs() -> list:
     return [
-        io.Int.Input("seed", default=0, min=0, max=0xFFFF_FFFF_FFFF_FFFF, control_after_generate=True,
-                     tooltip=_SEED_TOOLTIP),
+        stock_ksampler_input("seed", tooltip=_SEED_TOOLTIP),
         io.Int.Input("num_candidates", default=8, min=1, max=MAX_CANDIDATES, tooltip=_CANDIDATES_TOOLTIP),
     ]
 
@@ -37,7 +36,7 @@ def _search_inputs() -> list:
 def _pruning_input():
     return PruningPlanType.Input("pruning", optional=True, tooltip="Optional, from CachedSearch Pruning Plan: stop "
                                  "every candidate at the prune step, score a preview there and continue only the best "
-                                 "(the report: 3.1x cheaper exploration together with the cache). Unconnected: every "
+                                 "(what it saves, measured: the Pruning Plan's help page). Unconnected: every "
                                  "candidate runs to the end.")
 
 
@@ -52,21 +51,6 @@ def _explore(recipe: StagedRecipe, seed: int, num_candidates: int, announce, pru
     if pruning is None:
         return run_search(recipe, seeds, announce)
     return pruning.search(recipe, seeds, announce)
-
-
-def ksampler_settings_inputs(steps_tooltip: str) -> list:
-    """A KSampler's steps, cfg, sampler, scheduler and denoise, as every node that samples like one takes them."""
-    return [
-        io.Int.Input("steps", default=50, min=1, max=10000, tooltip=steps_tooltip),
-        io.Float.Input("cfg", default=5.0, min=0.0, max=100.0, step=0.1, round=0.01,
-                       tooltip="Classifier-free guidance scale."),
-        io.Combo.Input("sampler_name", options=comfy.samplers.KSampler.SAMPLERS, default="uni_pc",
-                       tooltip="Sampling algorithm, as in KSampler."),
-        io.Combo.Input("scheduler", options=comfy.samplers.KSampler.SCHEDULERS, default="simple",
-                       tooltip="Sigma schedule, as in KSampler."),
-        io.Float.Input("denoise", default=1.0, min=0.0, max=1.0, step=0.01,
-                       tooltip="1.0 samples from pure noise; lower keeps part of the input latent."),
-    ]
 
 
 def _preview_vae_input():
@@ -199,18 +183,6 @@ class SearchSamplerAdvanced(io.ComfyNode):
                               announce)
 
 
-def official_expert_stages(model_high, model_low, positive, negative, steps: int, split_step: int, cfg: float,
-                           sampler_name: str, scheduler: str) -> tuple[KSamplerStage, KSamplerStage]:
-    """Wan 2.2 A14B's official graph as two stages: add_noise enable / return_with_leftover_noise enable on the
-    high-noise expert up to split_step, then disable / disable on the low-noise expert to the end."""
-    shared = dict(positive=positive, negative=negative, steps=steps, cfg=cfg, sampler_name=sampler_name,
-                  scheduler=scheduler)
-    high = KSamplerStage(model_high, **shared, start_step=0, last_step=split_step)
-    low = KSamplerStage(model_low, **shared, disable_noise=True, start_step=split_step, last_step=steps,
-                        force_full_denoise=True)
-    return high, low
-
-
 class SearchSamplerExperts(io.ComfyNode):
     @classmethod
     def define_schema(cls) -> io.Schema:
@@ -232,18 +204,11 @@ class SearchSamplerExperts(io.ComfyNode):
                 io.Latent.Input("latent_image", tooltip="A batch-1 latent (EmptyHunyuanLatentVideo, or the latent "
                                 "of WanImageToVideo)."),
                 *_search_inputs(),
-                io.Int.Input("steps", default=20, min=2, max=10000,
-                             tooltip="Total sampling steps of both experts together (the official graph: 20)."),
-                io.Int.Input("split_step", default=10, min=1, max=9999,
-                             tooltip="The step where the low-noise expert takes over (official: 10 of 20; 2 of 4 "
-                             "with the 4-step LoRAs). Warmup and cooldown count within each expert's steps."),
-                io.Float.Input("cfg", default=3.5, min=0.0, max=100.0, step=0.1, round=0.01,
-                               tooltip="Classifier-free guidance scale of both experts (official: 3.5; 1.0 with the "
-                               "4-step LoRAs)."),
-                io.Combo.Input("sampler_name", options=comfy.samplers.KSampler.SAMPLERS, default="euler",
-                               tooltip="Sampling algorithm, as in KSamplerAdvanced."),
-                io.Combo.Input("scheduler", options=comfy.samplers.KSampler.SCHEDULERS, default="simple",
-                               tooltip="Sigma schedule, as in KSamplerAdvanced."),
+                *expert_settings_inputs(
+                    "Total sampling steps of both experts together (the official graph: 20).",
+                    "The step where the low-noise expert takes over (official: 10 of 20; 2 of 4 with the 4-step "
+                    "LoRAs). Warmup and cooldown count within each expert's steps.",
+                    "Classifier-free guidance scale of both experts (official: 3.5; 1.0 with the 4-step LoRAs)."),
                 _pruning_input(),
                 budget_input(),
                 _preview_vae_input(),

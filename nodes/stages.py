@@ -181,3 +181,15 @@ class StagedRecipe:
             stage.with_model(full_compute_model(model if model is not None else stage.patcher))
             for stage, model in zip(self.stages, models)
         ))
+
+
+def official_expert_stages(model_high, model_low, positive, negative, steps: int, split_step: int, cfg: float,
+                           sampler_name: str, scheduler: str) -> tuple[KSamplerStage, KSamplerStage]:
+    """Wan 2.2 A14B's official graph as two stages: add_noise enable / return_with_leftover_noise enable on the
+    high-noise expert up to split_step, then disable / disable on the low-noise expert to the end."""
+    shared = dict(positive=positive, negative=negative, steps=steps, cfg=cfg, sampler_name=sampler_name,
+                  scheduler=scheduler)
+    high = KSamplerStage(model_high, **shared, start_step=0, last_step=split_step)
+    low = KSamplerStage(model_low, **shared, disable_noise=True, start_step=split_step, last_step=steps,
+                        force_full_denoise=True)
+    return high, low

@@ -61,3 +61,34 @@ def test_every_node_with_a_panel_has_its_results_resent_when_reused(engine):
     # Apply Cache's line names the calibration of the setup downstream of it, which its cached result does not
     # depend on: resent, it could name another setup's
     assert unflagged == ["CachedSearchApplyCache"]
+
+
+# The nodes that sample like KSampler, and the settings each takes from it.
+KSAMPLER_SETTINGS = {
+    "CachedSearchSampler": ("seed", "steps", "cfg", "sampler_name", "scheduler", "denoise"),
+    "CachedSearchDistributedSampler": ("seed", "steps", "cfg", "sampler_name", "scheduler", "denoise"),
+    "CachedSearchSamplerExperts": ("seed", "steps", "cfg", "sampler_name", "scheduler"),
+    "CachedSearchCalibrate": ("steps", "cfg", "sampler_name", "scheduler", "denoise"),
+    "CachedSearchCalibrateExperts": ("steps", "cfg", "sampler_name", "scheduler"),
+}
+# Where a node narrows the stock range: two experts need a step each.
+NARROWED = {("CachedSearchSamplerExperts", "steps"): {"min": 2}, ("CachedSearchCalibrateExperts", "steps"): {"min": 2}}
+
+
+def test_ksampler_settings_have_this_comfyuis_own_ranges_and_options(engine):
+    stock = engine.nodes["KSampler"].INPUT_TYPES()["required"]
+    found = {}
+    for node_id, names in KSAMPLER_SETTINGS.items():
+        declared = engine.nodes[node_id].INPUT_TYPES()["required"]
+        for name in names:
+            kind, options = declared[name]
+            stock_kind, stock_options = (*stock[name], {})[:2]
+            if kind == "COMBO":  # a V3 combo lists its options in the settings; the stock node's are the kind
+                kind = options["options"]
+            expected = {key: stock_options[key] for key in ("min", "max", "step", "round", "control_after_generate")
+                        if key in stock_options} | NARROWED.get((node_id, name), {})
+            found[node_id, name] = (kind, {key: options.get(key) for key in expected})
+            assert found[node_id, name] == (stock_kind, expected), (node_id, name)
+    assert engine.nodes["CachedSearchCalibrate"].INPUT_TYPES()["required"]["first_seed"][1]["max"] == \
+        stock["seed"][1]["max"]
+    assert len(found) == sum(map(len, KSAMPLER_SETTINGS.values()))
