@@ -1,7 +1,19 @@
-"""Framework-free core of CachedSearch, never importing ComfyUI: the step cache, the search's bookkeeping and cost,
+"""Framework-free core of CachedSearch, never importing ComfyUI: the step cache, the search's records and cost,
 pruning and budget plans, calibration, the pick, the verifiers and the distributed search's wire format.
 
-This top level re-exports the step cache, the search bookkeeping and the search's cost model, which need torch and
+Layers, each importing only the ones below it (type-only imports included), from the bottom:
+
+1. records and leaves: ``records`` (drafts, stage calls, rankings, seeds), ``step_cache``, ``work_count``,
+   ``fidelity``, ``safe_files``, ``jsonl_store``, ``image_reward``
+2. the cost model, on records only: ``cost`` (pruning and budget hand it plain numbers, ``cost.ExtraWork``); the
+   verifiers and the judge: ``clip_score``, ``video_score``, ``judge`` (the one frame rule), ``combine``; what
+   stores and ships records: ``seed_slices``, ``draft_exchange``, ``audit``, ``saved_rollouts``,
+   ``calibration_memory``
+3. plans with their own formulas: ``pruning`` (the pruned search's steps), ``budget``, ``pruned_budget``;
+   calibration: ``calibration``, ``calibration_chart``, ``calibration_results``, ``calibration_experts``
+4. reports: ``search_report`` (the search's report and its cost), ``panels``, ``pick``, ``search_audit``
+
+This top level re-exports the step cache, the records, the search's cost model and report, which need torch and
 the standard library only; the other modules are imported by name and may need numpy, safetensors (the draft
 exchange) or transformers (the verifiers, imported when a verifier is built)."""
 
