@@ -5,8 +5,8 @@ Calibrate (a calibration rollout) and the Pruning Plan (a preview), so a calibra
 exactly as the search's ranking does. An image verifier (ImageReward, CLIP score) scores K frames spread over the
 clip (``spread_frame_indices``) one by one and averages them; VideoScore watches up to K frames as one clip, taken at
 the stride its model card feeds it (``video_score.sample_frame_indices``: the model's input contract, not a choice
-of ours), and scores five aspects, which ``rank_by`` turns into one number ("CachedSearch: Training-Free Cached Exploration for Test-Time Search in Video
-Diffusion", Sec. 3.2).
+of ours), and scores five aspects, which ``rank_by`` turns into one number ("CachedSearch: Training-Free Cached
+Exploration for Test-Time Search in Video Diffusion", Sec. 3.2).
 """
 
 from __future__ import annotations
