@@ -38,6 +38,7 @@ import torch
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
+from cachedsearch_core.judge import spread_frame_indices  # noqa: E402
 from cachedsearch_core.pruning import PruningPlan, preview_frame_indices  # noqa: E402
 from scripts import comfy_runtime  # noqa: E402
 
@@ -179,7 +180,7 @@ def tiny_wan_world(args) -> World:
         scores = []
         for candidate in samples.split(1):
             frames = one("VAEDecode", vae=vae, samples={"samples": candidate})
-            scores.append(score_frames(frames[preview_frame_indices(len(frames), min(8, len(frames)))]))
+            scores.append(score_frames(frames[spread_frame_indices(len(frames), 8)]))
         return scores
 
     def score_previews(estimates: list[torch.Tensor]) -> list[float]:

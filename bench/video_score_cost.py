@@ -28,6 +28,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from bench.search_cost import peak_rss_growth  # noqa: E402
 from bench.verifier_cost import build as build_image_reward  # noqa: E402
+from cachedsearch_core.judge import spread_frame_indices  # noqa: E402
 from cachedsearch_core.video_score import VideoScore, VideoScoreNetwork, sample_frame_indices  # noqa: E402
 
 VISION_LAYERS, TEXT_LAYERS = 27, 32
@@ -127,7 +128,7 @@ def measure(dtype_name: str, frames: int, candidates: int) -> str:
     activations_mib = (peak - before) / 2**20
 
     image_reward = build_image_reward(dtype)
-    eight = clip[sample_frame_indices(len(clip), 8)][:8]
+    eight = clip[spread_frame_indices(len(clip), 8)]  # the frames ImageReward scores (the judge's rule)
     image_reward.score("a red fox", eight)
     start = time.perf_counter()
     image_reward.score("a red fox", eight)
