@@ -41,7 +41,8 @@ class SearchBudget(io.ComfyNode):
             inputs=[
                 io.Int.Input("budget_rollouts", default=4, min=2, max=MAX_CANDIDATES,
                              tooltip="M: the search may spend what M full rollouts cost (full best-of-M), one of "
-                             "them for the recommit. With drafts twice as cheap as a full rollout, best-of-4's cost explores 6 seeds."),
+                             "them for the recommit. With drafts twice as cheap as a full rollout, best-of-4's cost "
+                             "explores 6 seeds."),
                 io.Combo.Input("budget_unit", options=[unit.value for unit in BudgetUnit],
                                default=BudgetUnit.CALLS.value,
                                tooltip="transformer calls (default): counted exactly by the cache, so the same graph "

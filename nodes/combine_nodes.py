@@ -9,8 +9,10 @@ from ..cachedsearch_core.combine import NORMALISATIONS, RANK_AVERAGE, VerifierCo
 from .types import SHOW_RESULTS_WHEN_CACHED, Candidates, CombinedVerifier, RankingType, Verifier, VideoVerifier
 from .verifier_nodes import show_ranking
 
+
 NORMALISATION_TOOLTIP = ("rank average (default): ranks scaled to [0, 1], robust to one verifier's outliers. z-score: "
-                          "keeps margins, so a clear win counts more, but an outlier can dominate.")
+                         "keeps margins, so a clear win counts more, but an outlier can dominate.")
+
 
 class CombineScores(io.ComfyNode):
     @classmethod
@@ -54,6 +56,7 @@ class CombineScores(io.ComfyNode):
                                  f"{len(candidates)} candidates; connect rankings of this sampler's drafts")
         combined = combine_rankings([ranking for ranking, _ in pairs], [weight for _, weight in pairs], normalisation)
         return show_ranking(combined, candidates)
+
 
 class CombineVerifiers(io.ComfyNode):
     @classmethod

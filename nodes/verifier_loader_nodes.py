@@ -23,6 +23,7 @@ def _expected_place() -> str:
             f"(vocab.txt, tokenizer_config.json) into {os.path.join(folders[0], TOKENIZER_FOLDER)}; "
             "scripts/download_image_reward.py fetches both on a machine that is online")
 
+
 class LoadImageReward(io.ComfyNode):
     @classmethod
     def define_schema(cls) -> io.Schema:
@@ -60,6 +61,7 @@ class LoadImageReward(io.ComfyNode):
         model = ImageReward.from_files(path, device=offload_device(), dtype=DTYPES[dtype])
         return io.NodeOutput(ManagedVerifier(model, model, "ImageReward"))
 
+
 class LoadClipVerifier(io.ComfyNode):
     @classmethod
     def define_schema(cls) -> io.Schema:
@@ -92,9 +94,11 @@ class LoadClipVerifier(io.ComfyNode):
         model = ClipScore.from_folder(folder, device=offload_device(), dtype=DTYPES[dtype])
         return io.NodeOutput(ManagedVerifier(model, model, "ClipScore"))
 
+
 def _video_score_place() -> str:
     root = folder_paths.get_folder_paths(VIDEO_SCORE_FOLDER)[0]
     return expected_files_message(os.path.join(root, "VideoScore-v1.1"))
+
 
 class LoadVideoScore(io.ComfyNode):
     @classmethod

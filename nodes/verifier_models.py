@@ -10,6 +10,7 @@ import comfy.model_patcher
 import folder_paths
 import torch
 
+
 VERIFIER_FOLDER = "image_reward"
 CLIP_FOLDER = "clip_score"
 VIDEO_SCORE_FOLDER = "video_score"
@@ -44,6 +45,7 @@ class ManagedVerifier:
 def offload_device() -> torch.device:
     return comfy.model_management.unet_offload_device()
 
+
 def default_dtype() -> torch.dtype:
     """bf16 where the model will run on a GPU (half the memory of fp32), fp32 on the CPU."""
     device = comfy.model_management.get_torch_device()
@@ -61,9 +63,11 @@ def register_model_folders() -> None:
             paths if default in paths else [default, *paths], set(known) | extensions
         )
 
+
 def clip_model_folders() -> dict[str, str]:
     """Subfolders of models/clip_score that hold a saved transformers model (a config.json)."""
     return model_folders(CLIP_FOLDER)
+
 
 def model_folders(kind: str) -> dict[str, str]:
     """Subfolders of models/<kind> that hold a config.json."""

@@ -25,6 +25,7 @@ def _draft_inputs() -> list:
                         tooltip="The prompt the videos were made from (the same text as the encoder's)."),
     ]
 
+
 class ScoreCandidates(io.ComfyNode):
     @classmethod
     def define_schema(cls) -> io.Schema:
@@ -52,6 +53,7 @@ class ScoreCandidates(io.ComfyNode):
     def execute(cls, images, candidates, prompt, verifier, frames_per_candidate) -> io.NodeOutput:
         return _ranking_output(images, candidates, FrameJudge(verifier, prompt, frames_per_candidate))
 
+
 def _frames_per_candidate(images, candidates) -> int:
     count = len(candidates)
     total = images.shape[0]
@@ -61,6 +63,7 @@ def _frames_per_candidate(images, candidates) -> int:
             "VAEDecode of this sampler's drafts output (N x F frames)"
         )
     return total // count
+
 
 def _ranking_output(images, candidates, judge: FrameJudge) -> io.NodeOutput:
     """Scores every candidate's frames with ``judge``, with a progress bar and Cancel between candidates, and
@@ -82,6 +85,7 @@ def _ranking_output(images, candidates, judge: FrameJudge) -> io.NodeOutput:
               for index, number in enumerate(candidates.candidate_numbers)}
     return show_ranking(ranking, candidates, frames)
 
+
 def show_ranking(ranking, candidates, frames=None) -> io.NodeOutput:
     """The ranking, its text and the GUI table: every candidate in seed order with score, rank and margin (pruned
     ones with their preview), what the verifier's score means, and ``frames`` (keyed by candidate number)."""
@@ -99,7 +103,9 @@ def show_ranking(ranking, candidates, frames=None) -> io.NodeOutput:
         shown["cachedsearch_pruning"] = [candidates.pruning.as_dict()]
     return io.NodeOutput(ranking, text, ui=shown)
 
+
 DEFAULT_ASPECT_WEIGHTS = "1, 1, 1, 1, 1"
+
 
 def video_score_ranking_inputs(**options) -> list:
     """How VideoScore's five aspects make one score: the VideoScore Verifier's inputs, which Calibrate repeats so a
@@ -113,6 +119,7 @@ def video_score_ranking_inputs(**options) -> list:
                         "quality, temporal consistency, dynamic degree, text-to-video alignment, factual "
                         "consistency."),
     ]
+
 
 class ScoreVideos(io.ComfyNode):
     @classmethod

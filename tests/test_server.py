@@ -154,6 +154,30 @@ def test_batch_queue_with_cancels_runs_each_prompt_as_if_alone_without_memory_gr
     assert growth_mib < 64, f"server memory grew {growth_mib:.1f} MiB over 5 more prompts"
 
 
+def test_searches_queued_around_a_cancelled_one_leave_comfyuis_progress_bar_to_the_next_ksampler(comfy_server):
+    steps, candidates = 6, 2
+    graphs = [wan_search(seed=500 + 10 * index, steps=steps, num_candidates=candidates, scores="0.2 0.1",
+                         filename_prefix=f"progress{index}") for index in range(3)]
+    graphs.append(stock_wan_ksampler(seed=7, steps=steps, filename_prefix="progress_stock"))
+    seen = {index: [] for index in range(len(graphs))}
+
+    def on_progress(index, node, value, maximum):
+        seen[index].append((node, value, maximum))
+        return index == 1 and node == "search" and value >= steps + 2  # Cancel inside the second draft
+
+    entries = comfy_server.run_batch(graphs, on_progress)
+    kinds = [[message[0] for message in entry["status"]["messages"]] for entry in entries]
+    assert ["execution_interrupted" in entry_kinds for entry_kinds in kinds] == [False, True, False, False]
+    assert [entries[index]["status"]["status_str"] for index in (0, 2, 3)] == ["success"] * 3
+    for index in (0, 2):  # one bar over the whole search, filled
+        search_bar = [(value, maximum) for node, value, maximum in seen[index] if node == "search"]
+        assert {maximum for _, maximum in search_bar} == {candidates * steps}
+        assert search_bar[-1] == (candidates * steps, candidates * steps)
+    # After them ComfyUI's own hook reports the stock KSampler's own steps on its own bar.
+    assert {(node, maximum) for node, _, maximum in seen[3]} == {("sampler", steps)}
+    assert max(value for _, value, _ in seen[3]) == steps
+
+
 def search_outcome(server, entry) -> dict:
     """What a verified search delivered, without timings: frames, drafts (seeds, skipped calls), scores."""
     drafts = [{key: row[key] for key in ("seed", "skipped", "calls")}
