@@ -17,8 +17,8 @@ class ApplyStepCache(io.ComfyNode):
             category="CachedSearch",
             description=(
                 "Wraps the model with the adaptive transformation-vector step cache: transformer calls whose input "
-                "has drifted little since the last computed one reuse that call's output change. About 2x faster "
-                "drafts on Wan 2.1 at tau 0.10. The input model is not modified."
+                "has drifted little since the last computed one reuse that call's output change, so drafts compute "
+                "fewer calls (how many fewer per tau: this node's help page). The input model is not modified."
             ),
             inputs=[
                 io.Model.Input("model", tooltip="The diffusion model to speed up (after LoRAs and ModelSamplingSD3)."),
