@@ -4,6 +4,7 @@
 // pick, what a commit and a search cost; after it, whether ComfyUI reused the drafts (the run's execution_cached).
 // Exports only: ComfyUI loads every script under web/ as an extension, and this one registers nothing.
 import { app } from "../../../scripts/app.js";
+import { api } from "../../../scripts/api.js";
 import { element, fitNode } from "./cachedsearch_dom.js";
 import { rendererOf, STORED, STORED_PROMPT } from "./cachedsearch_panel.js";
 import { showLarge } from "./cachedsearch_player.js";
@@ -70,6 +71,13 @@ export function pickStatus(node) {
   }
   return status;
 }
+
+// What a pick did is said until another run starts.
+api.addEventListener("execution_start", ({ detail }) => {
+  for (const node of app.graph?.nodes ?? []) {
+    if (node.cachedsearchPicked && node.cachedsearchPicked.promptId !== detail?.prompt_id) delete node.cachedsearchPicked;
+  }
+});
 
 async function pick(node, rows, row, mode, status) {
   const source = pickSource(node, rows);
