@@ -25,7 +25,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-import weakref
 
 import comfy.model_management
 import torch
@@ -34,6 +33,7 @@ from ..cachedsearch_core.draft_exchange import DraftInbox, DraftMessage, encode_
 from ..cachedsearch_core.records import Draft
 from ..cachedsearch_core.seed_slices import SeedSlice, slice_of
 from .candidates import SearchCandidates, run_search
+from .prompt_server import PerServer
 
 NODE_ID = "CachedSearchDistributedSampler"
 COLLECTOR_CLASS = "DistributedCollector"
@@ -43,13 +43,13 @@ ROUTE = "/cachedsearch/distributed"
 WAIT_SLICE_SECONDS = 0.25
 
 # Each server's mailbox for the drafts its workers send: the routes registered on a server fill it and a master's
-# search on that server reads it. Weakly keyed, so a server that is gone takes its inbox with it.
-_INBOXES = weakref.WeakKeyDictionary()
+# search on that server reads it.
+_INBOXES = PerServer(DraftInbox)
 
 
 def server_inbox(server) -> DraftInbox:
     """The draft inbox of ``server`` (a PromptServer); without a server, an inbox of its own that no worker reaches."""
-    return DraftInbox() if server is None else _INBOXES.setdefault(server, DraftInbox())
+    return _INBOXES.of(server)
 
 
 def participant_label(participant: str) -> str:

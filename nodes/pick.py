@@ -16,7 +16,7 @@ import time
 import comfy.model_management
 
 from ..cachedsearch_core.pick import MODES, VERIFIERS_CHOICE, Pick, PickChoices
-from .prompt_server import prompt_server
+from .prompt_server import PerServer, prompt_server
 from .route_checks import (
     RouteRefused, answering_refusals, check_fields, name, no_query, read_json_object, shown, whole_number,
 )
@@ -71,7 +71,7 @@ class WaitingPick:
 
 
 class PickMailbox:
-    """The Recommits of this server process that wait for a pick, by prompt id and node id."""
+    """The Recommits of one server that wait for a pick, by prompt id and node id."""
 
     def __init__(self):
         self._waiting: dict[tuple[str, str], WaitingPick] = {}
@@ -112,8 +112,8 @@ class PickMailbox:
             return [entry.as_dict() for entry in self._waiting.values()]
 
 
-# One per server process, like the route that fills it.
-MAILBOX = PickMailbox()
+# One per server: the route registered on a server answers the Recommits waiting on that server.
+MAILBOXES = PerServer(PickMailbox)
 
 
 def _await_answer(entry: WaitingPick, timeout_seconds: int) -> tuple[int, str] | None:
@@ -135,7 +135,7 @@ def wait_for_click(choices: PickChoices, preselected: int, mode: str, timeout_se
         raise ValueError("wait_for_pick: there is no ComfyUI server to click a draft on (this run has no GUI); set "
                          "wait_for_pick to false and set pick instead")
     prompt_id = server.last_prompt_id
-    with MAILBOX.waiting(prompt_id, node_id, choices, preselected, mode) as entry:
+    with MAILBOXES.of(server).waiting(prompt_id, node_id, choices, preselected, mode) as entry:
         server.send_sync(AWAITING_PICK_EVENT, entry.as_dict())
         # short: the panel's banner says the rest, and a long text is cut at the node's bottom edge
         limit = f" (the verifier's choice after {timeout_seconds} s)" if timeout_seconds and preselected else ""
@@ -156,6 +156,8 @@ def register_pick_routes() -> None:
         return
     from aiohttp import web  # a server runs on aiohttp
 
+    mailbox = MAILBOXES.of(server)
+
     @server.routes.post(ROUTE)
     @answering_refusals
     async def post_pick(request):
@@ -171,7 +173,7 @@ def register_pick_routes() -> None:
             raise RouteRefused(400, f"mode: got {shown(mode)}; use \"commit\" (full compute) or \"keep\" (the draft "
                                     "as it is), or leave it out for the node's mode")
         try:
-            MAILBOX.answer(prompt_id, node, candidate, mode)
+            mailbox.answer(prompt_id, node, candidate, mode)
         except PickRefused as refused:
             raise RouteRefused(refused.status, str(refused)) from None
         return web.json_response({"ok": True})
@@ -180,4 +182,4 @@ def register_pick_routes() -> None:
     @answering_refusals
     async def list_waiting(request):
         no_query(request)
-        return web.json_response({"waiting": MAILBOX.listing()})
+        return web.json_response({"waiting": mailbox.listing()})

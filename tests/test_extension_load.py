@@ -3,6 +3,7 @@ ComfyUI loads it (not when its module is imported), once per server however Comf
 and then get_node_list, 0.3.75 only get_node_list (in process, on a real PromptServer that is never started)."""
 
 import asyncio
+import json
 import os
 
 import pytest
@@ -85,3 +86,30 @@ def test_the_verifier_folders_are_registered_by_the_load_step(engine):
         assert ".json" in extensions
     finally:
         folder_paths.folder_names_and_paths[nodes.verifier_models.VIDEO_SCORE_FOLDER] = saved
+
+
+def test_a_server_lists_only_the_picks_waiting_on_it(engine, new_server):
+    """The pick mailbox is per server: a Recommit waiting on one server is listed (and answered) by that server's
+    route only."""
+    from aiohttp.test_utils import make_mocked_request
+
+    package = engine.extension
+    pick = package.nodes.pick
+    servers = []
+    for _ in range(2):
+        servers.append(new_server())
+        load(asyncio.run(package.comfy_entrypoint()), "get_node_list")
+
+    def waiting_on(prompt_server) -> list[dict]:
+        handler = next(route.handler for route in prompt_server.routes
+                       if route.method == "GET" and route.path == pick.ROUTE)
+        response = asyncio.run(handler(make_mocked_request("GET", pick.ROUTE)))
+        return json.loads(response.text)["waiting"]
+
+    choices = package.cachedsearch_core.pick.PickChoices((7, 8), (0, 1))
+    with pick.MAILBOXES.of(servers[0]).waiting("run-1", "12", choices, 1, "commit"):
+        assert [entry["prompt_id"] for entry in waiting_on(servers[0])] == ["run-1"]
+        assert waiting_on(servers[1]) == []
+        with pytest.raises(pick.PickRefused):
+            pick.MAILBOXES.of(servers[1]).answer("run-1", "12", 2)
+    assert waiting_on(servers[0]) == []
