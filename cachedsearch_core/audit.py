@@ -112,9 +112,12 @@ def evaluate_arms(store: ScoreStore, arms: dict[str, float | None], prompts, see
 
 
 def recommend_tau(results: list[ArmResult], target: float = DEFAULT_CAPTURE_TARGET) -> float | None:
-    """The most aggressive measured tau whose capture (ratio of means) stays at or above ``target``."""
-    passing = [r.tau for r in results if r.tau is not None and r.fidelity.capture_of_means.value >= target]
-    return max(passing) if passing else None
+    """Among the measured taus whose capture (ratio of means) stays at or above ``target``, the one that skips the
+    most calls (of equal skips the smallest tau); None when none meets the target or none of those skips a call: a
+    recommendation must save something (a larger tau that skips no more only risks the ranking)."""
+    saving = [r for r in results if r.tau is not None and r.fidelity.capture_of_means.value >= target
+              and r.skipped_share > 0]
+    return max(saving, key=lambda r: (r.skipped_share, -r.tau)).tau if saving else None
 
 
 def markdown_report(results: list[ArmResult], target: float = DEFAULT_CAPTURE_TARGET) -> str:

@@ -16,6 +16,7 @@ import re
 from .audit import tau_arm
 from .cost import MEASURED_CACHED_SHARE, rollouts_time, speedup_of
 from .records import candidate_seeds
+from .step_cache import StepCacheConfig, in_always_compute_window
 
 TAU_MAX = 2.0  # the largest tau Apply Cache accepts
 OUR_ENGINE = "CachedSearch cache"
@@ -52,6 +53,30 @@ def prompt_lines(text: str) -> list[str]:
                              "count twice in the pooled table)")
         seen.add(line)
     return lines
+
+
+def skippable_steps(steps: int, warmup_steps: int, cooldown_steps: int) -> int:
+    """How many of a ``steps``-step run's steps the cache may skip: those outside warmup and cooldown
+    (``step_cache.in_always_compute_window``), less the first step when there is no warmup (nothing is computed yet
+    to reuse)."""
+    window = StepCacheConfig(warmup_steps=warmup_steps, cooldown_steps=cooldown_steps)
+    free = [step for step in range(steps) if not in_always_compute_window(step, steps, window)]
+    return len(free) - (1 if free[:1] == [0] else 0)
+
+
+def cache_window_problem(steps: int, warmup_steps: int, cooldown_steps: int, suffix: str = "",
+                         whose: str = "") -> str | None:
+    """What is wrong when warmup and cooldown leave no step of a ``steps``-step run (``whose``: which run, e.g.
+    " of the high-noise expert") for the cache to skip, naming the inputs (``suffix``: "_high"); None when some
+    step is left."""
+    if skippable_steps(steps, warmup_steps, cooldown_steps) > 0:
+        return None
+    edge = max(1, steps // 10)
+    fix = (f"lower them, e.g. to {edge} and {edge}" if skippable_steps(steps, edge, edge) else
+           "use more steps" if steps < 2 else "lower them, e.g. to 1 and 0")
+    return (f"warmup_steps{suffix}, cooldown_steps{suffix}: got {warmup_steps} and {cooldown_steps}, which leave no "
+            f"step of the {steps} steps{whose} for the cache to skip (it computes every call, so no tau saves "
+            f"anything); {fix}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,6 +4,7 @@ experts both files and the split) in a small JSON file, and the line Apply Cache
 from __future__ import annotations
 
 import json
+import math
 import pathlib
 from typing import Protocol
 
@@ -69,13 +70,20 @@ class CalibrationMemory:
         return self._load().get(key)
 
 
-def describe_remembered(entry: dict, expert: str | None = None) -> str:
-    """The line Apply Cache shows for a remembered calibration of its setup (of one expert's cache: ``expert``)."""
+def describe_remembered(entry: dict, expert: str | None = None, used_tau: float | None = None) -> str:
+    """The line Apply Cache shows for a remembered calibration of its setup (of one expert's cache: ``expert``), and
+    whether the node's own tau (``used_tau``, when it uses one) is the calibrated one."""
     subject = "this setup"
     if expert is not None:
         entry, subject = entry[expert], f"this setup's {expert} expert"
     if entry["tau"] == 0:
-        return (f"calibrated for {subject}: tau 0 (no tau kept {100 * entry['capture_target']:.0f} % capture; "
-                "cache off)")
-    pooled = f", {entry['prompts']} prompts" if entry.get("prompts", 1) > 1 else ""
-    return f"calibrated for {subject}: tau {entry['tau']:g} (capture {100 * entry['capture']:.0f} %{pooled})"
+        line = (f"calibrated for {subject}: tau 0 (no tau saved calls at {100 * entry['capture_target']:.0f} % "
+                "capture; cache off)")
+    else:
+        pooled = f", {entry['prompts']} prompts" if entry.get("prompts", 1) > 1 else ""
+        line = f"calibrated for {subject}: tau {entry['tau']:g} (capture {100 * entry['capture']:.0f} %{pooled})"
+    if used_tau is None:
+        return line
+    if math.isclose(used_tau, entry["tau"], abs_tol=1e-9):
+        return f"{line}; this node uses it"
+    return f"{line}; this node's tau {used_tau:g} differs: set {entry['tau']:g}, or wire Calibrate's tau here"

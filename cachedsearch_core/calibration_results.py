@@ -1,7 +1,8 @@
 """A calibration's measured tables: per threshold the audit's metrics pooled over the prompts
 (``audit.evaluate_arms``: one code path for the GUI's table and bench/audit.py's numbers), with intervals from a
-bootstrap over the prompts (over the S seeds with one prompt), and the recommendation of the audit's tau* rule (the
-largest tau whose capture meets the target; 0, the cache off, when none does); one table per cache engine, and the
+bootstrap over the prompts (over the S seeds with one prompt), and the recommendation of the audit's tau* rule (of
+the taus whose capture meets the target, the one that skips most; 0, the cache off, when none does or none of them
+skips a call); one table per cache engine, and the
 engine that keeps the target at the fewest computed calls."""
 
 from __future__ import annotations
@@ -84,9 +85,13 @@ class Calibration:
         engine = "" if plan.engine == OUR_ENGINE else f"{plan.engine} "
         if self.recommended is not None:
             capture = self.recommended.fidelity.capture_of_means.value
-            verdict = (f"Recommended {engine}{name}: {self.recommended_tau:g} (the largest {name} whose capture meets "
-                       f"{target}: {100 * capture:.1f} %, {self.recommended.call_speedup:.2f}x fewer transformer "
-                       "calls).")
+            verdict = (f"Recommended {engine}{name}: {self.recommended_tau:g} (of the {name}s whose capture meets "
+                       f"{target}, the one that skips most: {100 * capture:.1f} %, "
+                       f"{self.recommended.call_speedup:.2f}x fewer transformer calls).")
+        elif not any(result.skipped_share > 0 for result in self.results):
+            verdict = (f"Recommended {engine}{name}: 0. No measured {name} skipped a call, so none saves anything: "
+                       "leave the cache off, or measure again with fewer warmup and cooldown steps"
+                       f"{'' if engine else ' (they leave few steps to skip)'}.")
         else:
             verdict = (f"Recommended {engine}{name}: 0. No measured {name} keeps {target} of best-of-{plan.seeds}'s "
                        f"gain: leave {plan.engine if engine else 'the cache'} off for {subject} (or measure smaller "

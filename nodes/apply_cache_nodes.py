@@ -3,9 +3,9 @@ from __future__ import annotations
 from comfy_api.latest import io
 
 from ..cachedsearch_core import CacheMode, StepCacheConfig
-from ..cachedsearch_core.calibration import TAU_MAX
+from ..cachedsearch_core.calibration import TAU_MAX, cache_window_problem
 from .cache_patch import attach_step_cache
-from .calibration_graph import remembered_calibration
+from .calibration_graph import remembered_calibration, sampled_steps
 
 
 class ApplyStepCache(io.ComfyNode):
@@ -58,6 +58,11 @@ class ApplyStepCache(io.ComfyNode):
             mode=mode, tau=tau, warmup_steps=warmup_steps, cooldown_steps=cooldown_steps,
             static_interval=static_interval,
         )
-        calibrated = remembered_calibration(cls.hidden.prompt, cls.hidden.unique_id)
-        shown = {"cachedsearch_calibrated": [calibrated]} if calibrated else None
+        prompt, node_id = cls.hidden.prompt, cls.hidden.unique_id
+        steps = sampled_steps(prompt, node_id)
+        window = None if steps is None or config.mode == CacheMode.OFF else cache_window_problem(
+            steps, warmup_steps, cooldown_steps)
+        lines = [remembered_calibration(prompt, node_id, tau if config.mode == CacheMode.ADAPTIVE else None),
+                 window and f"This cache skips nothing here: {window}."]
+        shown = {"cachedsearch_calibrated": [" ".join(filter(None, lines))]} if any(lines) else None
         return io.NodeOutput(attach_step_cache(model, config), ui=shown)

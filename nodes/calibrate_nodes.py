@@ -41,6 +41,7 @@ from .calibration_inputs import (
     plan_message,
     ranking_inputs,
     scene_inputs,
+    window_message,
 )
 from .calibration_rollouts import (
     Judge,
@@ -80,8 +81,9 @@ class Calibrate(io.ComfyNode):
             "text encoder on clip, one prompt per line), and what it saves: S seeds at full compute and cached at "
             "each tau, all scored, pooled over the prompts as the audit pools them; per tau the calls skipped, "
             "speed-up, rank correlation, top-1 agreement, capture of the search's gain and regret. Outputs the "
-            f"largest tau whose capture meets the target (0: keep the cache off). {_COST} Wire the tau into Apply "
-            "Cache. Advanced: also measure ComfyUI's EasyCache or LazyCache thresholds on the same full rollouts.",
+            "tau that skips most of those whose capture meets the target (0: keep the cache off, also when none of "
+            f"them skips a call). {_COST} Wire the tau into Apply Cache. Advanced: also measure ComfyUI's EasyCache or "
+            "LazyCache thresholds on the same full rollouts.",
             inputs=[
                 io.Model.Input("model", tooltip="The diffusion model to calibrate (after LoRAs and ModelSamplingSD3), "
                                "without a cache: the node applies it itself on a copy."),
@@ -113,8 +115,12 @@ class Calibrate(io.ComfyNode):
 
     @classmethod
     def validate_inputs(cls, taus=None, seeds=None, first_seed=None, capture_target=None, denoise=None,
-                        easycache_thresholds="", lazycache_thresholds=""):
+                        easycache_thresholds="", lazycache_thresholds="", steps=None, warmup_steps=None,
+                        cooldown_steps=None):
         message = denoise_message(denoise)
+        if message is not True:
+            return message
+        message = window_message((steps, warmup_steps, cooldown_steps, "", ""))
         if message is not True or None in (taus, seeds, first_seed, capture_target):
             return message
         return plan_message(lambda: calibrate_plans(taus, seeds, first_seed, capture_target,
@@ -126,7 +132,8 @@ class Calibrate(io.ComfyNode):
                 sampler_name, scheduler, denoise, taus, capture_target, warmup_steps, cooldown_steps,
                 frames_per_candidate, rank_by=AVERAGE, aspect_weights=DEFAULT_ASPECT_WEIGHTS, positive=None,
                 clip=None, easycache_thresholds="", lazycache_thresholds="") -> io.NodeOutput:
-        message = denoise_message(denoise)
+        message = cls.validate_inputs(denoise=denoise, steps=steps, warmup_steps=warmup_steps,
+                                      cooldown_steps=cooldown_steps)
         if message is not True:
             raise ValueError(message)
         check_latent(latent_image)
@@ -187,8 +194,8 @@ class CalibrateExperts(io.ComfyNode):
             category="CachedSearch",
             description="CachedSearch Calibrate for a two-expert model such as Wan 2.2 A14B, sampled as the official "
             "two-KSamplerAdvanced graph (and CachedSearch Sampler (High/Low Experts)): each expert's taus are "
-            "measured with the other expert at full compute, each expert gets the largest tau whose capture meets "
-            "the target (0: keep its cache off), and both picks are then measured together. "
+            "measured with the other expert at full compute, each expert gets the tau that skips most of those whose "
+            "capture meets the target (0: keep its cache off), and both picks are then measured together. "
             f"{_EXPERTS_COST} Wire each tau into that expert's Apply Cache.",
             inputs=[
                 io.Model.Input("model_high", tooltip="The high-noise expert (first steps), after LoRAs and "
@@ -226,8 +233,13 @@ class CalibrateExperts(io.ComfyNode):
 
     @classmethod
     def validate_inputs(cls, taus_high=None, taus_low=None, seeds=None, first_seed=None, capture_target=None,
-                        steps=None, split_step=None):
+                        steps=None, split_step=None, warmup_steps_high=None, cooldown_steps_high=None,
+                        warmup_steps_low=None, cooldown_steps_low=None):
         message = split_step_message(steps, split_step)
+        if message is True and None not in (steps, split_step):
+            message = window_message(
+                (split_step, warmup_steps_high, cooldown_steps_high, "_high", " of the high-noise expert"),
+                (steps - split_step, warmup_steps_low, cooldown_steps_low, "_low", " of the low-noise expert"))
         if message is not True or None in (taus_high, taus_low, seeds, first_seed, capture_target):
             return message
         return plan_message(lambda: experts_plan(taus_high, taus_low, seeds, first_seed, capture_target))
@@ -238,7 +250,9 @@ class CalibrateExperts(io.ComfyNode):
                 warmup_steps_high, cooldown_steps_high, warmup_steps_low, cooldown_steps_low,
                 frames_per_candidate, rank_by=AVERAGE, aspect_weights=DEFAULT_ASPECT_WEIGHTS, positive=None,
                 clip=None) -> io.NodeOutput:
-        message = cls.validate_inputs(steps=steps, split_step=split_step)
+        message = cls.validate_inputs(steps=steps, split_step=split_step, warmup_steps_high=warmup_steps_high,
+                                      cooldown_steps_high=cooldown_steps_high, warmup_steps_low=warmup_steps_low,
+                                      cooldown_steps_low=cooldown_steps_low)
         if message is not True:
             raise ValueError(message)
         check_latent(latent_image)

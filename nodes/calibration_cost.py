@@ -25,13 +25,17 @@ COST_REQUEST = ('{"node": "CachedSearchCalibrate" or "CachedSearchCalibrateExper
 # The widgets the cost depends on (the frontend sends these; any other widget value is ignored).
 COST_INPUTS = ("prompt", "seeds", "first_seed", "capture_target", "taus", "easycache_thresholds",
                "lazycache_thresholds", "taus_high", "taus_low")
+# The widgets the node's own check of its cache windows reads (a window that leaves nothing to skip is refused).
+WINDOW_INPUTS = ("steps", "split_step", "warmup_steps", "cooldown_steps", "warmup_steps_high", "cooldown_steps_high",
+                 "warmup_steps_low", "cooldown_steps_low")
 
 
 @functools.cache
 def _cost_widgets() -> dict[str, dict[str, io.Input]]:
-    """Per calibrating node id, the widgets the cost depends on, as its schema declares them."""
+    """Per calibrating node id, the widgets the cost and the node's window check depend on, as its schema declares
+    them."""
     schemas = [node.define_schema() for node in (Calibrate, CalibrateExperts)]
-    return {schema.node_id: {widget.id: widget for widget in schema.inputs if widget.id in COST_INPUTS}
+    return {schema.node_id: {widget.id: widget for widget in schema.inputs if widget.id in COST_INPUTS + WINDOW_INPUTS}
             for schema in schemas}
 
 
@@ -56,11 +60,15 @@ def checked_widgets(node_type, inputs: dict) -> dict:
 
 def planned_cost(node_type: str, inputs: dict, clip_connected: bool) -> RolloutCount:
     """What the calibration a node's widget values (checked by ``checked_widgets``) describe will run, from the very
-    plans it runs (raises ValueError naming the input). With a text encoder on clip every line of prompt is a prompt;
-    otherwise there is one."""
+    plans it runs (raises ValueError naming the input, also for a cache window the node refuses). With a text encoder
+    on clip every line of prompt is a prompt; otherwise there is one."""
     prompts = len(prompt_lines(inputs["prompt"])) if clip_connected else 1
     shared = (inputs["seeds"], inputs["first_seed"], inputs["capture_target"], prompts)
-    if node_type == Calibrate.define_schema().node_id:
+    node = Calibrate if node_type == Calibrate.define_schema().node_id else CalibrateExperts
+    windows = node.validate_inputs(**{name: value for name, value in inputs.items() if name in WINDOW_INPUTS})
+    if windows is not True:
+        raise ValueError(windows)
+    if node is Calibrate:
         return sweep_rollouts(calibrate_plans(inputs["taus"], *shared, inputs["easycache_thresholds"],
                                               inputs["lazycache_thresholds"]))
     return experts_plan(inputs["taus_high"], inputs["taus_low"], *shared).rollout_count()

@@ -73,10 +73,27 @@ def _downstream_sampler(prompt: dict, node_id: str) -> tuple[str, str] | None:
     return None
 
 
-def remembered_calibration(prompt: dict | None, node_id: str | None) -> str | None:
+def sampled_steps(prompt: dict | None, node_id: str | None) -> int | None:
+    """The steps the sampler downstream of ``node_id``'s model runs with it (on an expert of a two-expert sampler,
+    that expert's share of the split); None when the graph does not say them as plain values."""
+    found = _downstream_sampler(prompt, str(node_id)) if prompt and node_id is not None else None
+    if found is None:
+        return None
+    sampler_id, model_input = found
+    inputs = prompt[sampler_id]["inputs"]
+    if model_input not in EXPERT_INPUTS:
+        return inputs["steps"]
+    split = inputs.get("split_step")
+    if not _plain([split]):
+        return None
+    return split if EXPERT_INPUTS[model_input] == HIGH_NOISE else inputs["steps"] - split
+
+
+def remembered_calibration(prompt: dict | None, node_id: str | None, tau: float | None = None) -> str | None:
     """Apply Cache's line for a calibration remembered for its setup (its model file, and the steps, sampler and
     scheduler of the sampler it feeds; on an expert of a two-expert sampler both experts' files and the split),
-    after the line saying the memory file was set aside when it could not be read; None when there is neither."""
+    saying whether the node's ``tau`` (None: it uses none) is that one, after the line saying the memory file was set
+    aside when it could not be read; None when there is neither."""
     if not prompt or node_id is None:
         return None
     found = _downstream_sampler(prompt, str(node_id))
@@ -103,7 +120,7 @@ def remembered_calibration(prompt: dict | None, node_id: str | None) -> str | No
         return str(error)
     if entry is None or (expert is not None) != (HIGH_NOISE in entry):
         return " ".join(memory.problems) or None
-    return " ".join([*memory.problems, describe_remembered(entry, expert)])
+    return " ".join([*memory.problems, describe_remembered(entry, expert, tau)])
 
 
 def remember(hidden, calibration, key_of, *model_inputs) -> list[str]:

@@ -10,6 +10,7 @@ from ..cachedsearch_core.calibration import (
     DEFAULT_CAPTURE_TARGET,
     DEFAULT_SEEDS,
     CalibrationPlan,
+    cache_window_problem,
     parse_taus,
 )
 from ..cachedsearch_core.calibration_experts import ExpertsPlan
@@ -83,6 +84,17 @@ def plan_message(make_plan) -> str | bool:
         make_plan()
     except ValueError as error:
         return str(error)
+    return True
+
+
+def window_message(*windows) -> str | bool:
+    """validate_inputs' answer for the cache windows of a calibration's stages, each (the stage's steps, warmup,
+    cooldown, the inputs' suffix, whose steps): True when each leaves a step to skip or a value is not known yet."""
+    for steps, warmup, cooldown, suffix, whose in windows:
+        problem = None if None in (steps, warmup, cooldown) else cache_window_problem(steps, warmup, cooldown,
+                                                                                         suffix, whose)
+        if problem:
+            return problem
     return True
 
 

@@ -124,11 +124,24 @@ def test_the_chart_is_drawn_at_its_size(world_calibration):
     ({"taus": "0.1 3"}, "taus: 3.0 in \"0.1 3\" is outside Apply Cache's range 0 to 2"),
     ({"seeds": 1}, "seeds: got 1; a ranking needs at least 2 seeds"),
     ({"capture_target": 0.0}, "capture_target: got 0.0; use a share above 0 and at most 1"),
+    # the shipped defaults on a short graph: every tau would compute every call
+    ({"steps": 8, "warmup_steps": 5, "cooldown_steps": 5}, "warmup_steps, cooldown_steps: got 5 and 5, which leave "
+     "no step of the 8 steps for the cache to skip"),
 ])
 def test_bad_inputs_are_refused_before_anything_runs(engine, change, message):
     node = engine.nodes["CachedSearchCalibrate"]
     values = {"taus": "0.05 0.10", "seeds": 4, "first_seed": 0, "capture_target": 0.9, **change}
     assert message in node.validate_inputs(**values)
+
+
+def test_an_experts_window_that_leaves_nothing_to_skip_is_refused_before_anything_runs(engine):
+    node = engine.nodes["CachedSearchCalibrateExperts"]
+    values = {"taus_high": "0.1", "taus_low": "0.1", "seeds": 2, "first_seed": 0, "capture_target": 0.9, "steps": 8,
+              "split_step": 4, "warmup_steps_high": 2, "cooldown_steps_high": 1, "warmup_steps_low": 2,
+              "cooldown_steps_low": 2}
+    assert node.validate_inputs(**values).startswith("warmup_steps_low, cooldown_steps_low: got 2 and 2, which leave "
+                                                     "no step of the 4 steps of the low-noise expert")
+    assert node.validate_inputs(**{**values, "cooldown_steps_low": 1}) is True
 
 
 def test_a_verifier_that_cannot_read_the_vaes_frames_is_named_before_any_rollout(engine):
@@ -521,24 +534,41 @@ def test_over_http_the_cost_on_the_canvas_is_the_reports_and_names_a_bad_input(c
     assert status == 200 and family["rollouts"] == 25 * 8 * (1 + 3 + 1) and family["full_rollout_times"] == 600
     assert family["line"].startswith("Cost: 1000 rollouts = 25 prompts x (8 full rollouts + 8 cached rollouts x (3 "
                                      "taus + 1 EasyCache reuse_thresholds)); about 600 full-rollout times")
-    status, experts = cost("CachedSearchCalibrateExperts", seeds=2, taus_high="0.1 2", taus_low="0.1")
+    status, experts = cost("CachedSearchCalibrateExperts", seeds=2, taus_high="0.1 2", taus_low="0.1",
+                                    steps=8, split_step=4)
     assert status == 200 and experts["rollouts"] == 2 * (2 + 2 + 1) and experts["at_most"]
     assert cost("CachedSearchCalibrate", taus="0.5 0.1") == (400, {"error": "taus: got \"0.5 0.1\", which is not "
                                                                     "strictly increasing; list each tau once, "
                                                                     "smallest first (\"0.1 0.5\")"})
     status, refused = cost("CachedSearchCalibrate", clip=True, prompt="a ball\na ball")
     assert status == 400 and refused["error"].startswith("prompt: 'a ball' is written twice")
+    # the node's own check of its cache window, before the run: the shipped 5 and 5 on 8 steps leave nothing to skip
+    status, refused = cost("CachedSearchCalibrate", steps=8, warmup_steps=5, cooldown_steps=5)
+    assert status == 400 and refused["error"].startswith("warmup_steps, cooldown_steps: got 5 and 5, which leave no "
+                                                         "step of the 8 steps")
     assert cost("CachedSearchCalibrate", seeds=None)[0] == 400
 
 
 def test_over_http_apply_cache_shows_the_calibration_remembered_for_its_setup(comfy_server):
     entry = comfy_server.run_prompt(calibrate_wan(seed=9, capture_target=0.9))
     tau = entry["outputs"]["calibrate"]["cachedsearch_calibration"][0]["recommended_tau"]
-    same = comfy_server.run_prompt(cached_wan_sampling(seed=3, steps=6, filename_prefix="calibrated_setup"))
-    (line,) = same["outputs"]["cache"]["cachedsearch_calibrated"]
-    assert line.startswith(f"calibrated for this setup: tau {tau:g}")
-    other = comfy_server.run_prompt(cached_wan_sampling(seed=3, steps=7, filename_prefix="other_setup"))
-    assert "cachedsearch_calibrated" not in other["outputs"].get("cache", {})
+    from cachedsearch_core.calibration import cache_window_problem
+
+    def line_of(steps: int, cache_tau: float, window: int) -> str | None:
+        """Apply Cache's line on a sampling of ``steps`` steps, its tau and warmup and cooldown given."""
+        graph = cached_wan_sampling(seed=3, steps=steps, tau=cache_tau, warmup_steps=window, cooldown_steps=window,
+                                    filename_prefix="calibrated_setup")
+        return (comfy_server.run_prompt(graph)["outputs"].get("cache", {}).get("cachedsearch_calibrated") or [None])[0]
+
+    same = line_of(6, tau, 1)
+    assert same.startswith(f"calibrated for this setup: tau {tau:g}") and same.endswith("; this node uses it")
+    # the node's own tau beside the calibrated one says whether they differ
+    assert line_of(6, tau + 0.05, 1).endswith(f"; this node's tau {tau + 0.05:g} differs: set {tau:g}, or wire "
+                                              "Calibrate's tau here")
+    # another setup has no calibration; with the shipped warmup and cooldown (5 and 5) its 7 steps leave nothing to
+    # skip, and the node says so
+    assert line_of(7, 0.1, 1) is None
+    assert line_of(7, 0.1, 5) == f"This cache skips nothing here: {cache_window_problem(7, 5, 5)}."
 
 
 def world_api_prompt() -> dict:

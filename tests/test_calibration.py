@@ -10,7 +10,14 @@ import numpy as np
 import pytest
 
 from cachedsearch_core.audit import FULL_ARM, ScoreStore, tau_arm
-from cachedsearch_core.calibration import CalibrationPlan, parse_taus, prompt_lines, sweep_rollouts
+from cachedsearch_core.calibration import (
+    CalibrationPlan,
+    cache_window_problem,
+    parse_taus,
+    prompt_lines,
+    skippable_steps,
+    sweep_rollouts,
+)
 from cachedsearch_core.calibration_experts import (
     HIGH_NOISE,
     LOW_NOISE,
@@ -100,8 +107,56 @@ def test_the_table_recommends_the_largest_tau_that_meets_the_target():
     assert len(rows[0]["capture"]) == 3  # value and interval at S = 4
     report = calibration.report()
     assert "| 0.05 * | 20 % | 1.25x | 2.00x |" in report
-    assert "Recommended tau: 0.05 (the largest tau whose capture meets 90 %: 100.0 %" in report
+    assert "Recommended tau: 0.05 (of the taus whose capture meets 90 %, the one that skips most: 100.0 %" in report
     assert "bootstrap over the 4 seeds" in report
+
+
+def test_the_recommendation_is_the_tau_that_skips_most_among_those_meeting_the_target():
+    """A larger tau that skips no more only risks the ranking: of equal skips the smallest tau is recommended; a tau
+    that skips more but misses the target is not."""
+    store = store_with({0.05: (FULL, 2), 0.1: (FULL, 5), 0.2: (FULL, 5), 0.3: ([0.9, 0.1, 0.5, 0.4], 8)})
+    calibration = Calibration.from_store(store, CalibrationPlan((0.05, 0.1, 0.2, 0.3), 4, 0, 0.9), bootstrap=50)
+    assert calibration.recommended_tau == 0.1
+    assert [row["recommended"] for row in calibration.rows()] == [False, True, False, False]
+
+
+def test_taus_that_skip_nothing_recommend_nothing_and_say_why():
+    """Warmup and cooldown covering every step: each tau computes every call (capture 100 %), and none is
+    recommended (the old rule recommended the largest)."""
+    store = store_with({0.1: (FULL, 0), 2.0: (FULL, 0)})
+    calibration = Calibration.from_store(store, CalibrationPlan((0.1, 2.0), 4, 0, 0.9), bootstrap=50)
+    assert calibration.recommended is None and calibration.recommended_tau == 0.0
+    assert not any(row["recommended"] for row in calibration.rows())
+    assert "Recommended tau: 0. No measured tau skipped a call, so none saves anything" in calibration.report()
+    assert describe_remembered(calibration.memory_entry()).endswith("tau 0 (no tau saved calls at 90 % capture; "
+                                                                    "cache off)")
+
+
+@pytest.mark.parametrize("steps, warmup, cooldown, skippable", [
+    (8, 5, 5, 0), (8, 4, 4, 0), (8, 4, 3, 1), (8, 1, 1, 6), (8, 0, 0, 7), (8, 0, 7, 0), (50, 5, 5, 40), (1, 0, 0, 0),
+    (2, 1, 0, 1),
+])
+def test_the_steps_a_cache_window_leaves_to_skip(steps, warmup, cooldown, skippable):
+    """Warmup and cooldown are computed; without warmup the first step is too (nothing to reuse yet)."""
+    assert skippable_steps(steps, warmup, cooldown) == skippable
+    assert (cache_window_problem(steps, warmup, cooldown) is None) == (skippable > 0)
+
+
+def test_a_window_that_leaves_nothing_to_skip_is_named_with_a_window_that_does():
+    problem = cache_window_problem(8, 5, 5, "_high", " of the high-noise expert")
+    assert problem.startswith("warmup_steps_high, cooldown_steps_high: got 5 and 5, which leave no step of the 8 "
+                              "steps of the high-noise expert for the cache to skip")
+    assert problem.endswith("lower them, e.g. to 1 and 1") and skippable_steps(8, 1, 1) > 0
+    assert cache_window_problem(2, 1, 1).endswith("lower them, e.g. to 1 and 0")
+    assert cache_window_problem(1, 0, 0).endswith("use more steps")
+
+
+def test_apply_cache_says_whether_its_tau_is_the_calibrated_one():
+    entry = {"tau": 0.3, "capture": 0.95, "capture_target": 0.9, "seeds": 4, "prompts": 1, "taus": [0.3]}
+    assert describe_remembered(entry, used_tau=0.3).endswith("tau 0.3 (capture 95 %); this node uses it")
+    assert describe_remembered(entry, used_tau=0.1).endswith(
+        "tau 0.3 (capture 95 %); this node's tau 0.1 differs: set 0.3, or wire Calibrate's tau here")
+    assert describe_remembered(entry) == "calibrated for this setup: tau 0.3 (capture 95 %)"
 
 
 def test_no_tau_meeting_the_target_recommends_the_cache_off():
@@ -139,7 +194,7 @@ def test_memory_keeps_the_latest_calibration_per_setup(tmp_path):
     off = Calibration.from_store(store_with({0.1: ([0.9, 0.1, 0.5, 0.4], 5)}), CalibrationPlan((0.1,), 4, 0, 0.9),
                                  bootstrap=20)
     memory.remember(key, off)
-    assert "tau 0 (no tau kept 90 % capture; cache off)" in describe_remembered(memory.recall(key))
+    assert "tau 0 (no tau saved calls at 90 % capture; cache off)" in describe_remembered(memory.recall(key))
     assert memory.recall(setup_key("wan2.1_t2v_1.3B_fp16.safetensors", 30, "uni_pc", "simple")) is None
     assert not math.isnan(good.full_seconds)
 
@@ -251,7 +306,7 @@ def test_an_expert_at_tau_0_is_not_measured_together_and_the_memory_keeps_both_e
     entry = memory.recall(key)
     assert describe_remembered(entry, HIGH_NOISE) == "calibrated for this setup's high-noise expert: tau 0.1 " \
         "(capture 100 %)"
-    assert "low-noise expert: tau 0 (no tau kept 90 % capture; cache off)" in describe_remembered(entry, LOW_NOISE)
+    assert "low-noise expert: tau 0 (no tau saved calls at 90 % capture; cache off)" in describe_remembered(entry, LOW_NOISE)
     assert memory.recall(experts_setup_key("high.safetensors", "low.safetensors", 20, 12, "euler", "simple")) is None
 
 

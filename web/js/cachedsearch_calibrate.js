@@ -16,9 +16,11 @@ const LINE_HEIGHT = 16;
 const FONT = "12px sans-serif";
 const COST_ROUTE = "/cachedsearch/calibration_cost";
 const CALIBRATORS = ["CachedSearchCalibrate", "CachedSearchCalibrateExperts"];
-// The widgets the cost depends on (the server ignores those a node does not have).
+// The widgets the cost depends on, and those of the node's cache windows (the server refuses a window that leaves
+// no step to skip); the server ignores those a node does not have.
 const COST_INPUTS = ["prompt", "seeds", "first_seed", "capture_target", "taus", "easycache_thresholds",
-  "lazycache_thresholds", "taus_high", "taus_low"];
+  "lazycache_thresholds", "taus_high", "taus_low", "steps", "split_step", "warmup_steps", "cooldown_steps",
+  "warmup_steps_high", "cooldown_steps_high", "warmup_steps_low", "cooldown_steps_low"];
 
 const STYLE = `
 .cachedsearch-calibration { font: ${FONT}; color: var(--fg-color, #ddd); overflow-x: auto; overflow-y: hidden; }
@@ -179,15 +181,20 @@ function restsOn(result) {
   return result.prompts > 1 ? `${result.prompts} prompts x ${result.seeds} seeds` : `${result.seeds} seeds`;
 }
 
+// The recommendation: of the taus that meet the target, the one that skips most (none when none of them skips).
 function verdictLines(result) {
   const target = `${Math.round(100 * result.capture_target)}%`;
+  const rule = `skips most with capture ≥ ${target}`;
   if (result.recommended_tau && typeof result.recommended_tau === "object") {
     const picks = Object.entries(result.recommended_tau).map(([expert, tau]) => `${expert} ${tau > 0 ? tau : "0 (cache off)"}`);
-    return `recommended tau: ${picks.join(", ")} (largest with capture ≥ ${target}), ${restsOn(result)}, ${result.steps} steps`;
+    return `recommended tau: ${picks.join(", ")} (${rule}), ${restsOn(result)}, ${result.steps} steps`;
   }
-  return typeof result.recommended_tau === "number" && result.recommended_tau > 0
-    ? `recommended tau ${result.recommended_tau} (largest with capture ≥ ${target}), ${restsOn(result)}, ${result.steps} steps`
-    : `no tau keeps ${target} capture: tau 0, leave the cache off (${restsOn(result)}, ${result.steps} steps)`;
+  if (typeof result.recommended_tau === "number" && result.recommended_tau > 0) {
+    return `recommended tau ${result.recommended_tau} (${rule}), ${restsOn(result)}, ${result.steps} steps`;
+  }
+  const why = result.rows.every((row) => !(row.skipped > 0))
+    ? "no tau skipped a call (warmup and cooldown leave too few steps)" : `no tau that skips keeps ${target} capture`;
+  return `${why}: tau 0, leave the cache off (${restsOn(result)}, ${result.steps} steps)`;
 }
 
 // The columns: title, what it means (the legend's line and the header's hover text).
