@@ -219,8 +219,8 @@ class ScheduleRound:
 class PruningSchedule:
     """Prune rounds as an artist types them on the Pruning Plan's ``schedule``: comma-separated ``where:keep``
     pairs. ``where`` is a share of the steps ("20%") or a step ("10"); ``keep`` a count ("4") or a share of the
-    candidates that reach the round ("1/2": halve the field). Parsed when made, so a typo is refused before any
-    sampling; the steps and keeps are checked against a search by ``PruningPlan.check_stages``."""
+    candidates that reach the round ("1/2": halve the field). Parsed when made, so a typo or rounds out of order are
+    refused before any sampling; the rest is checked against a search by ``PruningPlan.check_stages``."""
 
     text: str
     rounds: tuple[ScheduleRound, ...] = dataclasses.field(init=False)
@@ -251,6 +251,13 @@ class PruningSchedule:
                 parsed.append(ScheduleRound(label, share, step, None, Fraction(numerator, denominator)))
             else:
                 parsed.append(ScheduleRound(label, share, step, int(keep), None))
+        for number, (before, now) in enumerate(zip(parsed, parsed[1:]), start=2):  # their order needs no steps
+            (at_before, said_before), (at, said) = ((r.share, f"{float(100 * r.share):g} %") if r.step is None
+                                                    else (r.step, f"step {r.step}") for r in (before, now))
+            if (before.step is None) == (now.step is None) and at <= at_before:
+                raise ValueError(f"schedule: round {number} ({now.label!r}) prunes at {said}, not after round "
+                                 f"{number - 1}'s {said_before}; list the rounds in the order they prune, each at a "
+                                 "later step (for example \"20%:4, 40%:2\")")
         object.__setattr__(self, "rounds", tuple(parsed))
 
     def plan(self, num_candidates: int, steps: int, preview_frames: int = 4) -> PruningPlan:
@@ -272,8 +279,7 @@ def survivors(preview_scores: Sequence[float], keep: int) -> list[int]:
 
 
 def preview_frame_indices(video_frames: int, preview_frames: int) -> list[int]:
-    """The ``preview_frames`` (latent) frames a preview decodes: the judge's frames of a clip
-    (``judge.spread_frame_indices``)."""
+    """The ``preview_frames`` (latent) frames a preview decodes: the judge's (``judge.spread_frame_indices``)."""
     return spread_frame_indices(video_frames, preview_frames)
 
 

@@ -56,6 +56,12 @@ def test_a_schedule_reads_shares_steps_counts_and_halvings():
     ("120%:4", r"schedule: round 1 \('120%:4'\) prunes at 120 %; use a share between 0 and 100 %"),
     ("2.5:4", r"schedule: round 1 \('2.5:4'\): a step is a whole number"),
     ("20%:3/2", r"schedule: round 1 \('20%:3/2'\) keeps 3/2 of the field; a share kept lies between 0 and 1"),
+    # rounds out of order need no steps to be refused: before anything runs (the Pruning Plan's validation)
+    ("70%:4, 40%:2", r"schedule: round 2 \('40%:2'\) prunes at 40 %, not after round 1's 70 %; list the rounds in the "
+                     r"order they prune"),
+    ("20%:4, 20%:2", r"schedule: round 2 \('20%:2'\) prunes at 20 %, not after round 1's 20 %"),
+    ("5:3, 3:2", r"schedule: round 2 \('3:2'\) prunes at step 3, not after round 1's step 5"),
+    ("3:3, 3:2", r"schedule: round 2 \('3:2'\) prunes at step 3, not after round 1's step 3"),
 ])
 def test_an_unreadable_schedule_is_refused_naming_the_input(text, message):
     with pytest.raises(ValueError, match=message):
@@ -66,9 +72,9 @@ WINDOW = [CacheWindow(0, 8, 1, 1)]  # the cache skips only at steps 2 to 6
 
 
 @pytest.mark.parametrize("text, width, message", [
-    ("5:3, 3:2", 4, r"schedule: round 2 \('3:2'\) prunes at step 3 of 8, not after round 1's step 5; list the rounds "
-                    r"in the order they prune"),
-    ("3:3, 3:2", 4, r"schedule: round 2 \('3:2'\) prunes at step 3 of 8, not after round 1's step 3"),
+    # a share and a step compare only at a search's steps
+    ("50%:3, 3:2", 4, r"schedule: round 2 \('3:2'\) prunes at step 3 of 8, not after round 1's step 4; list the "
+                      r"rounds in the order they prune"),
     ("3:3, 7:2", 4, r"schedule: round 2 \('7:2'\) prunes at step 7 of 8; with 8 steps, warmup 1 and cooldown 1 it "
                     r"must lie strictly between 1 and 7"),
     ("1:3, 4:2", 4, r"schedule: round 1 \('1:3'\) prunes at step 1 of 8; with 8 steps, warmup 1"),
@@ -230,9 +236,9 @@ def test_bad_schedules_stop_the_search_before_sampling_naming_the_input(engine, 
     with forward_calls(model) as counted:
         with pytest.raises(ValueError, match=r"schedule: round 2 \('5:3'\) keeps 3, but 3 candidates reach it"):
             sampler(engine, wan, dict(OFF, mode="adaptive"), plan(engine, vae, [], "3:3, 5:3"))
-        with pytest.raises(ValueError, match=r"schedule: round 2 \('20%:2'\) prunes at step 2 of 8, not after round "
+        with pytest.raises(ValueError, match=r"schedule: round 2 \('2:2'\) prunes at step 2 of 8, not after round "
                                              r"1's step 4"):
-            sampler(engine, wan, dict(OFF, mode="adaptive"), plan(engine, vae, [], "50%:3, 20%:2"))
+            sampler(engine, wan, dict(OFF, mode="adaptive"), plan(engine, vae, [], "50%:3, 2:2"))
         with pytest.raises(ValueError, match=r"schedule: round 2 \('7:2'\) prunes at step 7 of 8; with 8 steps, "
                                              r"warmup 1 and cooldown 1"):
             sampler(engine, wan, dict(OFF, mode="adaptive"), plan(engine, vae, [], "3:3, 7:2"))
@@ -243,6 +249,9 @@ def test_bad_schedules_stop_the_search_before_sampling_naming_the_input(engine, 
                                                       "of the steps keep 4, at 40 % keep 2) or \"20%:1/2, 40%:1/2, "
                                                       "60%:1/2\"")
     assert node.validate_inputs(schedule="") is True and node.validate_inputs(schedule=None) is True
+    # falling steps are refused by the plan's own validation, before the graph runs
+    assert node.validate_inputs(schedule="70%:4, 40%:2").startswith("schedule: round 2 ('40%:2') prunes at 40 %, not "
+                                                                    "after round 1's 70 %")
 
 
 def experts(engine):
