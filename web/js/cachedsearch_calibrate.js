@@ -6,7 +6,9 @@
 // node.properties so they survive a page reload with the saved workflow.
 import { app } from "../../../scripts/app.js";
 import { api } from "../../../scripts/api.js";
-import { element, ensureStyle, fitNode, PANEL_MARGIN, panelElement, wrappedLines } from "./cachedsearch_dom.js";
+import {
+  element, ensureStyle, fitNode, onWidgetChange, PANEL_MARGIN, panelElement, wrappedLines,
+} from "./cachedsearch_dom.js";
 import { showResultsOn } from "./cachedsearch_reused.js";
 
 const PANEL = "cachedsearch_calibration";
@@ -123,22 +125,6 @@ function costChanged(node) {
     node.cachedsearchCostQueued = false;
     updateCost(node).catch((error) => console.warn("CachedSearch: could not show the calibration's cost", error));
   });
-}
-
-// Calls `listener` whenever the artist changes `widget` (its callback), once per widget and listener.
-function onWidgetChange(widget, listener) {
-  if (!widget || widget.cachedsearchListeners?.has(listener)) return;
-  if (!widget.cachedsearchListeners) {
-    const listeners = new Set();
-    const callback = widget.callback;
-    widget.callback = function () {
-      const result = callback?.apply(this, arguments);
-      for (const notify of listeners) notify();
-      return result;
-    };
-    widget.cachedsearchListeners = listeners;
-  }
-  widget.cachedsearchListeners.add(listener);
 }
 
 // The cost follows the node's widgets, its links, and the widgets of the nodes its cost inputs are linked from.

@@ -74,3 +74,19 @@ export function fitNode(node, panel) {
   if (needed && node.size[1] < needed[1]) node.setSize([node.size[0], needed[1]]);
   node.setDirtyCanvas?.(true, true);
 }
+
+// Calls `listener` whenever the artist changes `widget` (its callback), once per widget and listener.
+export function onWidgetChange(widget, listener) {
+  if (!widget || widget.cachedsearchListeners?.has(listener)) return;
+  if (!widget.cachedsearchListeners) {
+    const listeners = new Set();
+    const callback = widget.callback;
+    widget.callback = function () {
+      const result = callback?.apply(this, arguments);
+      for (const notify of listeners) notify();
+      return result;
+    };
+    widget.cachedsearchListeners = listeners;
+  }
+  widget.cachedsearchListeners.add(listener);
+}

@@ -1,6 +1,7 @@
 // A sampler's panel: how many drafts it made (and kept, when pruned), what the cache skipped and the drafts' mean
 // seconds (the search's cost payload), its cost against full best-of-N, the budget's choice, and the drafts playing
 // in a strip. Exports only: ComfyUI loads every script under web/ as an extension, and this one registers nothing.
+import { showDocPage } from "./cachedsearch_doc_page.js";
 import { element, wrappedLines } from "./cachedsearch_dom.js";
 import { FONT, LINE_HEIGHT, show } from "./cachedsearch_panel.js";
 import { createPlayer } from "./cachedsearch_player.js";
@@ -10,12 +11,17 @@ import {
   savingText,
 } from "./cachedsearch_rows.js";
 
-// A link to this node's doc page (the frontend serves web/docs under the extension's folder).
+// A link to this node's doc page (the frontend serves web/docs under the extension's folder), opened rendered in a
+// new tab (cachedsearch_doc_page.js: the server sends .md as a download).
 function docLink(node, text) {
   const link = element("a", text, "cachedsearch-doc-link");
   link.href = new URL(`../docs/${node.comfyClass ?? node.type}.md`, import.meta.url).href;
   link.target = "_blank";
-  link.rel = "noopener";
+  link.addEventListener("click", (event) => {
+    event.preventDefault();
+    const opened = window.open("", "_blank");
+    if (opened) showDocPage(link.href, opened);
+  });
   return link;
 }
 
