@@ -108,6 +108,8 @@ class SearchCost:
     draft_calls, skipped_calls: the finished drafts' transformer calls, and those the cache skipped of them.
     stage_calls: for a trajectory of several stages, per stage (in order) its name and the finished drafts' skipped
         calls and calls in it.
+    reused_drafts: the finished drafts read from an earlier run's saved drafts, which cost this search nothing (their
+        calls and seconds are not in search_calls and search_seconds; they still measure a draft and a rollout).
     """
 
     width: int
@@ -124,6 +126,7 @@ class SearchCost:
     draft_calls: int = 0
     skipped_calls: int = 0
     stage_calls: tuple[tuple[str, int, int], ...] = ()
+    reused_drafts: int = 0
 
     def __post_init__(self):
         if not 1 <= self.finished_drafts <= self.width:
@@ -149,19 +152,21 @@ class SearchCost:
         if not drafts:
             raise ValueError("drafts: got none; a search's cost needs at least one finished draft")
         finished = ExtraWork.of_drafts(drafts)
+        computed = ExtraWork.of_drafts([draft for draft in drafts if not draft.reused])
         full_rollouts = [draft.seconds for draft in drafts if draft.skipped_nothing]
         return cls(
             width=len(drafts) if width is None else width,
             finished_drafts=len(drafts),
             rollout_calls=max(draft.calls for draft in drafts),
-            search_calls=finished.calls + sum(work.calls for work in extra),
-            search_seconds=finished.seconds + sum(work.seconds for work in extra),
+            search_calls=computed.calls + sum(work.calls for work in extra),
+            search_seconds=computed.seconds + sum(work.seconds for work in extra),
             mean_draft_seconds=finished.seconds / len(drafts),
             drafts_full_rollout_seconds=sum(full_rollouts) / len(full_rollouts) if full_rollouts else None,
             commit_free=commit_free,
             draft_calls=sum(draft.calls for draft in drafts),
             skipped_calls=sum(draft.calls_skipped for draft in drafts),
             stage_calls=calls_per_stage(drafts, stage_names) if len(stage_names) > 1 else (),
+            reused_drafts=sum(draft.reused for draft in drafts),
         )
 
     def after_commit(self, calls: int, seconds: float) -> SearchCost:
@@ -271,10 +276,19 @@ class SearchCost:
         """The finished drafts' calls over those they computed (``fewer_calls_factor``)."""
         return fewer_calls_factor(self.skipped_calls, self.draft_calls)
 
+    def reuse_line(self) -> str | None:
+        """How many drafts came from an earlier run's saved drafts; None when none did."""
+        if not self.reused_drafts:
+            return None
+        return (f"{self.reused_drafts} of {self.finished_drafts} drafts reused from an earlier run (saved on disk), "
+                "at no cost")
+
     def calls_line(self) -> str:
         """The transformer calls: the drafts', and with what delivered the result."""
         text = (f"transformer calls: the drafts computed {self.search_calls} of the {self.full_calls} that full "
                 f"best-of-{self.width} computes ({_percent(self.calls_ratio)})")
+        if self.reused_drafts:
+            text += f" ({self.reused_drafts} reused drafts at 0)"
         if self.kept:
             return f"{text}; no commit (keep delivers the draft as drafted)"
         return f"{text}; with the commit ({self.commit_calls}) {self.total_calls} " \
@@ -301,7 +315,7 @@ class SearchCost:
         return text
 
     def report_lines(self) -> list[str]:
-        return [self.calls_line(), self.seconds_line()]
+        return [line for line in (self.reuse_line(), self.calls_line(), self.seconds_line()) if line]
 
     def line(self) -> str:
         """The cost in one line for the panels: the calls, the seconds' ratios once a full rollout's seconds are
@@ -326,7 +340,7 @@ class SearchCost:
                 "commit_ran": self.commit_ran, "commit_free": self.commit_free, "kept": self.kept,
                 "draft_calls": self.draft_calls, "skipped_calls": self.skipped_calls,
                 "skipped_share": self.skipped_share, "fewer_calls_factor": self.fewer_calls_factor,
-                "mean_draft_seconds": self.mean_draft_seconds,
+                "mean_draft_seconds": self.mean_draft_seconds, "reused_drafts": self.reused_drafts,
                 "stage_skipped_shares": [{"stage": name, "share": skipped_share(skipped, calls)}
                                          for name, skipped, calls in self.stage_calls],
                 "note": self.line()}

@@ -1,5 +1,6 @@
 """A JSON-lines file of keyed records that survives crashes, foreign files and time: the one store under the
-calibration's saved rollouts (``saved_rollouts``) and the audit's scores (``audit.ScoreStore``).
+calibration's saved rollouts (``saved_rollouts``), the search's saved drafts (``draft_store``) and the audit's scores
+(``audit.ScoreStore``).
 
 - The file starts with a header naming its format and version. A file that is not ours (another header, no header,
   not text) is set aside under a name of its own (``safe_files.set_aside``) and reported, never overwritten.
@@ -38,6 +39,7 @@ class JsonlFormat:
     read: Callable[[object], tuple[Hashable, object]]
     write: Callable[[Hashable, object], dict]
     reads_headerless: bool = False
+    item: str = "rollout"  # what a record holds, in the problems reported: what is computed again
 
     @property
     def header(self) -> dict:
@@ -94,7 +96,7 @@ class JsonlStore:
         self._lines = len(lines)
         if bad:
             self._report(f"{self.path}: {bad} unreadable line(s) ignored (a run stopped mid-write, or the file was "
-                         "edited) and removed from the file; their rollouts are computed again")
+                         f"edited) and removed from the file; their {self.format.item}s are computed again")
         over_the_cap = self.max_records is not None and self._lines > self.max_records
         if over_the_cap or self._lines != len(self.records):
             self._compact(free=self._tenth if over_the_cap else 0)
@@ -111,7 +113,7 @@ class JsonlStore:
         return True
 
     def _set_aside(self, why: str) -> None:
-        self.problems.append(set_aside(self.path, why, "every rollout in it is computed again"))
+        self.problems.append(set_aside(self.path, why, f"every {self.format.item} in it is computed again"))
 
     def _report(self, problem: str) -> None:
         logger.warning("CachedSearch: %s", problem)
@@ -153,6 +155,12 @@ class JsonlStore:
         self._lines += 1
         self.records.pop(key, None)
         self.records[key] = value
+
+    def drop(self, keys) -> None:
+        """Removes the records of ``keys`` and rewrites the file without them."""
+        for key in keys:
+            self.records.pop(key, None)
+        self._compact()
 
     def _is_new_file(self) -> bool:
         try:

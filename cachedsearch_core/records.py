@@ -50,6 +50,9 @@ class Draft:
     stage_calls: tuple[StageCalls, ...] = ()
     # Set when the cache could not serve this model and computed every call.
     cache_inactive_reason: str | None = None
+    # Read from the drafts an earlier run saved (``draft_store``): its calls and seconds are that run's, and this
+    # search paid nothing for it.
+    reused: bool = False
 
     @property
     def calls(self) -> int:

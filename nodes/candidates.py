@@ -15,6 +15,7 @@ from ..cachedsearch_core.pruning import PruningOutcome
 from .cache_patch import step_cache_config
 from .full_compute import cache_engines_on
 from .runner import CandidateState, SearchProgress, run_stages
+from .saved_drafts import SavedDrafts
 from .stages import StagedRecipe
 
 
@@ -64,6 +65,8 @@ class SearchCandidates:
     # Set by a pruned search: the temp images (/view references) of the frames its Pruning Plan decoded to score
     # each candidate's preview, for the panels (seed order, every candidate).
     pruning_previews: tuple[tuple[dict, ...], ...] = ()
+    # What was found wrong with the saved drafts (a file set aside, a torn line), for the report.
+    notes: tuple[str, ...] = ()
 
     @property
     def seeds(self) -> list[int]:
@@ -102,7 +105,7 @@ class SearchCandidates:
             lines = [*lines[:1], *self.pruning.report_lines(), *lines[1:]]
         if self.budget is not None:
             lines += self.budget.lines(cost)
-        return "\n".join(lines)
+        return "\n".join([*lines, *self.notes])
 
     def draft_is_full_compute(self, index: int, models: tuple = ()) -> bool:
         """Whether the draft of ``self.drafts[index]`` already is what committing its seed would sample, so a commit
@@ -128,12 +131,23 @@ def candidates_from_states(recipe: StagedRecipe, states: list[CandidateState], *
                             entries, **record)
 
 
-def run_search(recipe: StagedRecipe, seeds: list[int], announce=None) -> SearchCandidates:
+def run_search(recipe: StagedRecipe, seeds: list[int], announce=None,
+               saved: SavedDrafts | None = None) -> SearchCandidates:
     """Generate one draft per seed through all stages (``run_stages``). ``announce(text)``, if given, receives
-    "draft i / N" (prefixed by the stage on a staged search) as each candidate's stage starts."""
-    progress = SearchProgress(len(seeds) * recipe.steps)
-    states = run_stages(recipe, [CandidateState(seed, recipe.latent) for seed in seeds], progress, announce=announce)
-    return candidates_from_states(recipe, states)
+    "draft i / N" (prefixed by the stage on a staged search) as each candidate's stage starts. With ``saved``, a
+    seed whose draft an earlier run saved is read back instead, and each computed draft is saved as it finishes."""
+    reused = {}
+    if saved is not None:
+        reused = {seed: state for seed in seeds if (state := saved.reused_state(seed, recipe.latent)) is not None}
+        if announce is not None:
+            announce(saved.announcement(len(reused), len(seeds)))
+    missing = [seed for seed in seeds if seed not in reused]
+    progress = SearchProgress(len(missing) * recipe.steps)
+    computed = run_stages(recipe, [CandidateState(seed, recipe.latent) for seed in missing], progress,
+                          announce=announce, on_finished=saved.save if saved is not None else None)
+    by_seed = {**reused, **{state.seed: state for state in computed}}
+    notes = tuple(saved.store.problems) if saved is not None else ()
+    return candidates_from_states(recipe, [by_seed[seed] for seed in seeds], notes=notes)
 
 
 def draft_rows(candidates: SearchCandidates, ranking: Ranking | None = None) -> list[dict]:

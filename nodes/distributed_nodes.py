@@ -24,6 +24,7 @@ from .input_checks import check_latent
 from .prompt_server import prompt_server
 from .candidates import SearchCandidates, run_search
 from .runner import progress_text_sender
+from .saved_drafts import SavedDrafts
 from .stages import KSamplerStage, StagedRecipe
 from .search_nodes import SearchSampler, search_output
 
@@ -71,7 +72,7 @@ class DistributedSearchSampler(io.ComfyNode):
 
     @classmethod
     def execute(cls, model, positive, negative, latent_image, seed, num_candidates, steps, cfg, sampler_name,
-                scheduler, denoise, worker_timeout, preview_vae=None) -> io.NodeOutput:
+                scheduler, denoise, worker_timeout, preview_vae=None, save_drafts=True) -> io.NodeOutput:
         message = cls.validate_inputs(seed, num_candidates, denoise)
         if message is not True:
             raise ValueError(message)
@@ -81,7 +82,8 @@ class DistributedSearchSampler(io.ComfyNode):
         announce = progress_text_sender(cls.hidden.unique_id)
         setup = setup_from_prompt(cls.hidden.prompt, cls.hidden.unique_id)
         if setup is None:
-            alone = run_search(recipe, candidate_seeds(seed, num_candidates), announce)
+            saved = SavedDrafts.for_node(cls.hidden, save_drafts, positive, negative, latent_image)
+            alone = run_search(recipe, candidate_seeds(seed, num_candidates), announce, saved)
             candidates = DistributedCandidates(
                 **{field.name: getattr(alone, field.name) for field in dataclasses.fields(SearchCandidates)},
                 drafted_by=(MASTER,) * len(alone), notes=("no workers: queued without ComfyUI-Distributed's "

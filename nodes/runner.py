@@ -29,13 +29,15 @@ class CandidateState:
     stage_calls: tuple[StageCalls, ...] = ()
     # Set once a stage's cache could not serve its model and computed every call.
     cache_inactive_reason: str | None = None
+    # Read from an earlier run's saved drafts (``saved_drafts``) instead of sampled.
+    reused: bool = False
 
     def draft(self) -> Draft:
         return Draft(
             seed=self.seed, seconds=self.seconds,
             calls_computed=sum(calls.computed for calls in self.stage_calls),
             calls_skipped=sum(calls.skipped for calls in self.stage_calls),
-            stage_calls=self.stage_calls, cache_inactive_reason=self.cache_inactive_reason,
+            stage_calls=self.stage_calls, cache_inactive_reason=self.cache_inactive_reason, reused=self.reused,
         )
 
 
@@ -102,7 +104,7 @@ class FullComputeCheck:
 
 def run_stages(recipe: StagedRecipe, states: list[CandidateState], progress: SearchProgress,
                stages: range | None = None, announce=None, on_computed_call=None,
-               full_compute: FullComputeCheck | None = None) -> list[CandidateState]:
+               full_compute: FullComputeCheck | None = None, on_finished=None) -> list[CandidateState]:
     """The one trajectory runner: every candidate through ``stages`` of ``recipe`` (all of them by default), stage
     by stage, so each expert of a staged trajectory is loaded once per stage as in the stock graph.
 
@@ -114,9 +116,11 @@ def run_stages(recipe: StagedRecipe, states: list[CandidateState], progress: Sea
     ``announce(text)``, if given, hears "draft i / N" as each candidate's stage starts; ``on_computed_call()``, if
     given, runs before each computed call (a budget stops a draft there by raising). With ``full_compute``, a stage
     that skipped any work raises (``check_full_compute``) as soon as it ends, instead of handing on a cached result as
-    full compute.
+    full compute. ``on_finished(state)``, if given, hears each candidate as it finishes the last of ``stages`` (the
+    search saves its draft there at once).
     """
-    for stage_index in range(len(recipe.stages)) if stages is None else stages:
+    stage_indices = range(len(recipe.stages)) if stages is None else stages
+    for stage_index in stage_indices:
         stage, statistics, meter = recipe.stages[stage_index], [], CallMeter(on_computed_call)
         # The stage on a clone of its model whose transformer calls the meter counts and whose cache reports each
         # sampling run's statistics.
@@ -145,5 +149,7 @@ def run_stages(recipe: StagedRecipe, states: list[CandidateState], progress: Sea
                 stage_calls=(*state.stage_calls, run.calls),
                 cache_inactive_reason=state.cache_inactive_reason or inactive_reason,
             ))
+            if on_finished is not None and stage_index == stage_indices[-1]:
+                on_finished(advanced[-1])
         states = advanced
     return states

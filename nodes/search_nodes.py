@@ -12,6 +12,7 @@ from .pick import commit_pick, pick_choices, wait_for_click
 from .candidates import SearchCandidates, pruned_rows, run_search
 from .ksampler_inputs import expert_settings_inputs, ksampler_settings_inputs, stock_ksampler_input
 from .runner import progress_text_sender
+from .saved_drafts import SAVE_DRAFTS_TOOLTIP, SavedDrafts
 from .stages import CustomSamplerStage, KSamplerStage, StagedRecipe, official_expert_stages
 from .types import ADVANCED_INPUT, SHOW_RESULTS_WHEN_CACHED, Candidates, PruningPlanType, RankingType
 
@@ -40,16 +41,18 @@ def _pruning_input():
                                  "candidate runs to the end.")
 
 
-def _explore(recipe: StagedRecipe, seed: int, num_candidates: int, announce, pruning, budget) -> SearchCandidates:
+def _explore(recipe: StagedRecipe, seed: int, num_candidates: int, announce, pruning, budget,
+             saved: SavedDrafts | None = None) -> SearchCandidates:
     """The drafts of N seeds from ``seed``; pruned when a pruning plan is connected; as many seeds as a budget
-    plan affords when one is connected (with a pruning plan too: the widest N whose schedule fits)."""
+    plan affords when one is connected (with a pruning plan too: the widest N whose schedule fits). A plain search
+    reuses and saves its drafts in ``saved``."""
     if budget is not None:
         if pruning is not None:
             return pruning.search_within(recipe, seed, budget, announce)
         return run_budget_search(recipe, seed, budget, announce)
     seeds = candidate_seeds(seed, num_candidates)
     if pruning is None:
-        return run_search(recipe, seeds, announce)
+        return run_search(recipe, seeds, announce, saved)
     return pruning.search(recipe, seeds, announce)
 
 
@@ -57,6 +60,10 @@ def _preview_vae_input():
     return io.Vae.Input("preview_vae", optional=True, tooltip="Optional: decode small previews of every draft to "
                         "watch them on the panel (8 frames each, after the search; costs one VAE decode per "
                         "draft). Unconnected: nothing extra is decoded.")
+
+
+def _save_drafts_input():
+    return io.Boolean.Input("save_drafts", default=True, optional=True, **ADVANCED_INPUT, tooltip=SAVE_DRAFTS_TOOLTIP)
 
 
 def _search_outputs() -> list:
@@ -116,9 +123,10 @@ class SearchSampler(io.ComfyNode):
                 _pruning_input(),
                 budget_input(),
                 _preview_vae_input(),
+                _save_drafts_input(),
             ],
             outputs=_search_outputs(),
-            hidden=[io.Hidden.unique_id],
+            hidden=[io.Hidden.unique_id, io.Hidden.prompt],
             **SHOW_RESULTS_WHEN_CACHED,
         )
 
@@ -129,15 +137,16 @@ class SearchSampler(io.ComfyNode):
 
     @classmethod
     def execute(cls, model, positive, negative, latent_image, seed, num_candidates, steps, cfg, sampler_name,
-                scheduler, denoise, pruning=None, budget=None, preview_vae=None) -> io.NodeOutput:
+                scheduler, denoise, pruning=None, budget=None, preview_vae=None, save_drafts=True) -> io.NodeOutput:
         message = cls.validate_inputs(seed, num_candidates, denoise)
         if message is not True:
             raise ValueError(message)
         check_latent(latent_image)
         stage = KSamplerStage(model, positive, negative, steps, cfg, sampler_name, scheduler, denoise)
         announce = progress_text_sender(cls.hidden.unique_id)
+        saved = SavedDrafts.for_node(cls.hidden, save_drafts, positive, negative, latent_image)
         return search_output(_explore(StagedRecipe.single(stage, latent_image), seed, num_candidates, announce,
-                                       pruning, budget), preview_vae, announce)
+                                       pruning, budget, saved), preview_vae, announce)
 
 
 class SearchSamplerAdvanced(io.ComfyNode):
@@ -158,9 +167,10 @@ class SearchSamplerAdvanced(io.ComfyNode):
                 _pruning_input(),
                 budget_input(),
                 _preview_vae_input(),
+                _save_drafts_input(),
             ],
             outputs=_search_outputs(),
-            hidden=[io.Hidden.unique_id],
+            hidden=[io.Hidden.unique_id, io.Hidden.prompt],
             **SHOW_RESULTS_WHEN_CACHED,
         )
 
@@ -170,7 +180,7 @@ class SearchSamplerAdvanced(io.ComfyNode):
 
     @classmethod
     def execute(cls, guider, sampler, sigmas, latent_image, seed, num_candidates, pruning=None,
-                budget=None, preview_vae=None) -> io.NodeOutput:
+                budget=None, preview_vae=None, save_drafts=True) -> io.NodeOutput:
         message = _seed_range_message(seed, num_candidates)
         if message is not True:
             raise ValueError(message)
@@ -179,7 +189,8 @@ class SearchSamplerAdvanced(io.ComfyNode):
             raise ValueError("sigmas: needs at least two values (one step); check the scheduler node's steps")
         recipe = StagedRecipe.single(CustomSamplerStage(guider, sampler, sigmas), latent_image)
         announce = progress_text_sender(cls.hidden.unique_id)
-        return search_output(_explore(recipe, seed, num_candidates, announce, pruning, budget), preview_vae,
+        saved = SavedDrafts.for_node(cls.hidden, save_drafts, sigmas, latent_image)
+        return search_output(_explore(recipe, seed, num_candidates, announce, pruning, budget, saved), preview_vae,
                               announce)
 
 
@@ -212,9 +223,10 @@ class SearchSamplerExperts(io.ComfyNode):
                 _pruning_input(),
                 budget_input(),
                 _preview_vae_input(),
+                _save_drafts_input(),
             ],
             outputs=_search_outputs(),
-            hidden=[io.Hidden.unique_id],
+            hidden=[io.Hidden.unique_id, io.Hidden.prompt],
             **SHOW_RESULTS_WHEN_CACHED,
         )
 
@@ -226,7 +238,7 @@ class SearchSamplerExperts(io.ComfyNode):
     @classmethod
     def execute(cls, model_high, model_low, positive, negative, latent_image, seed, num_candidates, steps,
                 split_step, cfg, sampler_name, scheduler, pruning=None, budget=None,
-                preview_vae=None) -> io.NodeOutput:
+                preview_vae=None, save_drafts=True) -> io.NodeOutput:
         message = cls.validate_inputs(seed, num_candidates, steps, split_step)
         if message is not True:
             raise ValueError(message)
@@ -236,7 +248,8 @@ class SearchSamplerExperts(io.ComfyNode):
                                                      cfg, sampler_name, scheduler),
                               latent_image, ("high noise", "low noise"))
         announce = progress_text_sender(cls.hidden.unique_id)
-        return search_output(_explore(recipe, seed, num_candidates, announce, pruning, budget), preview_vae,
+        saved = SavedDrafts.for_node(cls.hidden, save_drafts, positive, negative, latent_image)
+        return search_output(_explore(recipe, seed, num_candidates, announce, pruning, budget, saved), preview_vae,
                               announce)
 
 

@@ -1,0 +1,86 @@
+"""A search's drafts saved in ComfyUI's user directory as they finish (``cachedsearch_core.draft_store``), so that a
+re-queued search (after Cancel, an error or a restart), a wider one, or a pick after ComfyUI dropped the Sampler's
+outputs computes only the drafts it lacks.
+
+A draft's key is what determines it: the search node's inputs as the API prompt's graph builds them (the model with
+its loaders, LoRAs and cache settings; the conditioning; the latent; the sampler settings), the content of its
+conditioning and latent, the ComfyUI version, the seed and the part of the trajectory it ran. The seed range, the
+width, the preview VAE and the plans are not part of it: every seed keeps its draft whatever search asks for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import folder_paths
+
+from ..cachedsearch_core.draft_store import DraftStore, draft_key
+from ..cachedsearch_core.records import Draft
+from ..cachedsearch_core.saved_rollouts import fingerprint
+from .calibration_graph import upstream
+from .runner import CandidateState
+
+DRAFTS_FOLDER = os.path.join("cachedsearch", "drafts")
+# The search node's inputs that choose which seeds run, where and what is shown, not what a seed's draft is (the
+# Sampler and the Distributed Sampler, whose other inputs are the same, share their drafts).
+_NOT_IN_THE_KEY = ("seed", "num_candidates", "pruning", "budget", "preview_vae", "save_drafts", "worker_timeout")
+SAVE_DRAFTS_TOOLTIP = (
+    "Keep every finished draft on disk (ComfyUI's user folder, cachedsearch/drafts, 4 GB at most, oldest first): "
+    "queueing the same search again after Cancel or a restart, or with more candidates, computes only the drafts "
+    "it lacks, and a pick never drafts again. Off: nothing is saved or reused.")
+
+
+def drafts_folder() -> str:
+    return os.path.join(folder_paths.get_user_directory(), DRAFTS_FOLDER)
+
+
+def _runtime_version() -> str:
+    try:
+        import comfyui_version
+    except ImportError:
+        return "unknown"
+    return str(getattr(comfyui_version, "__version__", "unknown"))
+
+
+@dataclasses.dataclass(frozen=True)
+class SavedDrafts:
+    """One search's view of the draft store: the store and its setup's fingerprint."""
+
+    store: DraftStore
+    setup: str
+
+    @classmethod
+    def for_node(cls, hidden, save: bool, *contents) -> SavedDrafts | None:
+        """The saved drafts of the search node running now, keyed by its inputs in the server's prompt and the
+        ``contents`` it was given (its conditioning and latent); None when saving is off or outside a server run,
+        whose prompt alone says how the model was built."""
+        prompt, node_id = hidden.prompt, str(hidden.unique_id)
+        if not save or not prompt or node_id not in prompt:
+            return None
+        inputs = prompt[node_id].get("inputs", {})
+        graph = {name: upstream(prompt, value) for name, value in inputs.items() if name not in _NOT_IN_THE_KEY}
+        setup = fingerprint([graph, list(contents), _runtime_version()])
+        return cls(DraftStore(drafts_folder()), setup)
+
+    def key(self, seed: int) -> str:
+        return draft_key(self.setup, seed)
+
+    def reused_state(self, seed: int, latent: dict) -> CandidateState | None:
+        """The candidate as its saved draft finished, its latent read now; None when none is saved (or it did not
+        read back)."""
+        key = self.key(seed)
+        saved = self.store.get(key)
+        samples = self.store.latent(key) if saved is not None else None
+        if samples is None:
+            return None
+        draft: Draft = saved.draft
+        return CandidateState(seed, {**latent, "samples": samples}, draft.seconds, draft.stage_calls,
+                              draft.cache_inactive_reason, reused=True)
+
+    def save(self, state: CandidateState) -> None:
+        self.store.add(self.key(state.seed), state.draft(), state.latent["samples"])
+
+    def announcement(self, reused: int, width: int) -> str:
+        return " ".join([f"{reused} of {width} drafts saved by an earlier run, reused ({width - reused} to compute)",
+                         *self.store.problems])

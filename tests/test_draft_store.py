@@ -1,0 +1,118 @@
+"""The store of finished drafts (cachedsearch_core.draft_store): latents back bit for bit, read only when asked,
+the cap evicting the oldest first, a broken latent file or index line set aside and reported, and a search's cost
+counting reused drafts at zero."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from cachedsearch_core import Draft, SearchCost, StageCalls
+from cachedsearch_core.draft_store import INDEX_FILE, DraftStore, draft_key
+
+
+def drafted(seed: int, skipped: int = 3) -> Draft:
+    return Draft(seed=seed, seconds=1.5 + seed, calls_computed=10 - skipped, calls_skipped=skipped,
+                 stage_calls=(StageCalls(10 - skipped, skipped),))
+
+
+def latent(seed: int) -> torch.Tensor:
+    return torch.randn(1, 4, 3, 8, 8, generator=torch.Generator().manual_seed(seed))
+
+
+def test_a_saved_draft_comes_back_bit_for_bit_in_a_new_store_on_the_same_folder(tmp_path):
+    store = DraftStore(tmp_path)
+    store.add(draft_key("setup", 7), drafted(7), latent(7))
+    again = DraftStore(tmp_path)  # as a restarted server opens it
+    saved = again.get(draft_key("setup", 7))
+    assert saved.draft == drafted(7)
+    assert torch.equal(again.latent(draft_key("setup", 7)), latent(7))
+    assert again.get(draft_key("other setup", 7)) is None and again.get(draft_key("setup", 8)) is None
+    assert again.problems == []
+
+
+def test_records_open_without_reading_any_latent(tmp_path, monkeypatch):
+    store = DraftStore(tmp_path)
+    for seed in range(3):
+        store.add(draft_key("s", seed), drafted(seed), latent(seed))
+    read = []
+    import cachedsearch_core.draft_store as module
+
+    original = module.load_file
+    monkeypatch.setattr(module, "load_file", lambda path: read.append(path) or original(path))
+    again = DraftStore(tmp_path)
+    assert [again.get(draft_key("s", seed)).draft.seed for seed in range(3)] == [0, 1, 2]
+    assert read == []
+    again.latent(draft_key("s", 1))
+    assert len(read) == 1
+
+
+def test_the_cap_evicts_the_oldest_drafts_first(tmp_path):
+    one = len(__import__("safetensors.torch", fromlist=["save"]).save({"samples": latent(0)}))
+    store = DraftStore(tmp_path, max_bytes=3 * one)
+    for seed in range(5):
+        store.add(draft_key("s", seed), drafted(seed), latent(seed))
+    kept = [seed for seed in range(5) if store.get(draft_key("s", seed)) is not None]
+    assert kept == [2, 3, 4]
+    assert sorted(path.name for path in tmp_path.glob("*.safetensors")) == \
+        sorted(f"{draft_key('s', seed)}.safetensors" for seed in kept)
+    assert store.size <= 3 * one
+    assert [seed for seed in range(5) if DraftStore(tmp_path).get(draft_key("s", seed))] == [2, 3, 4]
+
+
+def test_a_corrupt_latent_file_is_set_aside_and_reported_and_the_others_stay(tmp_path):
+    store = DraftStore(tmp_path)
+    for seed in range(2):
+        store.add(draft_key("s", seed), drafted(seed), latent(seed))
+    broken = tmp_path / f"{draft_key('s', 0)}.safetensors"
+    broken.write_bytes(b"not a safetensors file")
+    again = DraftStore(tmp_path)
+    assert again.latent(draft_key("s", 0)) is None
+    (problem,) = again.problems
+    assert "set aside" in problem and "the draft is computed again" in problem
+    assert not broken.exists() and len(list(tmp_path.glob(f"{broken.name}.corrupt-*"))) == 1
+    assert again.get(draft_key("s", 0)) is None  # dropped: the next search computes and saves it anew
+    assert DraftStore(tmp_path).get(draft_key("s", 0)) is None
+    assert torch.equal(again.latent(draft_key("s", 1)), latent(1))
+
+
+def test_a_missing_latent_file_and_a_torn_index_line_are_reported_never_fatal(tmp_path):
+    store = DraftStore(tmp_path)
+    for seed in range(3):
+        store.add(draft_key("s", seed), drafted(seed), latent(seed))
+    (tmp_path / f"{draft_key('s', 1)}.safetensors").unlink()
+    with (tmp_path / INDEX_FILE).open("a") as index:
+        index.write('{"key": "torn", "seed": 4, "sec')
+    again = DraftStore(tmp_path)
+    assert "1 unreadable line(s) ignored" in again.problems[0] and "their drafts are computed again" in \
+        again.problems[0]
+    assert again.latent(draft_key("s", 1)) is None
+    assert "missing; the draft is computed again" in again.problems[-1]
+    assert torch.equal(again.latent(draft_key("s", 2)), latent(2))
+
+
+def test_a_foreign_index_file_is_set_aside(tmp_path):
+    (tmp_path / INDEX_FILE).write_text('{"format": "something else", "version": 1}\n')
+    store = DraftStore(tmp_path)
+    (problem,) = store.problems
+    assert "set aside" in problem and "every draft in it is computed again" in problem
+    store.add(draft_key("s", 0), drafted(0), latent(0))
+    assert DraftStore(tmp_path).get(draft_key("s", 0)) is not None
+
+
+def test_the_cap_must_be_positive(tmp_path):
+    with pytest.raises(ValueError, match="max_bytes: got 0"):
+        DraftStore(tmp_path, max_bytes=0)
+
+
+def test_reused_drafts_cost_nothing_and_the_cost_says_how_many():
+    drafts = [dataclasses.replace(drafted(seed), reused=seed < 5) for seed in range(8)]
+    cost = SearchCost.of_search(drafts)
+    fresh = SearchCost.of_search([drafted(seed) for seed in range(8)])
+    assert cost.search_calls == 3 * 7 and fresh.search_calls == 8 * 7
+    assert cost.search_seconds == pytest.approx(sum(1.5 + seed for seed in range(5, 8)))
+    assert cost.mean_draft_seconds == fresh.mean_draft_seconds  # a reused draft still measures a draft
+    assert cost.reuse_line() == "5 of 8 drafts reused from an earlier run (saved on disk), at no cost"
+    assert fresh.reuse_line() is None and "reused" not in " ".join(fresh.report_lines())
+    assert cost.report_lines()[0] == cost.reuse_line()
+    assert "(5 reused drafts at 0)" in cost.line() and cost.as_dict()["reused_drafts"] == 5

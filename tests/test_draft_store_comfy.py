@@ -1,0 +1,179 @@
+"""Drafts kept on disk in a real ComfyUI server: a search cancelled and re-queued in a fresh server process computes
+only the drafts it lacks and ends as an uninterrupted run; widening reuses every draft it has; a changed prompt,
+LoRA, sampler or cache setting reuses nothing; a pick after ComfyUI dropped the drafts computes only the commit;
+keep after a restart delivers the stored draft."""
+
+import json
+import re
+import shutil
+
+import pytest
+
+from scripts import comfy_runtime
+from scripts.graphs import stock_wan_ksampler, wan_search
+from scripts.tiny_models import WAN21_LORA_FILE
+
+STEPS = 6
+DRAFTS_FOLDER = ("user", "cachedsearch", "drafts")
+
+
+def drafts_folder(server):
+    return server.base_dir.joinpath(*DRAFTS_FOLDER)
+
+
+def saved_seeds(server) -> list[int]:
+    """The seeds in the store's index, in the order they were saved (after its header line)."""
+    lines = (drafts_folder(server) / "index.jsonl").read_text().splitlines()[1:]
+    return [json.loads(line)["seed"] for line in lines]
+
+
+def search(seed: int, num_candidates: int, **changes) -> dict:
+    graph = wan_search(seed=seed, num_candidates=num_candidates, steps=STEPS, verifier_prompt="a red ball",
+                       filename_prefix=f"drafts_on_disk_{seed}")
+    for node, inputs in changes.items():
+        graph[node]["inputs"].update(inputs)
+    graph["save_drafts_latent"] = {"class_type": "SaveLatent", "inputs": {"samples": ["search", 0],
+                                                                           "filename_prefix": f"drafts_{seed}"}}
+    return graph
+
+
+def with_lora(graph: dict) -> dict:
+    graph = json.loads(json.dumps(graph))
+    graph["lora"] = {"class_type": "LoraLoaderModelOnly", "inputs": {"model": ["shift", 0], "lora_name":
+                                                                     WAN21_LORA_FILE, "strength_model": 1.0}}
+    graph["cache"]["inputs"]["model"] = ["lora", 0]
+    return graph
+
+
+def run(server, graph, cancel_in_draft=None):
+    """The run's history entry and how many drafts the Sampler computed, counted from the progress bar: a computed
+    draft moves it over its own STEPS steps, a reused one moves nothing."""
+    events = []
+
+    def watch(index, node, value, maximum):
+        events.append((node, value))
+        return cancel_in_draft is not None and node == "search" and value > (cancel_in_draft - 1) * STEPS
+
+    (entry,) = server.run_batch([graph], watch)
+    return entry, len({(value - 1) // STEPS for node, value in events if node == "search" and value > 0})
+
+
+def saved_frames(server, entry):
+    return [(server.base_dir / "output" / image["subfolder"] / image["filename"]).read_bytes()
+            for image in entry["outputs"]["save"]["images"]]
+
+
+def saved_drafts(server, entry) -> bytes:
+    """The drafts latent as SaveLatent wrote it (raw bytes of the tensor)."""
+    from safetensors.torch import load_file
+
+    (latent,) = entry["outputs"]["save_drafts_latent"]["latents"]
+    tensors = load_file(server.base_dir / "output" / latent["subfolder"] / latent["filename"])
+    return tensors["latent_tensor"].numpy().tobytes()
+
+
+def outcome(server, entry) -> dict:
+    """What the search delivered, without timings: the drafts (their latents, seeds and calls), the ranking and the
+    committed frames."""
+    rows = [{key: row[key] for key in ("seed", "skipped", "calls")}
+            for row in entry["outputs"]["search"]["cachedsearch_drafts"]]
+    return {"drafts": rows, "latents": saved_drafts(server, entry), "ranking": entry["outputs"]["ranking"]["text"][0],
+            "delivered": saved_frames(server, entry)}
+
+
+def report(entry) -> str:
+    return entry["outputs"]["search"]["text"][0]
+
+
+@pytest.mark.slow  # two server processes
+def test_over_http_a_cancelled_search_resumes_in_a_fresh_server_with_only_the_missing_drafts(base_with_models):
+    """Cancel a search of 8 during draft 5, stop the server, start a new server process on the same base directory
+    and queue the same graph: it computes exactly the drafts the store lacks (counted from the progress bar) and its
+    drafts, ranking and commit equal an uninterrupted run's bit for bit; keep after a restart delivers the stored
+    draft."""
+    graph, width = search(seed=500, num_candidates=8), 8
+    keep = search(seed=500, num_candidates=8, recommit={"mode": "keep", "pick": 3})
+    first = comfy_runtime.ComfyServer(base_with_models("drafts_restart"))
+    try:
+        first.start()
+        alone, computed = run(first, graph)
+        assert computed == width
+        assert "reused" not in report(alone)
+        kept_alone, computed = run(first, keep)  # ComfyUI's cache serves the search: nothing computed
+        assert computed == 0
+        shutil.rmtree(drafts_folder(first))
+        first.reset_caches()  # the same graph again must run, not come from ComfyUI's cache
+        cancelled, computed = run(first, graph, cancel_in_draft=5)
+        saved = saved_seeds(first)
+    finally:
+        first.stop()
+    assert "execution_interrupted" in [message[0] for message in cancelled["status"]["messages"]]
+    assert 4 <= len(saved) < width and saved == list(range(500, 500 + len(saved)))
+
+    second = comfy_runtime.ComfyServer(first.base_dir)
+    try:
+        second.start()
+        resumed, computed = run(second, graph)
+        assert computed == width - len(saved)  # exactly the missing drafts
+        assert saved_seeds(second) == list(range(500, 500 + width))  # appended, nothing twice
+        second.reset_caches()  # as a restart would: nothing of the search left in ComfyUI's memory
+        kept, computed = run(second, keep)
+    finally:
+        second.stop()
+    assert resumed["status"]["status_str"] == "success", resumed["status"]
+    assert outcome(second, resumed) == outcome(first, alone)
+    assert f"{len(saved)} of {width} drafts reused from an earlier run" in report(resumed)
+    (cost,) = resumed["outputs"]["search"]["cachedsearch_cost"]
+    (cost_alone,) = alone["outputs"]["search"]["cachedsearch_cost"]
+    assert cost["reused_drafts"] == len(saved)
+    assert cost["search_calls"] == cost_alone["search_calls"] * (width - len(saved)) // width
+    assert computed == 0 and f"{width} of {width} drafts reused" in report(kept)
+    assert saved_frames(second, kept) == saved_frames(first, kept_alone)  # the stored draft, bit for bit
+
+
+@pytest.mark.slow  # eight searches
+def test_over_http_widening_reuses_every_draft_and_a_changed_setup_reuses_nothing(comfy_server):
+    shutil.rmtree(drafts_folder(comfy_server), ignore_errors=True)
+    comfy_server.reset_caches()
+    _, computed = run(comfy_server, search(seed=600, num_candidates=3))
+    assert computed == 3
+    widened, computed = run(comfy_server, search(seed=600, num_candidates=5))
+    assert computed == 2 and "3 of 5 drafts reused from an earlier run" in report(widened)
+    moved, computed = run(comfy_server, search(seed=602, num_candidates=4))  # seeds 602-605: 3 of them saved
+    assert computed == 1 and "3 of 4 drafts reused" in report(moved)
+    for change in ({"positive": {"text_seed": 3}}, {"search": {"cfg": 4.0}}, {"search": {"scheduler": "normal"}},
+                   {"cache": {"tau": 0.2}}, {"cache": {"warmup_steps": 3}}):
+        changed, computed = run(comfy_server, search(seed=600, num_candidates=5, **change))
+        assert computed == 5, change
+        assert "reused from an earlier run" not in report(changed), change
+    changed, computed = run(comfy_server, with_lora(search(seed=600, num_candidates=5)))
+    assert computed == 5 and "reused from an earlier run" not in report(changed)
+
+
+def test_over_http_a_pick_after_comfyui_dropped_the_drafts_computes_only_the_commit(comfy_server):
+    shutil.rmtree(drafts_folder(comfy_server), ignore_errors=True)
+    comfy_server.reset_caches()
+    graph = search(seed=650, num_candidates=4)
+    _, computed = run(comfy_server, graph)
+    assert computed == 4
+    comfy_server.run_prompt(stock_wan_ksampler(seed=1, steps=STEPS))  # an unrelated prompt
+    comfy_server.reset_caches()  # and ComfyUI's cache freed
+    events = []
+    (picked,) = comfy_server.run_batch([search(seed=650, num_candidates=4, recommit={"pick": 2, "pick_among": 4})],
+                                       lambda index, node, value, maximum: events.append((node, value)))
+    assert picked["status"]["status_str"] == "success", picked["status"]
+    assert [value for node, value in events if node == "search"] == []  # no draft computed
+    assert {value for node, value in events if node == "recommit"} == set(range(1, STEPS + 1))  # one commit
+    assert "4 of 4 drafts reused" in report(picked)
+    assert re.search(r"seed 651\b", picked["outputs"]["recommit"]["text"][0])
+
+
+def test_over_http_save_drafts_off_saves_and_reuses_nothing(comfy_server):
+    shutil.rmtree(drafts_folder(comfy_server), ignore_errors=True)
+    comfy_server.reset_caches()
+    graph = search(seed=680, num_candidates=2, search={"save_drafts": False})
+    run(comfy_server, graph)
+    assert not drafts_folder(comfy_server).exists()
+    comfy_server.reset_caches()
+    _, computed = run(comfy_server, graph)
+    assert computed == 2
