@@ -1,7 +1,7 @@
 // Recommit's panel: the delivered seed, who chose it, its cost with the commit against full best-of-N (the cost
 // payload's ratios) and the budget's prediction; while the Recommit waits for the artist, the wait instead.
 // Exports only: ComfyUI loads every script under web/ as an extension, and this one registers nothing.
-import { element, fitNode, wrappedLines } from "./cachedsearch_dom.js";
+import { element, wrappedLines } from "./cachedsearch_dom.js";
 import { FONT, LINE_HEIGHT, PANEL, show, STORED } from "./cachedsearch_panel.js";
 import { queuePick, waiting } from "./cachedsearch_pick.js";
 import { budgetLine, chooserLine } from "./cachedsearch_rows.js";
@@ -35,17 +35,27 @@ export function renderDelivery(node, output) {
   return true;
 }
 
+// A Recommit whose run ended without a delivery (Cancel while it waited, an error before it, or a run in the history
+// that was stopped): says so, instead of an earlier run's delivery beside this run's drafts.
+export function showNoDelivery(node) {
+  const text = "Nothing delivered in this run: it was cancelled or stopped before the Recommit delivered. Commit " +
+    "or Keep a draft to deliver it.";
+  const content = element("div");
+  content.append(element("div", text, "cachedsearch-summary cachedsearch-no-delivery"));
+  show(node, content, (width) => 8 + LINE_HEIGHT * wrappedLines(text, width, FONT));
+}
+
 // While a Recommit waits for the artist, its panel shows only that (its last delivery was another run's) and
-// offers the verifier's choice; the drafts' own Commit/Keep buttons answer the wait too. When the wait ends
-// without a delivery (Cancel), the last delivery shows again.
+// offers the verifier's choice; the drafts' own Commit/Keep buttons answer the wait too. When the wait ends without
+// a delivery (Cancel), the panel says nothing was delivered (the drafts shown are that run's), and so does the
+// saved workflow; a delivery that ends the wait replaces it at once.
 export function showWaiting(node) {
   const wait = [...waiting.values()].find((entry) => entry.node === String(node.id));
   const panel = node.widgets?.find((w) => w.name === PANEL)?.element;
   if (!wait) {
     if (panel?.querySelector(".cachedsearch-wait")) {
-      panel.replaceChildren();
-      const stored = node.properties?.[STORED];
-      if (!stored || !renderDelivery(node, stored)) fitNode(node);
+      delete node.properties?.[STORED];
+      showNoDelivery(node);
     }
     return;
   }

@@ -5,10 +5,11 @@
 import { api } from "../../../scripts/api.js";
 
 // A /history or /queue item as a run: {promptId, prompt (the API prompt), extraData, outputs (every node's UI
-// payload; none while it is queued)}.
+// payload; none while it is queued), stopped (whether it ended cancelled or failed: its history status)}.
 export function runOf(item) {
   const [, promptId, prompt, extraData] = Array.isArray(item) ? item : item?.prompt ?? [];
-  return { promptId, prompt: prompt ?? {}, extraData: extraData ?? {}, outputs: item?.outputs ?? {} };
+  return { promptId, prompt: prompt ?? {}, extraData: extraData ?? {}, outputs: item?.outputs ?? {},
+    stopped: item?.status?.status_str === "error" };
 }
 
 // Run `promptId` as the history stores it, or, while it still runs or waits in the queue, as its queue item (a

@@ -143,9 +143,11 @@ export async function queuePick(source, candidate, mode) {
 
 // The runs of workflow `workflowId` (the graph's id, which a queued prompt carries in its saved workflow; every
 // run when the frontend gives graphs no id) in which the graph node `nodeId` (same class) showed results, newest
-// first, as the server's history holds them: [{promptId, outputs}] with every node's UI payload of that run.
+// first, as the server's history holds them: [{promptId, outputs, stopped}] with every node's UI payload of that run
+// and whether it was cancelled or failed.
 export async function earlierRuns(nodeId, classType, workflowId) {
   return (await recentRuns(64)).filter((run) =>
     (!workflowId || run.extraData.extra_pnginfo?.workflow?.id === workflowId) && run.outputs[nodeId] &&
-    run.prompt[nodeId]?.class_type === classType).map(({ promptId, outputs }) => ({ promptId, outputs }));
+    run.prompt[nodeId]?.class_type === classType)
+    .map(({ promptId, outputs, stopped }) => ({ promptId, outputs, stopped }));
 }

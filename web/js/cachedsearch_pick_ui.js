@@ -5,6 +5,7 @@
 // Exports only: ComfyUI loads every script under web/ as an extension, and this one registers nothing.
 import { app } from "../../../scripts/app.js";
 import { api } from "../../../scripts/api.js";
+import { renderDelivery, showNoDelivery } from "./cachedsearch_delivery.js";
 import { element, fitNode } from "./cachedsearch_dom.js";
 import { rendererOf, STORED, STORED_PROMPT } from "./cachedsearch_panel.js";
 import { showLarge } from "./cachedsearch_player.js";
@@ -115,15 +116,17 @@ export function enlarge(node, rows, row, status, what) {
 }
 
 // Every panel of this graph as run `runs[index]` left it (index 0: the newest), so the drafts, the ranking and
-// the delivery shown are one run's. A node that showed nothing in that run keeps what it shows.
+// the delivery shown are one run's. A node that showed nothing in that run keeps what it shows (ComfyUI reused
+// it), except a Recommit of a run that was cancelled or failed: it delivered nothing there, and says so.
 function showRun(runs, index) {
-  const { promptId, outputs } = runs[index];
+  const { promptId, outputs, stopped } = runs[index];
   for (const node of app.graph?.nodes ?? []) {
     const renderer = rendererOf(node);
     const output = outputs[String(node.id)];
-    if (!renderer || !output) continue;
+    if (!renderer || (!output && !(stopped && renderer === renderDelivery))) continue;
     node.cachedsearchView = index === 0 ? undefined : { runs, index, promptId };
-    renderer(node, output);
+    if (output) renderer(node, output);
+    else showNoDelivery(node);
   }
 }
 

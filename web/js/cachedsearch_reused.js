@@ -89,5 +89,15 @@ api.addEventListener("execution_success", ({ detail }) => {
   if (reused?.size) showReusedResults(detail.prompt_id, reused).catch((error) =>
     console.warn("CachedSearch: could not show reused results", error));
 });
-api.addEventListener("execution_error", ({ detail }) => reusedByPrompt.delete(detail?.prompt_id));
-api.addEventListener("execution_interrupted", ({ detail }) => reusedByPrompt.delete(detail?.prompt_id));
+// A run that was cancelled or failed sends its nodes no "executed": the progress texts it left ("waiting for your
+// pick; Cancel stops the run", "rollout 36 / 72 ...") would stand as if it still ran, so they go too.
+function runEnded({ detail }) {
+  reusedByPrompt.delete(detail?.prompt_id);
+  for (const id of [...progressTexts.keys()]) {
+    const node = graphNode(id);
+    if (node) removeProgressText(node);
+    else progressTexts.delete(id);
+  }
+}
+api.addEventListener("execution_error", runEnded);
+api.addEventListener("execution_interrupted", runEnded);

@@ -1,0 +1,115 @@
+"""The canvas's third pass (#41) in headless Chromium against the real server, on the frontend matrix (the pinned
+frontend, 1.32.9 on ComfyUI 0.3.75 and 1.49.6 on 0.33.0, and the newest, Nodes 2.0 off and on), on stored and tiny
+workflows: the Pruning Plan's title follows a schedule and a schedule whose rounds fall is refused when queued, before
+anything runs (item 5); Calibrate's cost line refuses a cache window that leaves nothing to skip and a stored
+calibration in which no tau skipped recommends none and says why (item 2); the Sampler's "cost details" opens its
+help page as a page (item 4). Screenshots: test-artifacts/canvas_<frontend>_<renderer>_*.png."""
+
+import copy
+import json
+import subprocess
+
+import pytest
+from test_browser import (
+    ARTIFACTS,
+    BROWSER_TESTS,
+    browser_available,
+    frontend_version,
+    stored_results_workflow,
+    tiny_shipped,
+    write_frames,
+)
+from test_calibrate_browser import STORED_ROWS, workflow_files
+
+from scripts import comfy_runtime
+from scripts.graphs import tiny_workflow_variant
+from scripts.workflow_format import api_to_gui, column_layout
+
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not browser_available(), reason="needs Debian's chromium and `npm ci` in tests/browser")]
+
+REPO_ROOT = ARTIFACTS.parent
+# A calibration whose warmup and cooldown covered every step: each tau skipped nothing and kept every ranking.
+NOTHING_SKIPPED = {"rows": [dict(row, skipped=0.0, call_speedup=1.0, calls=24, computed_calls=24, meets_target=True,
+                                 recommended=False, capture=[1.0, 1.0, 1.0]) for row in STORED_ROWS],
+                   "recommended_tau": 0.0, "capture_target": 0.9, "seeds": 4, "steps": 8, "intervals": True}
+
+
+def comfyui_version() -> tuple[int, ...]:
+    """The version of the ComfyUI this run serves (its comfyui_version.py)."""
+    text = (comfy_runtime.comfyui_root() / "comfyui_version.py").read_text()
+    return tuple(int(part) for part in text.split('"')[1].split("."))
+
+
+def check_canvas(server, tmp_path, frontend: str, vue_nodes: bool) -> dict:
+    object_info = server.get("/object_info")
+    frames = write_frames(server)
+    api = json.loads((REPO_ROOT / "workflows" / "api" / "cachedsearch_wan21_t2v.json").read_text())
+    tiny = tiny_workflow_variant(api, pooled=False)
+    layout, _ = column_layout(tiny, {key: index % 5 for index, key in enumerate(tiny)}, object_info)
+    files = {"pruned_workflow": tiny_shipped("cachedsearch_wan21_t2v_pruned", object_info),
+             "tiny_workflow_fixed": api_to_gui(tiny, object_info, layout, seed_control="fixed"),
+             "stored_workflow": stored_results_workflow(copy.deepcopy(tiny), object_info, frames)}
+    config = {}
+    for name, workflow in files.items():
+        config[name] = str(tmp_path / f"{name}.json")
+        (tmp_path / f"{name}.json").write_text(json.dumps(workflow))
+    calibrate = workflow_files(server, tmp_path, stored_result=NOTHING_SKIPPED)
+    config.update(calibrate_workflow=calibrate["live_workflow"], calibrate_nothing_skipped=calibrate["stored_workflow"])
+    combination = f"{frontend_version(frontend)}_{'nodes2' if vue_nodes else 'classic'}"
+    ARTIFACTS.mkdir(exist_ok=True)
+    config["screenshot"] = str(ARTIFACTS / f"canvas_{combination}.png")
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    server.request("POST", "/settings/Comfy.TutorialCompleted", True)
+    server.request("POST", "/settings/Comfy.VueNodes.Enabled", vue_nodes)
+    try:
+        completed = subprocess.run(["node", str(BROWSER_TESTS / "check_canvas.mjs"), server.url,
+                                    str(tmp_path / "config.json")], capture_output=True, text=True, timeout=900)
+    finally:
+        server.request("POST", "/settings/Comfy.VueNodes.Enabled", False)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    seen = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert seen["vueNodes"] in (vue_nodes, None)
+    assert seen["extensionErrors"] == []
+    return seen
+
+
+@pytest.mark.parametrize("frontend, vue_nodes", [("pinned", False), ("pinned", True), ("newest", False),
+                                                 ("newest", True)])
+def test_canvas_says_before_a_run_what_cannot_save_and_opens_cost_details(request, tmp_path, frontend, vue_nodes):
+    server = request.getfixturevalue("comfy_server" if frontend == "pinned" else "newest_frontend_server")
+    seen = check_canvas(server, tmp_path, frontend, vue_nodes)
+    # item 5: the title says what the plan does, from its widgets; the schedule replaces keep and prune_fraction
+    assert seen["planTitle"]["title"] == "Prune drafts at 40 % (keep the best 4 previews)"
+    assert seen["planTitleWithSchedule"]["title"] == "Prune drafts in rounds: 70%:4, 40%:2"
+    shown = seen["planTitleWithSchedule"]["shown"]  # Nodes 2.0 draws the title (1.32.9 with the node's badge)
+    assert shown is None or shown.startswith("Prune drafts in rounds: 70%:4, 40%:2"), shown
+    assert seen["planTitleWithoutSchedule"]["title"] == seen["planTitle"]["title"]
+    # falling rounds are refused by the plan's own validation when queued: nothing runs
+    assert "schedule: round 2 ('40%:2') prunes at 40 %, not after round 1's 70 %" in seen["fallingRefusal"]
+    # item 2: the shipped warmup and cooldown (5 and 5) on 8 steps, refused before the run, on the canvas
+    assert seen["costBefore"].startswith("Cost: 9 rollouts")
+    assert seen["costWindow"].startswith("Cost: not known until this is fixed: warmup_steps, cooldown_steps: got 5 "
+                                         "and 5, which leave no step of the 8 steps for the cache to skip")
+    # a stored calibration in which no tau skipped: nothing recommended, and why
+    assert seen["nothingSkippedRecommended"] == 0
+    assert seen["nothingSkippedVerdict"].startswith("no tau skipped a call (warmup and cooldown leave too few steps): "
+                                                    "tau 0, leave the cache off")
+    # item 4: the link opens the Sampler's help page as a page (it was downloaded, and its tab closed)
+    assert seen["docPage"].get("heading") == "CachedSearch Sampler", seen["docPage"]
+    assert seen["docPage"]["paragraphs"] > 5
+    # item 1: Cancel while the Recommit waits leaves nothing stale
+    assert seen["firstRun"] == "execution_success" and seen["firstDelivery"].startswith("delivered seed")
+    assert any("waiting for your pick" in text for text in seen["progressWhileWaiting"]), seen["progressWhileWaiting"]
+    assert seen["cancelledRun"] == "execution_interrupted"
+    assert seen["recommitAfterCancel"].startswith("Nothing delivered in this run: it was cancelled"), \
+        seen["recommitAfterCancel"]
+    assert seen["progressAfterCancel"] == []
+    assert seen["nextRun"] == "execution_success" and seen["recommitAfterNext"].startswith("delivered seed")
+    # browsing the history back onto the cancelled run, where ComfyUI lists it (0.33 keeps the outputs of the nodes a
+    # run reused; 0.3.75 does not, so there the cancelled run cannot be browsed to)
+    if seen["cancelledIndex"] > 0:
+        assert seen["browsedLabel"].startswith(f"earlier run {seen['cancelledIndex']} of"), seen["browsedLabel"]
+        assert seen["recommitBrowsed"].startswith("Nothing delivered in this run"), seen["recommitBrowsed"]
+    else:
+        assert seen["cancelledIndex"] == -1 and comfyui_version() < (0, 33), seen["cancelledIndex"]
