@@ -182,6 +182,9 @@ def test_the_sampler_and_recommit_tell_one_cost_in_transformer_calls(engine, wan
         pytest.approx(counted / (width * full_rollout))
     if plan != "budget":  # a best-of-3 budget spends 3 full rollouts' calls: a ratio of 1 whenever it drafts 3
         assert (delivered["calls_ratio_with_commit"] == 1) is (cache is None)  # a free commit: full best-of-3
+    # the Sampler's panel names the cache the drafts ran with, ComfyUI's own included (#41 item 6)
+    assert cost["cache"] == candidates.cache_description
+    assert cost["cache"].startswith(f"{cache} (reuse_threshold ") if cache else cost["cache"].startswith("no cache")
     report = committed.result[2]
     commit_calls = 0 if cache is None else full_rollout
     assert f"with the commit ({commit_calls}) {counted} ({100 * counted / (width * full_rollout):.1f} %)" in report

@@ -4,7 +4,7 @@
 import { element, wrappedLines } from "./cachedsearch_dom.js";
 import { FONT, LINE_HEIGHT, PANEL, show, STORED } from "./cachedsearch_panel.js";
 import { queuePick, waiting } from "./cachedsearch_pick.js";
-import { budgetLine, chooserLine } from "./cachedsearch_rows.js";
+import { budgetLine, CALLS_TITLE, chooserLine, overFullText } from "./cachedsearch_rows.js";
 
 export function renderDelivery(node, output) {
   const delivery = output.cachedsearch_delivery?.[0];
@@ -26,11 +26,15 @@ export function renderDelivery(node, output) {
   }
   const budget = budgetLine(delivery.budget, delivery.budget?.measured_commit);
   const chooser = chooserLine(delivery);
+  const withCommit = typeof given.calls_ratio_with_commit === "number" && typeof given.full_calls === "number"
+    ? Math.round(given.calls_ratio_with_commit * given.full_calls) : undefined;
   const text = `delivered seed ${delivery.seed} (candidate ${delivery.candidate}, ${delivery.mode})` +
-    `${chooser ? `; ${chooser}` : ""}; ${cost}${budget ? `; ${budget}` : ""}`;
+    `${chooser ? `; ${chooser}` : ""}; ${cost}${budget ? `; ${budget}` : ""}.${overFullText(given, withCommit)}`;
   // The delivered video itself shows where the workflow decodes and saves it (its Save Video node).
   const content = element("div");
-  content.append(element("div", text, "cachedsearch-summary"));
+  const summary = element("div", text, "cachedsearch-summary");
+  summary.title = CALLS_TITLE;
+  content.append(summary);
   show(node, content, (width) => 8 + LINE_HEIGHT * wrappedLines(text, width, FONT));
   return true;
 }

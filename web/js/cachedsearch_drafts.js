@@ -7,8 +7,8 @@ import { FONT, LINE_HEIGHT, show } from "./cachedsearch_panel.js";
 import { createPlayer } from "./cachedsearch_player.js";
 import { enlarge } from "./cachedsearch_pick_ui.js";
 import {
-  budgetLine, candidateRows, costLine, describe, droppedText, framesOf, pruneRounds, roundsDropping, roundsLine,
-  savingText,
+  budgetLine, cacheText, CALLS_TITLE, candidateRows, costLine, describe, droppedText, framesOf, pruneRounds,
+  roundsDropping, roundsLine, savingText,
 } from "./cachedsearch_rows.js";
 
 // A link to this node's doc page (the frontend serves web/docs under the extension's folder), opened rendered in a
@@ -60,9 +60,10 @@ export function renderDrafts(node, output) {
   const mean = typeof cost?.mean_draft_seconds === "number" ? `mean ${cost.mean_draft_seconds.toFixed(2)} s per draft` : "";
   const budget = budgetLine(output.cachedsearch_budget?.[0]);
   const text = `${[draftsText(rows, rounds, dropping), savingText(cost), mean].filter(Boolean).join(", ")}.` +
-    `${costLine(cost)}${budget ? ` ${budget[0].toUpperCase()}${budget.slice(1)}.` : ""}`;
+    `${costLine(cost)}${cacheText(cost)}${budget ? ` ${budget[0].toUpperCase()}${budget.slice(1)}.` : ""}`;
   const content = element("div");
   const summary = element("div", text, "cachedsearch-summary");
+  summary.title = CALLS_TITLE;
   if (cost) summary.append(" ", docLink(node, "cost details"));
   const roundsSummary = roundsLine(rounds);
   content.append(summary, ...(roundsSummary ? [roundsSummary] : []));

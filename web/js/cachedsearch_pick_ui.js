@@ -158,10 +158,10 @@ export function runNavigation(node) {
 // What a pick costs, in the search's own numbers (`cost`: its cachedsearch_cost; undefined: none known).
 function pickNoteText(state, cost) {
   const calls = (count) => (typeof count === "number" ? ` (${count} transformer calls)` : "");
-  const commit = cost?.commit_free ? "Commit this costs nothing more (every draft already is full compute)"
-    : `Commit this costs one full render${calls(cost?.rollout_calls)}`;
-  if (state === "waiting") return `This run waits for your pick: ${commit}; Keep this costs nothing.`;
-  return `${commit}; Keep this costs nothing. If ComfyUI no longer holds these drafts, a pick drafts this search ` +
+  const commit = cost?.commit_free ? "commit costs nothing more (every draft already is full compute)"
+    : `commit costs one full render${calls(cost?.rollout_calls)}`;
+  if (state === "waiting") return `This run waits for your pick: ${commit}; keep costs nothing.`;
+  return `A ${commit}; keep costs nothing. If ComfyUI no longer holds these drafts, a pick drafts this search ` +
     `again first${calls(cost?.search_calls)}.`;
 }
 

@@ -112,8 +112,30 @@ export function costLine(cost) {
     ? ` (${cost.search_calls} of ${cost.full_calls} transformer calls)` : "";
   const commit = cost.commit_free ? " A commit adds nothing: every draft already is full compute."
     : typeof cost.commit_calls === "number" ? ` A commit adds ${cost.commit_calls} calls.` : "";
+  const withCommit = typeof cost.search_calls === "number" && (cost.commit_free || typeof cost.commit_calls === "number")
+    ? cost.search_calls + (cost.commit_free ? 0 : cost.commit_calls) : undefined;
   return ` The drafts cost ${Math.round(100 * cost.calls_ratio)}% of full best-of-${cost.num_candidates ?? "N"}` +
-    `${calls}.${commit}`;
+    `${calls}.${commit}${overFullText(cost, withCommit)}`;
+}
+
+// What the panels count their cost in, shown on hover over their cost figures.
+export const CALLS_TITLE = "A transformer call is one pass of the video model (per step, per guidance batch); on a " +
+  "GPU the calls set the time, so the cost is counted in them. The seconds measured here: the node's report.";
+
+// The cache the drafts ran with, as the search's report names it (ComfyUI's EasyCache or LazyCache too).
+export function cacheText(cost) {
+  return typeof cost?.cache === "string" ? ` Cache: ${cost.cache}.` : "";
+}
+
+// Why a search with its commit cost more than full best-of-N, and what to do: one sentence; "" when it did not.
+export function overFullText(cost, callsWithCommit) {
+  if (typeof callsWithCommit !== "number" || typeof cost?.full_calls !== "number" || callsWithCommit <= cost.full_calls) {
+    return "";
+  }
+  const skipped = typeof cost.skipped_share === "number" ? `only ${shareText(cost.skipped_share)}` : "too few calls";
+  return ` With the commit that is more than full best-of-${cost.num_candidates ?? "N"} (${callsWithCommit} of ` +
+    `${cost.full_calls} calls): the cache skipped ${skipped}, too little to pay for the commit; on Apply Cache lower ` +
+    "warmup_steps and cooldown_steps (they cover most steps of a short graph) or raise tau, or search without it.";
 }
 
 // A fixed-budget search's choice: N, what it predicted against best-of-M, the break-even width.
