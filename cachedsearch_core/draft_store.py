@@ -72,8 +72,10 @@ class SavedDraft:
 
     def record(self, key: str) -> dict:
         draft = self.draft
+        # A draft a distributed worker sent carries its calls in all only: one stage's worth.
+        stages = draft.stage_calls or (StageCalls(draft.calls_computed, draft.calls_skipped),)
         return {"key": key, "seed": draft.seed, "seconds": draft.seconds,
-                "stage_calls": [[calls.computed, calls.skipped] for calls in draft.stage_calls],
+                "stage_calls": [[calls.computed, calls.skipped] for calls in stages],
                 "cache_inactive_reason": draft.cache_inactive_reason, "file": self.file, "size": self.size,
                 "saved_at": self.saved_at}
 

@@ -81,8 +81,8 @@ class DistributedSearchSampler(io.ComfyNode):
         recipe = StagedRecipe.single(stage, latent_image)
         announce = progress_text_sender(cls.hidden.unique_id)
         setup = setup_from_prompt(cls.hidden.prompt, cls.hidden.unique_id)
+        saved = SavedDrafts.for_node(cls.hidden, save_drafts, positive, negative, latent_image)
         if setup is None:
-            saved = SavedDrafts.for_node(cls.hidden, save_drafts, positive, negative, latent_image)
             alone = run_search(recipe, candidate_seeds(seed, num_candidates), announce, saved)
             candidates = DistributedCandidates(
                 **{field.name: getattr(alone, field.name) for field in dataclasses.fields(SearchCandidates)},
@@ -99,6 +99,6 @@ class DistributedSearchSampler(io.ComfyNode):
                                               announce)
             else:
                 candidates = search_as_master(recipe, setup, slices, worker_timeout, announce,
-                                              server_inbox(prompt_server()))
+                                              server_inbox(prompt_server()), saved)
         output = search_output(candidates, preview_vae, announce)
         return io.NodeOutput(*output.result, torch.zeros(1, 1, 1, 3), ui=output.ui)

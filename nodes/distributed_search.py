@@ -33,6 +33,7 @@ from ..cachedsearch_core.draft_exchange import DraftInbox, DraftMessage, encode_
 from ..cachedsearch_core.records import Draft
 from ..cachedsearch_core.seed_slices import SeedSlice, slice_of
 from .candidates import SearchCandidates, run_search
+from .saved_drafts import SavedDrafts
 from .prompt_server import PerServer
 
 NODE_ID = "CachedSearchDistributedSampler"
@@ -169,8 +170,10 @@ def _prefixed(announce, prefix: str):
 
 
 def search_as_master(recipe, setup: DistributedSetup, slices: tuple[SeedSlice, ...], worker_timeout: float,
-                     announce, inbox: DraftInbox) -> DistributedCandidates:
-    """Draft the master's slice, gather the workers' drafts, re-draft what a silent worker left."""
+                     announce, inbox: DraftInbox, saved: SavedDrafts | None = None) -> DistributedCandidates:
+    """Draft the master's slice, gather the workers' drafts, re-draft what a silent worker left. With ``saved``,
+    the master's own drafts are reused and saved as a plain search's are, and each worker's draft is saved as it
+    is taken."""
     mismatched = inbox.open_job(setup.job_id, {seed_slice.participant: seed_slice.seeds for seed_slice in slices
                                                if seed_slice.participant != MASTER and seed_slice.seeds})
     outcome = "failed"
@@ -178,7 +181,7 @@ def search_as_master(recipe, setup: DistributedSetup, slices: tuple[SeedSlice, .
         collected, notes = {}, [f"{participant_label(participant)}'s drafts were refused: {why}"
                                 for participant, why in mismatched.items()]
         rejected: set[str] = set(mismatched)
-        own = run_search(recipe, list(slice_of(slices, MASTER)), _prefixed(announce, MASTER))
+        own = run_search(recipe, list(slice_of(slices, MASTER)), _prefixed(announce, MASTER), saved)
         _collect(own, MASTER, collected)
         reference = own.draft_latents[0:1]
         last_text = None
@@ -194,6 +197,8 @@ def search_as_master(recipe, setup: DistributedSetup, slices: tuple[SeedSlice, .
                                  "its seeds were re-drafted by the master")
                     continue
                 collected[seed] = (message.draft, message.latent, message.participant)
+                if saved is not None:
+                    saved.save_draft(message.draft, message.latent)
             missing = {seed_slice.participant: [seed for seed in seed_slice.seeds if seed not in collected]
                        for seed_slice in slices if seed_slice.participant != MASTER}
             missing = {participant: seeds for participant, seeds in missing.items() if seeds}
@@ -216,7 +221,7 @@ def search_as_master(recipe, setup: DistributedSetup, slices: tuple[SeedSlice, .
                 notes.append(f"re-drafted by the master: {', '.join(map(str, seeds))} "
                              f"(seeds of {participant_label(participant)})")
                 _collect(run_search(recipe, seeds, _prefixed(announce, f"re-drafting for "
-                                                                       f"{participant_label(participant)}")),
+                                                                       f"{participant_label(participant)}"), saved),
                          MASTER, collected)
                 rejected.discard(participant)
             text = "waiting for " + ", ".join(f"{participant_label(p)} ({len(s)} draft(s) to come)"

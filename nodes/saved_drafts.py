@@ -11,6 +11,7 @@ width, the preview VAE and the plans are not part of it: every seed keeps its dr
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 
 import folder_paths
@@ -20,6 +21,8 @@ from ..cachedsearch_core.records import Draft
 from ..cachedsearch_core.saved_rollouts import fingerprint
 from .calibration_graph import upstream
 from .runner import CandidateState
+
+logger = logging.getLogger(__name__)
 
 DRAFTS_FOLDER = os.path.join("cachedsearch", "drafts")
 # The search node's inputs that choose which seeds run, where and what is shown, not what a seed's draft is (the
@@ -61,7 +64,11 @@ class SavedDrafts:
         inputs = prompt[node_id].get("inputs", {})
         graph = {name: upstream(prompt, value) for name, value in inputs.items() if name not in _NOT_IN_THE_KEY}
         setup = fingerprint([graph, list(contents), _runtime_version()])
-        return cls(DraftStore(drafts_folder()), setup)
+        try:
+            return cls(DraftStore(drafts_folder()), setup)
+        except OSError as error:  # an index that could not be read nor moved aside: search without the store
+            logger.warning("CachedSearch: saved drafts not used: %s", error)
+            return None
 
     def key(self, seed: int) -> str:
         return draft_key(self.setup, seed)
@@ -79,7 +86,18 @@ class SavedDrafts:
                               draft.cache_inactive_reason, reused=True)
 
     def save(self, state: CandidateState) -> None:
-        self.store.add(self.key(state.seed), state.draft(), state.latent["samples"])
+        self.save_draft(state.draft(), state.latent["samples"])
+
+    def save_draft(self, draft: Draft, samples) -> None:
+        """Saves the draft; a draft that could not be written (a full disk, a read-only folder) is reported, and
+        the search goes on."""
+        try:
+            self.store.add(self.key(draft.seed), draft, samples)
+        except OSError as error:
+            problem = f"draft of seed {draft.seed} not saved in {self.store.folder}: {error}"
+            logger.warning("CachedSearch: %s", problem)
+            if problem not in self.store.problems:
+                self.store.problems.append(problem)
 
     def announcement(self, reused: int, width: int) -> str:
         return " ".join([f"{reused} of {width} drafts saved by an earlier run, reused ({width - reused} to compute)",

@@ -76,6 +76,12 @@ def run_distributed(master, graph, worker_ids):
     return entry
 
 
+def saved_draft_seeds(server) -> list[int]:
+    """The seeds of the drafts saved on ``server``, in the order they were saved."""
+    index = server.base_dir / "user" / "cachedsearch" / "drafts" / "index.jsonl"
+    return [json.loads(line)["seed"] for line in index.read_text().splitlines()[1:]] if index.exists() else []
+
+
 def search_report(entry):
     return entry["outputs"]["search"]["text"][0]
 
@@ -84,10 +90,14 @@ def test_distributed_search_equals_single_machine_search(cluster):
     master, worker = cluster
     single, distributed = search_graphs(seed=100, num_candidates=4, steps=8)
     reference = master.run_prompt(single, timeout=WAIT_SECONDS)
+    saved_before = saved_draft_seeds(master)
     entry = run_distributed(master, distributed, ["1"])
     report = search_report(entry)
     assert "drafted by: master 100, 101; worker 1 102, 103" in report, report
     assert "re-drafted" not in report
+    # the master reused its own seeds' drafts (the single-machine search saved them) and saved the worker's
+    assert "2 of 4 drafts reused from an earlier run" in report
+    assert saved_draft_seeds(master) == [*saved_before, 102, 103]
     assert_same_search(outcome(master, entry), outcome(master, reference))
     assert "drafted by: master 100, 101; worker 1 102, 103" in entry["outputs"]["recommit"]["text"][0]
     history = worker.get("/history")

@@ -116,3 +116,13 @@ def test_reused_drafts_cost_nothing_and_the_cost_says_how_many():
     assert fresh.reuse_line() is None and "reused" not in " ".join(fresh.report_lines())
     assert cost.report_lines()[0] == cost.reuse_line()
     assert "(5 reused drafts at 0)" in cost.line() and cost.as_dict()["reused_drafts"] == 5
+
+
+def test_a_draft_that_cannot_be_written_is_reported_and_the_search_goes_on(engine, tmp_path):
+    saved_drafts = engine.extension.nodes.saved_drafts
+    store = engine.extension.cachedsearch_core.draft_store.DraftStore(tmp_path / "drafts")
+    (tmp_path / "drafts").write_text("")  # where the folder should be, a file: nothing can be written there
+    saved = saved_drafts.SavedDrafts(store, "setup")
+    saved.save_draft(drafted(3), latent(3))  # no exception: the search keeps its draft in memory
+    (problem,) = store.problems
+    assert problem.startswith(f"draft of seed 3 not saved in {tmp_path / 'drafts'}: ")
