@@ -59,9 +59,9 @@ class Rollouts:
     def subset(self, prompts) -> Rollouts:
         return Rollouts(*(getattr(self, field.name)[prompts] for field in dataclasses.fields(self)))
 
-    def block(self, first: int, width: int) -> Rollouts:
-        """Seeds first..first+width-1 as seeds 0..width-1."""
-        return Rollouts(*(getattr(self, field.name)[:, first:first + width] for field in dataclasses.fields(self)))
+    def block(self, seeds: np.ndarray) -> Rollouts:
+        """``seeds`` as seeds 0, 1, ..."""
+        return Rollouts(*(getattr(self, field.name)[:, seeds] for field in dataclasses.fields(self)))
 
     def preview(self, kind: str, step: int) -> np.ndarray | None:
         """[prompt, seed] preview scores at prune ``step`` (the estimate of the last call before it), or None
@@ -141,9 +141,9 @@ def replay_prompt(rollouts: Rollouts, prompt: int, policy: Policy) -> tuple[int,
         if kind == PREVIEW_KINDS[2]:
             calls += LOOKAHEAD_CALLS * len(running)
         kept = running[prune.kept(scores)]
-        calls += sum(computed[seed, :prune.step].sum() for seed in np.setdiff1d(running, kept))
+        calls += float(computed[np.setdiff1d(running, kept), :prune.step].sum())
         running = kept
-    calls += sum(computed[seed].sum() for seed in running)
+    calls += float(computed[running].sum())
     winner = int(running[np.argmax(rollouts.draft[prompt, running])])
     best = int(np.argmax(rollouts.full[prompt, :policy.width]))
     return winner, calls, best in running
@@ -151,8 +151,8 @@ def replay_prompt(rollouts: Rollouts, prompt: int, policy: Policy) -> tuple[int,
 
 @dataclasses.dataclass(frozen=True)
 class Replay:
-    """Per prompt, over the disjoint seed blocks a width allows (seeds 0..N-1, N..2N-1, ...): mean delivered full
-    score, mean and worst exploration calls, how often the true best survived."""
+    """Per prompt, over the seed blocks a width allows (``blocks``): mean delivered full score, mean and worst
+    exploration calls, how often the true best survived."""
 
     delivered: np.ndarray
     calls: np.ndarray
@@ -160,11 +160,15 @@ class Replay:
     survived: np.ndarray
 
 
-def blocks(rollouts: Rollouts, width: int) -> list[Rollouts]:
+def blocks(rollouts: Rollouts, width: int, orders: int = 3) -> list[Rollouts]:
+    """Disjoint blocks of ``width`` seeds, in seed order and in ``orders - 1`` fixed shuffles of the seeds (seeds are
+    exchangeable, so each block is a draw of N seeds; more draws, less seed noise for a wide N)."""
     count = rollouts.seeds // width
     if count == 0:
         raise ValueError(f"width {width}: only {rollouts.seeds} seeds collected")
-    return [rollouts.block(index * width, width) for index in range(count)]
+    generator = np.random.default_rng(0)
+    shuffles = [np.arange(rollouts.seeds)] + [generator.permutation(rollouts.seeds) for _ in range(orders - 1)]
+    return [rollouts.block(order[index * width:(index + 1) * width]) for order in shuffles for index in range(count)]
 
 
 def _averaged(rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> Replay:

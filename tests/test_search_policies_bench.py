@@ -50,13 +50,18 @@ def test_a_margin_keeps_every_candidate_near_the_leader_within_its_cap_and_at_le
 
 
 def test_best_of_and_policies_average_over_disjoint_seed_blocks():
-    from bench.policy_replay import Policy, full_best_of, replay
+    from bench.policy_replay import Policy, blocks, full_best_of, replay
 
-    full = np.array([[0.1, 0.3, 0.2, 0.0]])
-    rollouts = synthetic(np.zeros((1, 4, 4)), np.ones((1, 4, 4), dtype=bool), full, full)
-    assert full_best_of(rollouts, 2).delivered == pytest.approx([(0.3 + 0.2) / 2])
+    full = np.array([[0.1, 0.3, 0.2, 0.0, 0.5, 0.4]])
+    rollouts = synthetic(np.zeros((1, 6, 4)), np.ones((1, 6, 4), dtype=bool), full, full)
+    drawn = [block.full[0] for block in blocks(rollouts, 2)]
+    assert len(drawn) == 9 and [list(d) for d in drawn[:3]] == [[0.1, 0.3], [0.2, 0.0], [0.5, 0.4]]
+    for order in range(3):  # each order's three blocks hold every seed once
+        assert sorted(np.concatenate(drawn[3 * order:3 * order + 3])) == sorted(full[0])
+    assert full_best_of(rollouts, 2).delivered == pytest.approx([np.mean([d.max() for d in drawn])])
     outcome = replay(rollouts, Policy("", 2, ()))
-    assert outcome.delivered == pytest.approx([0.25]) and outcome.calls == pytest.approx([8.0])
+    assert outcome.delivered == pytest.approx(full_best_of(rollouts, 2).delivered)
+    assert outcome.calls == pytest.approx([8.0])
 
 
 @pytest.fixture(scope="module")
