@@ -182,7 +182,7 @@ class Calibrate(io.ComfyNode):
         thresholds = [calibration.threshold(engine) if len(plans) > 1 else 0.0 for engine in COMFYUI_ENGINES]
         return _output(calibration, calibration.recommended_tau, plan, steps,
                        [*header, calibration.report(), *remembered], (calibration.recommended_tau,), thresholds,
-                       engines)
+                       {**engines, **_rollout_counts(rollouts)})
 
 
 class CalibrateExperts(io.ComfyNode):
@@ -300,7 +300,12 @@ class CalibrateExperts(io.ComfyNode):
                                  f"{warmup_steps_low}/{cooldown_steps_low}", verifier, calibration.full_seconds)
         taus = (calibration.high.recommended_tau, calibration.low.recommended_tau)
         return _output(calibration, dict(zip(EXPERTS, taus)), plan.high, steps,
-                       [*header, calibration.report(), *remembered], taus, ())
+                       [*header, calibration.report(), *remembered], taus, (), _rollout_counts(rollouts))
+
+
+def _rollout_counts(rollouts: Rollouts) -> dict:
+    """How many rollouts the table rests on and how many of them an earlier run had saved (the panel says it)."""
+    return {"rollouts": rollouts.done, "reused_rollouts": rollouts.reused}
 
 
 def _output(calibration, recommended, plan: CalibrationPlan, steps, lines, taus, after_chart, shown_too=None

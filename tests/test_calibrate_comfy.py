@@ -616,6 +616,9 @@ def test_a_cancelled_calibration_resumes_with_only_the_missing_rollouts(engine, 
     assert computed == 4
     report = resumed.result[1]
     assert "saved rollouts: 4 of 8 reused from an earlier run, 4 computed now" in report
+    # the finished panel says it too (#41 item 3)
+    shown = resumed.ui["cachedsearch_calibration"][0]
+    assert (shown["reused_rollouts"], shown["rollouts"]) == (4, 8)
     assert "1 unreadable line(s) ignored" in report
     assert [{key: row[key] for key in MEASURED} for row in resumed.ui["cachedsearch_calibration"][0]["rows"]] == \
         [{key: row[key] for key in MEASURED} for row in alone.ui["cachedsearch_calibration"][0]["rows"]]

@@ -3,7 +3,8 @@ frontend, 1.32.9 on ComfyUI 0.3.75 and 1.49.6 on 0.33.0, and the newest, Nodes 2
 workflows: the Pruning Plan's title follows a schedule and a schedule whose rounds fall is refused when queued, before
 anything runs (item 5); Calibrate's cost line refuses a cache window that leaves nothing to skip and a stored
 calibration in which no tau skipped recommends none and says why (item 2); the Sampler's "cost details" opens its
-help page as a page (item 4). Screenshots: test-artifacts/canvas_<frontend>_<renderer>_*.png."""
+help page as a page (item 4), and its panel names the cache (ComfyUI's EasyCache too) and says why a search cost
+more than full best-of-N (items 6, 7); a live search's wait cancelled leaves nothing stale (item 1). Screenshots: test-artifacts/canvas_<frontend>_<renderer>_*.png."""
 
 import copy
 import json
@@ -14,6 +15,7 @@ from test_browser import (
     ARTIFACTS,
     BROWSER_TESTS,
     browser_available,
+    drafts_cost,
     frontend_version,
     stored_results_workflow,
     tiny_shipped,
@@ -32,7 +34,14 @@ REPO_ROOT = ARTIFACTS.parent
 # A calibration whose warmup and cooldown covered every step: each tau skipped nothing and kept every ranking.
 NOTHING_SKIPPED = {"rows": [dict(row, skipped=0.0, call_speedup=1.0, calls=24, computed_calls=24, meets_target=True,
                                  recommended=False, capture=[1.0, 1.0, 1.0]) for row in STORED_ROWS],
-                   "recommended_tau": 0.0, "capture_target": 0.9, "seeds": 4, "steps": 8, "intervals": True}
+                   "recommended_tau": 0.0, "capture_target": 0.9, "seeds": 4, "steps": 8, "intervals": True,
+                   "prompts": 3, "rollouts": 36, "reused_rollouts": 12}
+
+# A search of 3 drafts on EasyCache that skipped nothing: with its commit it costs more than full best-of-3.
+EASYCACHE_SKIPPED_NOTHING = {**drafts_cost(skipped=0, calls=150, mean_seconds=1.0), "calls_ratio": 1.0,
+                             "search_calls": 150, "full_calls": 150, "commit_calls": 50, "num_candidates": 3,
+                             "commit_free": False,
+                             "cache": "EasyCache (reuse_threshold 0.2), skipped calls counted by CachedSearch"}
 
 
 def comfyui_version() -> tuple[int, ...]:
@@ -47,15 +56,21 @@ def check_canvas(server, tmp_path, frontend: str, vue_nodes: bool) -> dict:
     api = json.loads((REPO_ROOT / "workflows" / "api" / "cachedsearch_wan21_t2v.json").read_text())
     tiny = tiny_workflow_variant(api, pooled=False)
     layout, _ = column_layout(tiny, {key: index % 5 for index, key in enumerate(tiny)}, object_info)
+    stored = stored_results_workflow(copy.deepcopy(tiny), object_info, frames)
+    for node in stored["nodes"]:  # the Sampler's drafts made with ComfyUI's EasyCache, which skipped nothing
+        if node["type"] == "CachedSearchSampler":
+            node["properties"]["cachedsearch_last_output"]["cachedsearch_cost"] = [EASYCACHE_SKIPPED_NOTHING]
     files = {"pruned_workflow": tiny_shipped("cachedsearch_wan21_t2v_pruned", object_info),
              "tiny_workflow_fixed": api_to_gui(tiny, object_info, layout, seed_control="fixed"),
-             "stored_workflow": stored_results_workflow(copy.deepcopy(tiny), object_info, frames)}
+             "stored_workflow": stored}
     config = {}
     for name, workflow in files.items():
         config[name] = str(tmp_path / f"{name}.json")
         (tmp_path / f"{name}.json").write_text(json.dumps(workflow))
     calibrate = workflow_files(server, tmp_path, stored_result=NOTHING_SKIPPED)
     config.update(calibrate_workflow=calibrate["live_workflow"], calibrate_nothing_skipped=calibrate["stored_workflow"])
+    shipped = json.loads((REPO_ROOT / "workflows" / "cachedsearch_calibrate_family.json").read_text())
+    (config["calibrate_width"],) = {node["size"][0] for node in shipped["nodes"] if node["type"] == "CachedSearchCalibrate"}
     combination = f"{frontend_version(frontend)}_{'nodes2' if vue_nodes else 'classic'}"
     ARTIFACTS.mkdir(exist_ok=True)
     config["screenshot"] = str(ARTIFACTS / f"canvas_{combination}.png")
@@ -94,10 +109,24 @@ def test_canvas_says_before_a_run_what_cannot_save_and_opens_cost_details(reques
     # a stored calibration in which no tau skipped: nothing recommended, and why
     assert seen["nothingSkippedRecommended"] == 0
     assert seen["nothingSkippedVerdict"].startswith("no tau skipped a call (warmup and cooldown leave too few steps): "
-                                                    "tau 0, leave the cache off")
+                                                    "tau 0, leave the cache off (3 prompts x 4 seeds, 12 of 36 "
+                                                    "rollouts reused from an earlier run, 8 steps)")
+    # item 3: the table with intervals fits the width the shipped workflows give the node (560: it was 704 px of
+    # table in a 540 px panel, capture cut and regret hidden): every column in view, nothing clipped
+    fit = seen["tableFit"]
+    assert fit["scrollWidth"] <= fit["width"] + 1 and all(header["inside"] for header in fit["headers"]), fit
+    assert not fit["clipped"], fit
     # item 4: the link opens the Sampler's help page as a page (it was downloaded, and its tab closed)
     assert seen["docPage"].get("heading") == "CachedSearch Sampler", seen["docPage"]
     assert seen["docPage"]["paragraphs"] > 5
+    # items 6 and 7: the panel names ComfyUI's cache, says it skipped nothing, and why this search costs more than
+    # full best-of-3; hovering says what a transformer call is
+    panel = seen["samplerPanel"]
+    assert panel.startswith("3 drafts, no transformer calls skipped, mean 1.00 s per draft."), panel
+    assert "Cache: EasyCache (reuse_threshold 0.2), skipped calls counted by CachedSearch." in panel
+    assert "With the commit that is more than full best-of-3 (200 of 150 calls): the cache skipped only 0%, too little " \
+        "to pay for the commit; raise the cache's threshold, or search without it." in panel
+    assert seen["samplerTitle"].startswith("A transformer call is one pass of the video model")
     # item 1: Cancel while the Recommit waits leaves nothing stale
     assert seen["firstRun"] == "execution_success" and seen["firstDelivery"].startswith("delivered seed")
     assert any("waiting for your pick" in text for text in seen["progressWhileWaiting"]), seen["progressWhileWaiting"]

@@ -27,6 +27,11 @@ const clipped = () => page.$$eval(".cachedsearch-calibration", (panels) => panel
   .filter((panel) => panel.offsetParent !== null && panel.scrollHeight > panel.clientHeight + 1)
   .map((panel) => `${panel.textContent.slice(0, 60)} (${panel.scrollHeight} px in ${panel.clientHeight} px)`));
 
+// The frontend's progress texts ("rollout 9 / 9 ...") left on CachedSearch nodes.
+const progressTexts = () => page.evaluate(() => window.app.graph.nodes
+  .filter((node) => node.type.startsWith("CachedSearch"))
+  .flatMap((node) => (node.widgets ?? []).filter((w) => w.name === "$$node-text-preview").map((w) => `${node.type}: ${w.value}`)));
+
 const costText = () => page.$eval(".cachedsearch-calibration .cost", (line) => line.textContent).catch(() => null);
 
 // Sets the calibrator's widget `name` to `value` as typing it would, and waits for the cost line to change.
@@ -119,9 +124,7 @@ try {
   result.live = await tableRows();
   result.livePanels = await panelTexts();
   // the frontend's progress texts ("rollout 9 / 9 ...") left on CachedSearch nodes after the run
-  result.progressTextsAfterRun = await page.evaluate(() => window.app.graph.nodes
-    .filter((node) => node.type.startsWith("CachedSearch"))
-    .flatMap((node) => (node.widgets ?? []).filter((w) => w.name === "$$node-text-preview").map((w) => `${node.type}: ${w.value}`)));
+  result.progressTextsAfterRun = await progressTexts();
   result.clipped.push(...(await clipped()));
   await page.screenshot({ path: config.screenshot });
 
@@ -139,6 +142,8 @@ try {
     // Cancel a calibration a third in, then run the same one to the end.
     await loadWorkflow(config.live_workflow);
     result.cancelled = await queueCalibration(config.seed + 100, config.cancel_after_progress);
+    await settled(page, "the cancelled calibration");
+    result.progressTextsAfterCancel = await progressTexts();
     result.afterCancelOutcome = await queueCalibration(config.seed + 100, 0);
     await settled(page, "the calibration after a cancel");
     result.afterCancel = await tableRows();

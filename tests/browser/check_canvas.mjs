@@ -131,6 +131,22 @@ try {
   await loadWorkflow(config.calibrate_nothing_skipped);
   await page.waitForFunction(() => document.querySelectorAll(".cachedsearch-calibration tr.tau").length >= 1, null,
     { timeout: 30000 });
+  // Item 3: at the width the shipped calibration workflows give the node, the table with intervals fits, not
+  // scrolled
+  await page.evaluate((width) => {
+    const node = window.app.graph.nodes.find((n) => n.type === "CachedSearchCalibrate");
+    node.setSize([width, node.size[1]]);
+    window.app.canvas.setDirty(true, true);
+  }, config.calibrate_width);
+  await settled(page, "the calibrator at its default width");
+  result.tableFit = await page.$eval(".cachedsearch-calibration:has(tr.tau)", (panel) => ({
+    width: panel.clientWidth, tableWidth: panel.querySelector("table").scrollWidth, scrollWidth: panel.scrollWidth,
+    headers: [...panel.querySelectorAll("th")].map((th) => {
+      const box = th.getBoundingClientRect();
+      const outer = panel.getBoundingClientRect();
+      return { title: th.textContent, inside: box.left >= outer.left - 1 && box.right <= outer.right + 1 };
+    }),
+    clipped: panel.scrollHeight > panel.clientHeight + 1 }));
   result.nothingSkippedVerdict = await page.$eval(".cachedsearch-calibration:has(tr.tau) .verdict", (line) => line.textContent);
   result.nothingSkippedRecommended = await page.$$eval(".cachedsearch-calibration tr.recommended", (rows) => rows.length);
   await showNode("CachedSearchCalibrate");
@@ -139,6 +155,10 @@ try {
   // Item 4: "cost details" on the Sampler's panel opens its help page as a page the browser shows.
   await loadWorkflow(config.stored_workflow);
   await page.waitForFunction(() => document.querySelector(".cachedsearch-doc-link"), null, { timeout: 30000 });
+  result.samplerPanel = await page.$eval(".cachedsearch-panel:has(.cachedsearch-doc-link)", (panel) => panel.textContent);
+  result.samplerTitle = await page.$eval(".cachedsearch-panel .cachedsearch-summary", (summary) => summary.title);
+  await showNode("CachedSearchSampler");
+  await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_sampler_easycache.png") });
   const link = page.locator(".cachedsearch-doc-link").first();
   await link.scrollIntoViewIfNeeded();
   const [opened] = await Promise.all([context.waitForEvent("page", { timeout: 30000 }), link.click()]);

@@ -14,6 +14,7 @@ import { showResultsOn } from "./cachedsearch_reused.js";
 const PANEL = "cachedsearch_calibration";
 const STORED = "cachedsearch_calibration_output";
 const ROW_HEIGHT = 18;
+const INTERVAL_HEIGHT = 12; // an interval's line under its value
 const LINE_HEIGHT = 16;
 const FONT = "12px sans-serif";
 const COST_ROUTE = "/cachedsearch/calibration_cost";
@@ -35,7 +36,8 @@ const STYLE = `
   overflow-wrap: anywhere; }
 .cachedsearch-calibration .cost.error { color: #e88; }
 .cachedsearch-calibration .legend { font-size: 11px; line-height: 14px; opacity: 0.85; white-space: nowrap; }
-.cachedsearch-calibration tr.engine-start td { border-top: 1px solid rgba(128, 128, 128, 0.5); }`;
+.cachedsearch-calibration tr.engine-start td { border-top: 1px solid rgba(128, 128, 128, 0.5); }
+.cachedsearch-calibration .interval { display: block; font-size: 10px; line-height: ${INTERVAL_HEIGHT}px; opacity: 0.8; }`;
 
 function show(node, children, height) {
   const panel = panelElement(node, PANEL, "cachedsearch-calibration", (element) => element.neededHeight ?? 0);
@@ -155,16 +157,29 @@ function watchCost(nodeType) {
 }
 
 
-// [value] or [value, low, high]; null where undefined (a constant ranking has no rho).
+// [value] or [value, low, high]; null where undefined (a constant ranking has no rho). A cell: the value, with its
+// interval under it in small type, so a table with intervals fits the node's default width.
 function measured(values, digits = 2) {
   if (!Array.isArray(values) || typeof values[0] !== "number") return "-";
   const value = values[0].toFixed(digits);
   return values.length === 3 && typeof values[1] === "number" ? `${value} [${values[1].toFixed(digits)}, ${values[2].toFixed(digits)}]` : value;
 }
 
-// What each figure rests on: the seeds, and the prompts when there are several.
+function measuredCell(values, digits = 2) {
+  const text = measured(values, digits);
+  const split = text.indexOf(" [");
+  if (split < 0) return element("td", text);
+  const cell = element("td", text.slice(0, split));
+  cell.append(" ", element("span", text.slice(split + 1), "interval"));
+  return cell;
+}
+
+// What each figure rests on: the seeds, and the prompts when there are several; how many rollouts an earlier run
+// had saved (reused, not computed again).
 function restsOn(result) {
-  return result.prompts > 1 ? `${result.prompts} prompts x ${result.seeds} seeds` : `${result.seeds} seeds`;
+  const reused = typeof result.reused_rollouts === "number" && typeof result.rollouts === "number"
+    ? `, ${result.reused_rollouts} of ${result.rollouts} rollouts reused from an earlier run` : "";
+  return `${result.prompts > 1 ? `${result.prompts} prompts x ${result.seeds} seeds` : `${result.seeds} seeds`}${reused}`;
 }
 
 // The recommendation: of the taus that meet the target, the one that skips most (none when none of them skips).
@@ -238,8 +253,8 @@ function renderCalibration(node, output) {
     if (experts) line.append(element("td", row.expert ?? ""));
     if (engines) line.append(element("td", starts ? (row.engine === OUR_ENGINE ? "CachedSearch" : row.engine) : ""));
     line.append(element("td", `${row.recommended ? "★ " : ""}${row.tau}`), element("td", `${Math.round(100 * row.skipped)}%`),
-      element("td", `${row.call_speedup.toFixed(2)}x`), element("td", `${row.speedup.toFixed(2)}x`), element("td", measured(row.rho)),
-      element("td", measured(row.top1)), element("td", measured(row.capture)), element("td", measured(row.regret, 3)));
+      element("td", `${row.call_speedup.toFixed(2)}x`), element("td", `${row.speedup.toFixed(2)}x`), measuredCell(row.rho),
+      measuredCell(row.top1), measuredCell(row.capture), measuredCell(row.regret, 3));
     table.append(line);
   });
   const verdicts = [verdictLines(result), fastestLine(result)].filter(Boolean);
@@ -250,7 +265,8 @@ function renderCalibration(node, output) {
   // The table and legend scroll sideways at narrow widths rather than growing taller; the verdict may wrap.
   node.cachedsearchResult = {
     children: [table, verdict, legendBox],
-    height: ROW_HEIGHT * (rows.length + 1) + 8 + (verdicts.length + 1) * LINE_HEIGHT + 8 + 14 * legend.length + 4,
+    height: ROW_HEIGHT * (rows.length + 1) + (result.intervals ? INTERVAL_HEIGHT * rows.length : 0) + 8 +
+      (lines(verdicts.join(". "), node) + 1) * LINE_HEIGHT + 8 + 14 * legend.length + 4,
   };
   refresh(node);
   return true;

@@ -133,9 +133,13 @@ export function overFullText(cost, callsWithCommit) {
     return "";
   }
   const skipped = typeof cost.skipped_share === "number" ? `only ${shareText(cost.skipped_share)}` : "too few calls";
+  // ComfyUI's caches (named in the payload) have no warmup and cooldown steps; ours (or an older payload) has
+  const ours = typeof cost.cache !== "string" || cost.cache.startsWith("cache ");
+  const advice = ours ? "on Apply Cache lower warmup_steps and cooldown_steps (they cover most steps of a short " +
+    "graph) or raise tau" : "raise the cache's threshold";
   return ` With the commit that is more than full best-of-${cost.num_candidates ?? "N"} (${callsWithCommit} of ` +
-    `${cost.full_calls} calls): the cache skipped ${skipped}, too little to pay for the commit; on Apply Cache lower ` +
-    "warmup_steps and cooldown_steps (they cover most steps of a short graph) or raise tau, or search without it.";
+    `${cost.full_calls} calls): the cache skipped ${skipped}, too little to pay for the commit; ${advice}, or search ` +
+    "without it.";
 }
 
 // A fixed-budget search's choice: N, what it predicted against best-of-M, the break-even width.
