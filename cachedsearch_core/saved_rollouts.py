@@ -32,7 +32,8 @@ MAX_ROLLOUTS = 20_000
 
 def fingerprint(value) -> str:
     """A digest of ``value``'s content: tensors by dtype, shape and bytes; lists, tuples and dicts by their parts;
-    numbers, strings and None as JSON; any other object by its type (what it holds is not seen)."""
+    numbers (a whole float as its integer), strings and None as JSON; any other object by its type (what it holds
+    is not seen)."""
     digest = hashlib.sha256()
     _feed(digest, value)
     return digest.hexdigest()
@@ -52,6 +53,8 @@ def _feed(digest, value) -> None:
         digest.update(f"list {len(value)};".encode())
         for item in value:
             _feed(digest, item)
+    elif isinstance(value, float) and value.is_integer():  # 5.0 as 5: the GUI's prompt writes whole floats as ints
+        digest.update(f"{json.dumps(int(value))};".encode())
     elif value is None or isinstance(value, (bool, int, float, str)):
         digest.update(f"{json.dumps(value)};".encode())
     else:

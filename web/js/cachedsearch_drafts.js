@@ -50,6 +50,12 @@ function strip(node, rows, watchable, dropping) {
   return [figures, status];
 }
 
+// How many drafts this search read back from the drafts an earlier run saved on disk (they cost nothing now).
+function reuseLine(cost) {
+  const reused = cost?.reused_drafts;
+  return reused ? ` ${reused} of ${cost.finished_drafts} drafts reused from an earlier run (saved on disk).` : "";
+}
+
 export function renderDrafts(node, output) {
   const given = output.cachedsearch_drafts;
   if (!Array.isArray(given) || given.length === 0) return false;
@@ -60,7 +66,7 @@ export function renderDrafts(node, output) {
   const mean = typeof cost?.mean_draft_seconds === "number" ? `mean ${cost.mean_draft_seconds.toFixed(2)} s per draft` : "";
   const budget = budgetLine(output.cachedsearch_budget?.[0]);
   const text = `${[draftsText(rows, rounds, dropping), savingText(cost), mean].filter(Boolean).join(", ")}.` +
-    `${costLine(cost)}${cacheText(cost)}${budget ? ` ${budget[0].toUpperCase()}${budget.slice(1)}.` : ""}`;
+    `${reuseLine(cost)}${costLine(cost)}${cacheText(cost)}${budget ? ` ${budget[0].toUpperCase()}${budget.slice(1)}.` : ""}`;
   const content = element("div");
   const summary = element("div", text, "cachedsearch-summary");
   summary.title = CALLS_TITLE;
