@@ -2,7 +2,7 @@
 computes only the drafts it lacks, and a pick never drafts again.
 
 A draft is saved under the digest of everything that determines it (``draft_key``: the search's setup as the graph
-builds it, its seed and its stage recipe): its latent exactly as sampled in a safetensors file of its own, and its
+builds it, and its seed): its latent exactly as sampled in a safetensors file of its own, and its
 record (seed, seconds, transformer calls per stage, the latent file's size and when it was saved) in an index, a
 ``jsonl_store`` like Calibrate's saved rollouts: one implementation of keyed records, their header, their set-aside
 of a file that is not ours and their skipping of torn lines. A record is read when the store opens; its latent only
@@ -38,10 +38,10 @@ INDEX_FILE = "index.jsonl"
 DEFAULT_MAX_BYTES = 4 * 1024**3
 
 
-def draft_key(setup: str, seed: int, recipe: str = "") -> str:
-    """The digest a draft is saved under: its search's setup fingerprint, its seed and its stage recipe (what the
-    draft ran of the trajectory: "" for the whole of it)."""
-    return hashlib.sha256(json.dumps([setup, seed, recipe]).encode()).hexdigest()
+def draft_key(setup: str, seed: int) -> str:
+    """The digest a draft is saved under: its search's setup fingerprint (everything but the seed that makes the
+    draft, the stage recipe included) and its seed."""
+    return hashlib.sha256(json.dumps([setup, seed]).encode()).hexdigest()
 
 
 @dataclasses.dataclass(frozen=True)

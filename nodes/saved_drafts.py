@@ -3,9 +3,10 @@ re-queued search (after Cancel, an error or a restart), a wider one, or a pick a
 outputs computes only the drafts it lacks.
 
 A draft's key is what determines it: the search node's inputs as the API prompt's graph builds them (the model with
-its loaders, LoRAs and cache settings; the conditioning; the latent; the sampler settings), the content of its
-conditioning and latent, the ComfyUI version, the seed and the part of the trajectory it ran. The seed range, the
-width, the preview VAE and the plans are not part of it: every seed keeps its draft whatever search asks for it.
+its loaders, LoRAs and cache settings; the conditioning; the latent; the sampler settings; each node's left-out
+inputs at their defaults), the content of its conditioning and latent, the ComfyUI and torch versions and the
+device, and the seed. The seed range, the width, the preview VAE and the plans are not part of it: every seed keeps
+its draft whatever search asks for it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import dataclasses
 import logging
 import os
 
+import comfy.model_management
 import folder_paths
+import torch
 
 import nodes as comfy_nodes
 
@@ -40,12 +43,16 @@ def drafts_folder() -> str:
     return os.path.join(folder_paths.get_user_directory(), DRAFTS_FOLDER)
 
 
-def _runtime_version() -> str:
+def _runtime() -> str:
+    """What else can change a sampled latent's bits: ComfyUI's and torch's versions and the device."""
     try:
         import comfyui_version
     except ImportError:
-        return "unknown"
-    return str(getattr(comfyui_version, "__version__", "unknown"))
+        comfyui = "unknown"
+    else:
+        comfyui = str(getattr(comfyui_version, "__version__", "unknown"))
+    device = comfy.model_management.get_torch_device()
+    return f"ComfyUI {comfyui}, torch {torch.__version__}, {comfy.model_management.get_torch_device_name(device)}"
 
 
 def _with_defaults(node):
@@ -85,7 +92,7 @@ class SavedDrafts:
         inputs = prompt[node_id].get("inputs", {})
         graph = {name: _with_defaults(upstream(prompt, value)) for name, value in inputs.items()
                  if name not in _NOT_IN_THE_KEY}
-        setup = fingerprint([graph, list(contents), _runtime_version()])
+        setup = fingerprint([graph, list(contents), _runtime()])
         try:
             return cls(DraftStore(drafts_folder()), setup)
         except OSError as error:  # an index that could not be read nor moved aside: search without the store
