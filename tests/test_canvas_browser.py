@@ -94,6 +94,7 @@ def check_canvas(server, tmp_path, frontend: str, vue_nodes: bool) -> dict:
 def test_canvas_says_before_a_run_what_cannot_save_and_opens_cost_details(request, tmp_path, frontend, vue_nodes):
     server = request.getfixturevalue("comfy_server" if frontend == "pinned" else "newest_frontend_server")
     seen = check_canvas(server, tmp_path, frontend, vue_nodes)
+    assert seen["failed"] == {}  # every item's steps came (a step that never came is named there)
     # item 5: the title says what the plan does, from its widgets; the schedule replaces keep and prune_fraction
     assert seen["planTitle"]["title"] == "Prune drafts at 40 % (keep the best 4 previews)"
     assert seen["planTitleWithSchedule"]["title"] == "Prune drafts in rounds: 70%:4, 40%:2"
