@@ -267,18 +267,25 @@ def frontend_version(frontend: str) -> str:
     return importlib.metadata.version("comfyui-frontend-package")  # the one this runtime's venv pins
 
 
-def run_browser(server, config: dict, config_path: pathlib.Path, vue_nodes: bool) -> dict:
-    """Runs check_ui.mjs with `config` in the renderer asked for; returns what it saw."""
+def run_browser_script(script: str, server, config: dict, config_path: pathlib.Path, vue_nodes: bool,
+                       timeout: int = 1800) -> dict:
+    """Runs tests/browser/`script` with `config` (written to `config_path`) against `server` in the renderer asked
+    for (the setting put back after); returns what it saw (its last line of output)."""
     config_path.write_text(json.dumps(config))
     server.request("POST", "/settings/Comfy.TutorialCompleted", True)
     server.request("POST", "/settings/Comfy.VueNodes.Enabled", vue_nodes)
     try:
-        completed = subprocess.run(["node", str(BROWSER_TESTS / "check_ui.mjs"), server.url, str(config_path)],
-                                   capture_output=True, text=True, timeout=1800)
+        completed = subprocess.run(["node", str(BROWSER_TESTS / script), server.url, str(config_path)],
+                                   capture_output=True, text=True, timeout=timeout)
     finally:
         server.request("POST", "/settings/Comfy.VueNodes.Enabled", False)
     assert completed.returncode == 0, completed.stderr[-4000:]
     return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def run_browser(server, config: dict, config_path: pathlib.Path, vue_nodes: bool) -> dict:
+    """Runs check_ui.mjs with `config` in the renderer asked for; returns what it saw."""
+    return run_browser_script("check_ui.mjs", server, config, config_path, vue_nodes)
 
 
 def assert_fits(layout: dict):

@@ -6,11 +6,10 @@ frontend in classic mode Cancel stops a calibration and the next one completes.
 Screenshots: test-artifacts/calibrate_*.png."""
 
 import json
-import subprocess
 
 import pytest
 from conftest import NEWEST_FRONTEND
-from test_browser import ARTIFACTS, BROWSER_TESTS, browser_available
+from test_browser import ARTIFACTS, browser_available, run_browser_script
 
 from scripts.graphs import calibrate_a14b, calibrate_wan
 from scripts.workflow_format import api_to_gui
@@ -59,18 +58,9 @@ def workflow_files(server, tmp_path, live=None, stored_result=None, calibrate_bo
 def run_check(server, tmp_path, files: dict, config: dict, vue_nodes: bool) -> dict:
     """check_calibrate.mjs on ``files`` (the live and stored workflows) with ``config``: what it saw."""
     ARTIFACTS.mkdir(exist_ok=True)
-    config = {**files, **config}
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    server.request("POST", "/settings/Comfy.TutorialCompleted", True)
-    server.request("POST", "/settings/Comfy.VueNodes.Enabled", vue_nodes)
     server.reset_caches()  # the live calibration runs every node, whatever ran on this server before
-    try:
-        completed = subprocess.run(["node", str(BROWSER_TESTS / "check_calibrate.mjs"), server.url,
-                                    str(tmp_path / "config.json")], capture_output=True, text=True, timeout=1200)
-    finally:
-        server.request("POST", "/settings/Comfy.VueNodes.Enabled", False)
-    assert completed.returncode == 0, completed.stderr[-4000:]
-    seen = json.loads(completed.stdout.strip().splitlines()[-1])
+    seen = run_browser_script("check_calibrate.mjs", server, {**files, **config}, tmp_path / "config.json", vue_nodes,
+                              timeout=1200)
     assert seen["vueNodes"] in (vue_nodes, None)
     assert seen["extensionErrors"] == []
     assert seen["clipped"] == []

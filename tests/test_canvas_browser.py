@@ -8,22 +8,20 @@ more than full best-of-N (items 6, 7); a live search's wait cancelled leaves not
 
 import copy
 import json
-import subprocess
 
 import pytest
 from test_browser import (
     ARTIFACTS,
-    BROWSER_TESTS,
     browser_available,
     drafts_cost,
     frontend_version,
+    run_browser_script,
     stored_results_workflow,
     tiny_shipped,
     write_frames,
 )
 from test_calibrate_browser import STORED_ROWS, workflow_files
 
-from scripts import comfy_runtime
 from scripts.graphs import tiny_workflow_variant
 from scripts.workflow_format import api_to_gui, column_layout
 
@@ -42,12 +40,6 @@ EASYCACHE_SKIPPED_NOTHING = {**drafts_cost(skipped=0, calls=150, mean_seconds=1.
                              "search_calls": 150, "full_calls": 150, "commit_calls": 50, "num_candidates": 3,
                              "commit_free": False,
                              "cache": "EasyCache (reuse_threshold 0.2), skipped calls counted by CachedSearch"}
-
-
-def comfyui_version() -> tuple[int, ...]:
-    """The version of the ComfyUI this run serves (its comfyui_version.py)."""
-    text = (comfy_runtime.comfyui_root() / "comfyui_version.py").read_text()
-    return tuple(int(part) for part in text.split('"')[1].split("."))
 
 
 def check_canvas(server, tmp_path, frontend: str, vue_nodes: bool) -> dict:
@@ -74,16 +66,7 @@ def check_canvas(server, tmp_path, frontend: str, vue_nodes: bool) -> dict:
     combination = f"{frontend_version(frontend)}_{'nodes2' if vue_nodes else 'classic'}"
     ARTIFACTS.mkdir(exist_ok=True)
     config["screenshot"] = str(ARTIFACTS / f"canvas_{combination}.png")
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    server.request("POST", "/settings/Comfy.TutorialCompleted", True)
-    server.request("POST", "/settings/Comfy.VueNodes.Enabled", vue_nodes)
-    try:
-        completed = subprocess.run(["node", str(BROWSER_TESTS / "check_canvas.mjs"), server.url,
-                                    str(tmp_path / "config.json")], capture_output=True, text=True, timeout=900)
-    finally:
-        server.request("POST", "/settings/Comfy.VueNodes.Enabled", False)
-    assert completed.returncode == 0, completed.stderr[-4000:]
-    seen = json.loads(completed.stdout.strip().splitlines()[-1])
+    seen = run_browser_script("check_canvas.mjs", server, config, tmp_path / "config.json", vue_nodes, timeout=900)
     assert seen["vueNodes"] in (vue_nodes, None)
     assert seen["extensionErrors"] == []
     return seen
@@ -136,10 +119,6 @@ def test_canvas_says_before_a_run_what_cannot_save_and_opens_cost_details(reques
         seen["recommitAfterCancel"]
     assert seen["progressAfterCancel"] == []
     assert seen["nextRun"] == "execution_success" and seen["recommitAfterNext"].startswith("delivered seed")
-    # browsing the history back onto the cancelled run, where ComfyUI lists it (0.33 keeps the outputs of the nodes a
-    # run reused; 0.3.75 does not, so there the cancelled run cannot be browsed to)
-    if seen["cancelledIndex"] > 0:
-        assert seen["browsedLabel"].startswith(f"earlier run {seen['cancelledIndex']} of"), seen["browsedLabel"]
-        assert seen["recommitBrowsed"].startswith("Nothing delivered in this run"), seen["recommitBrowsed"]
-    else:
-        assert seen["cancelledIndex"] == -1 and comfyui_version() < (0, 33), seen["cancelledIndex"]
+    # browsing the history back from the newest run onto the cancelled one (each run drafted its own seeds)
+    assert seen["cancelledIndex"] == 1 and seen["browsedLabel"] == "earlier run 1 of 2", seen
+    assert seen["recommitBrowsed"].startswith("Nothing delivered in this run"), seen["recommitBrowsed"]

@@ -2,7 +2,7 @@
 // before a run the node states its cost and follows its widgets, a live calibration fills the node's table and
 // Apply Cache's line, Cancel stops a calibration and the next one completes. Prints one JSON object with what it saw. Usage: node check_calibrate.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
-import { openChromium, settled } from "./chromium.mjs";
+import { openChromium, progressTexts as progressTextsOf, recordExtensionErrors, settled } from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
@@ -10,13 +10,7 @@ const result = { frontend: null, vueNodes: null, extensionErrors: [], stored: []
   cancelled: null, afterCancel: [], requeued: [], costBefore: null, costMoreSeeds: null, costRefused: null };
 
 const { context, page } = await openChromium();
-const fromExtension = (where) => where.includes("/extensions/cachedsearch/");
-page.on("console", (message) => {
-  if (message.type() === "error" && fromExtension(message.location()?.url ?? "")) result.extensionErrors.push(message.text());
-});
-page.on("pageerror", (error) => {
-  if (fromExtension(error.stack ?? "")) result.extensionErrors.push(error.message);
-});
+recordExtensionErrors(page, result.extensionErrors);
 
 const tableRows = () => page.$$eval(".cachedsearch-calibration tr.tau", (rows) => rows.map((row) => ({
   tau: Number(row.dataset.tau), capture: row.dataset.capture === "" ? null : Number(row.dataset.capture),
@@ -27,10 +21,7 @@ const clipped = () => page.$$eval(".cachedsearch-calibration", (panels) => panel
   .filter((panel) => panel.offsetParent !== null && panel.scrollHeight > panel.clientHeight + 1)
   .map((panel) => `${panel.textContent.slice(0, 60)} (${panel.scrollHeight} px in ${panel.clientHeight} px)`));
 
-// The frontend's progress texts ("rollout 9 / 9 ...") left on CachedSearch nodes.
-const progressTexts = () => page.evaluate(() => window.app.graph.nodes
-  .filter((node) => node.type.startsWith("CachedSearch"))
-  .flatMap((node) => (node.widgets ?? []).filter((w) => w.name === "$$node-text-preview").map((w) => `${node.type}: ${w.value}`)));
+const progressTexts = () => progressTextsOf(page);
 
 const costText = () => page.$eval(".cachedsearch-calibration .cost", (line) => line.textContent).catch(() => null);
 

@@ -4,20 +4,14 @@
 // calibration where no tau skipped says why; the Sampler's "cost details" opens its help page as a page. Prints one
 // JSON object with what it saw. Usage: node check_canvas.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
-import { openChromium, settled } from "./chromium.mjs";
+import { openChromium, progressTexts as progressTextsOf, recordExtensionErrors, settled } from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
 const result = { frontend: null, vueNodes: null, extensionErrors: [], failed: {} };
 
 const { context, page } = await openChromium();
-const fromExtension = (where) => where.includes("/extensions/cachedsearch/");
-page.on("console", (message) => {
-  if (message.type() === "error" && fromExtension(message.location()?.url ?? "")) result.extensionErrors.push(message.text());
-});
-page.on("pageerror", (error) => {
-  if (fromExtension(error.stack ?? "")) result.extensionErrors.push(error.message);
-});
+recordExtensionErrors(page, result.extensionErrors);
 
 async function loadWorkflow(path) {
   await page.evaluate((data) => window.app.loadGraphData(data), JSON.parse(readFileSync(path, "utf8")));
@@ -81,10 +75,7 @@ const runGraph = () => page.evaluate(() => new Promise((resolve) => {
   window.app.queuePrompt(0, 1);
 }));
 
-// The frontend's progress texts left on CachedSearch nodes.
-const progressTexts = () => page.evaluate(() => window.app.graph.nodes
-  .filter((node) => node.type.startsWith("CachedSearch"))
-  .flatMap((node) => (node.widgets ?? []).filter((w) => w.name === "$$node-text-preview").map((w) => `${node.type}: ${w.value}`)));
+const progressTexts = () => progressTextsOf(page);
 
 const recommitPanel = () => page.evaluate(() => window.app.graph.nodes.find((n) => n.type === "CachedSearchRecommit")
   .widgets.find((w) => w.name === "cachedsearch_results")?.element.textContent ?? null);
@@ -197,6 +188,10 @@ try {
       await page.waitForFunction(() => [...document.querySelectorAll(".cachedsearch-panel")]
         .some((panel) => panel.textContent.startsWith("delivered seed")), null, { timeout: 120000 });
       result.firstDelivery = await recommitPanel();
+      // a new search (another seed), so the cancelled run has drafts and a ranking of its own in the history
+      const seed = await page.evaluate(() => window.app.graph.nodes.find((n) => n.type === "CachedSearchSampler")
+        .widgets.find((w) => w.name === "seed").value);
+      await setWidget("CachedSearchSampler", "seed", seed + 10);
       await setRecommit({ wait_for_pick: true, pick: 0 });
       const cancelled = runGraph();
       await page.waitForSelector(".cachedsearch-wait", { timeout: 120000 });
@@ -210,12 +205,12 @@ try {
       await showNode("CachedSearchRecommit");
       await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_cancelled_wait.png") });
       await setRecommit({ wait_for_pick: false });
+      await setWidget("CachedSearchSampler", "seed", seed + 20);
       result.nextRun = await runGraph();
       await settled(page, "the run after the cancel");
       result.recommitAfterNext = await recommitPanel();
       // back through the history from the Verifier's panel onto the cancelled run
-      // where the cancelled run stands among the Verifier's runs in the history, newest first (ComfyUI 0.3.75 keeps
-      // no outputs of the nodes a run reused, so there the cancelled run, whose Verifier was reused, is not listed)
+      // where the cancelled run stands among the Verifier's runs in the history, newest first
       result.cancelledIndex = await page.evaluate(async () => {
         const verifier = String(window.app.graph.nodes.find((n) => n.type === "CachedSearchVerifier").id);
         const history = await (await window.comfyAPI.api.api.fetchApi("/history?max_items=64")).json();

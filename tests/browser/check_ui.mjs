@@ -1,7 +1,7 @@
 // Loads the example workflows and runs a tiny search in headless Debian Chromium against a real
 // ComfyUI server; prints one JSON object with what it saw. Usage: node check_ui.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
-import { openChromium, settled } from "./chromium.mjs";
+import { openChromium, progressTexts as progressTextsOf, settled } from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
@@ -275,9 +275,7 @@ async function pickNote(state) {
 // What the panels said a pick did once its run started (the status lines' data-outcome: "reused" or "drafted again").
 const pickOutcomes = () => page.$$eval(".cachedsearch-status[data-outcome]", (lines) => lines.map((line) => line.dataset.outcome));
 
-// The frontend's progress texts ("draft 3 / 3 (seed …)") on CachedSearch nodes, by node type.
-const progressTexts = () => page.evaluate(() => window.app.graph.nodes.filter((node) => node.type.startsWith("CachedSearch"))
-  .flatMap((node) => (node.widgets ?? []).filter((w) => w.name === "$$node-text-preview").map((w) => `${node.type}: ${w.value}`)));
+const progressTexts = () => progressTextsOf(page);
 
 async function waitForRows(count, timeout = 30000) {
   try {

@@ -33,6 +33,26 @@ export async function openChromium(viewport = { width: 1600, height: 1000 }) {
   return { context, page: context.pages()[0] ?? (await context.newPage()) };
 }
 
+// Records the errors our scripts raise in the page (their URL in the console message's location or the error's
+// stack), not the frontend's own network noise, onto `errors`.
+export function recordExtensionErrors(page, errors) {
+  const fromExtension = (where) => where.includes("/extensions/cachedsearch/");
+  page.on("console", (message) => {
+    if (message.type() === "error" && fromExtension(message.location()?.url ?? "")) errors.push(message.text());
+  });
+  page.on("pageerror", (error) => {
+    if (fromExtension(error.stack ?? "")) errors.push(error.message);
+  });
+}
+
+// The frontend's progress texts ("draft 3 / 3 (seed …)", "rollout 9 / 9 ...") on CachedSearch nodes, as
+// "node type: text".
+export function progressTexts(page) {
+  return page.evaluate(() => window.app.graph.nodes.filter((node) => node.type.startsWith("CachedSearch"))
+    .flatMap((node) => (node.widgets ?? []).filter((w) => w.name === "$$node-text-preview")
+      .map((w) => `${node.type}: ${w.value}`)));
+}
+
 // Resolves once the page has drawn and stopped moving: the canvas's zoom and offset and the boxes of every node
 // element, result panel, wait banner and large view unchanged over three animation frames. The browser scripts
 // wait on this instead of a fixed time after a load, a zoom or a run's last event; `what` names the step in the
