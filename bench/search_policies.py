@@ -234,8 +234,11 @@ def main() -> None:
     for name, reference in references.items():
         lines.append(row(name, summarise(held_out, *reference), reference[1]))
     outcomes = {goal: summarise(held_out, replay(held_out, policy), commit) for goal, policy in chosen.items()}
+    goals_of = {}
     for goal, policy in chosen.items():
-        lines.append(row(f"{goal}: {policy.name}", outcomes[goal], commit))
+        goals_of.setdefault(policy.name, []).append(goal)
+    for name, goals in goals_of.items():
+        lines.append(row(f"{' = '.join(goals)}: {name}", outcomes[goals[0]], commit))
     lines += ["", "95 % prompt-bootstrap intervals. Calls: computed transformer calls per prompt, the commit a full "
               f"{args.steps}-call recommit of the winner (full best-of-N delivers its own rollouts: no commit).",
               "", *verdicts(outcomes, summarise(held_out, *references["full best-of-16"]) if seeds >= 16 else None,
@@ -274,11 +277,13 @@ def runner_check(backend, held_out: Rollouts, chosen: dict[str, Policy], prompts
     from bench.prune_rounds import pruned_search
 
     lines = ["Runner check (held-out half, the extension's `run_pruned_search`, margin keep replayed as its fixed "
-             "keep per prompt):", "", "| policy | replay calls | runner calls | same winner |", "|---|---|---|---|"]
-    for goal, policy in chosen.items():
+             "keep per prompt; seeds 0..N-1):", "",
+             "| policy | replay calls | runner calls (worst prompt, with the commit) | same winner | delivered (replay; "
+             "runner) |", "|---|---|---|---|---|"]
+    for policy in {policy.name: policy for policy in chosen.values()}.values():
         if policy.preview != PREVIEW_KINDS[0]:
             continue
-        replayed, ran, same = 0.0, 0, 0
+        replayed, ran, same, worst, delivered = 0.0, 0, 0, 0, [0.0, 0.0]
         for local, prompt in enumerate(prompts):
             winner, calls, _ = replay_prompt(held_out, local, policy)  # seeds 0..N-1, as the runner
             # Rounds that drop nobody are left out (a schedule's rounds keep fewer each time).
@@ -292,9 +297,13 @@ def runner_check(backend, held_out: Rollouts, chosen: dict[str, Policy], prompts
             real = pruned_search(backend, args.steps, args.tau, prompt, policy.width, schedule)
             replayed += calls
             ran += real["computed"]
-            same += real["survivors"][int(np.argmax(real["finals"]))] == winner
-        lines.append(f"| {policy.name} | {replayed / len(prompts):.2f} | {ran / len(prompts):.2f} | "
-                     f"{same} of {len(prompts)} |")
+            worst = max(worst, real["computed"] + args.steps)
+            real_winner = real["survivors"][int(np.argmax(real["finals"]))]
+            same += real_winner == winner
+            delivered[0] += held_out.full[local, winner] / len(prompts)
+            delivered[1] += held_out.full[local, real_winner] / len(prompts)
+        lines.append(f"| {policy.name} | {replayed / len(prompts):.2f} | {ran / len(prompts):.2f} ({worst}) | "
+                     f"{same} of {len(prompts)} | {delivered[0]:.3f}; {delivered[1]:.3f} |")
     return lines
 
 
