@@ -67,6 +67,8 @@ class SearchCandidates:
     pruning_previews: tuple[tuple[dict, ...], ...] = ()
     # What was found wrong with the saved drafts (a file set aside, a torn line), for the report.
     notes: tuple[str, ...] = ()
+    # Every draft is saved on disk (``saved_drafts``): a re-executed search reads them back, a pick never re-drafts.
+    drafts_saved: bool = False
 
     @property
     def seeds(self) -> list[int]:
@@ -146,8 +148,10 @@ def run_search(recipe: StagedRecipe, seeds: list[int], announce=None,
     computed = run_stages(recipe, [CandidateState(seed, recipe.latent) for seed in missing], progress,
                           announce=announce, on_finished=saved.save if saved is not None else None)
     by_seed = {**reused, **{state.seed: state for state in computed}}
-    notes = tuple(saved.store.problems) if saved is not None else ()
-    return candidates_from_states(recipe, [by_seed[seed] for seed in seeds], notes=notes)
+    if saved is None:
+        return candidates_from_states(recipe, [by_seed[seed] for seed in seeds])
+    return candidates_from_states(recipe, [by_seed[seed] for seed in seeds], notes=tuple(saved.store.problems),
+                                  drafts_saved=saved.holds(seeds))
 
 
 def draft_rows(candidates: SearchCandidates, ranking: Ranking | None = None) -> list[dict]:

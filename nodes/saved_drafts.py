@@ -102,6 +102,10 @@ class SavedDrafts:
     def key(self, seed: int) -> str:
         return draft_key(self.setup, seed)
 
+    def holds(self, seeds) -> bool:
+        """Whether every seed's draft is saved (none failed to be written, none evicted by the cap)."""
+        return all(self.store.get(self.key(seed)) is not None for seed in seeds)
+
     def reused_state(self, seed: int, latent: dict) -> CandidateState | None:
         """The candidate as its saved draft finished, its latent read now; None when none is saved (or it did not
         read back)."""

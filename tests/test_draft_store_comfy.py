@@ -125,7 +125,7 @@ def test_over_http_a_cancelled_search_resumes_in_a_fresh_server_with_only_the_mi
     assert f"{len(saved)} of {width} drafts reused from an earlier run" in report(resumed)
     (cost,) = resumed["outputs"]["search"]["cachedsearch_cost"]
     (cost_alone,) = alone["outputs"]["search"]["cachedsearch_cost"]
-    assert cost["reused_drafts"] == len(saved)
+    assert cost["reused_drafts"] == len(saved) and cost["drafts_saved"]
     assert cost["search_calls"] == cost_alone["search_calls"] * (width - len(saved)) // width
     assert computed == 0 and f"{width} of {width} drafts reused" in report(kept)
     assert saved_frames(second, kept) == saved_frames(first, kept_alone)  # the stored draft, bit for bit
@@ -163,7 +163,8 @@ def test_over_http_a_pick_after_comfyui_dropped_the_drafts_computes_only_the_com
                                        lambda index, node, value, maximum: events.append((node, value)))
     assert picked["status"]["status_str"] == "success", picked["status"]
     assert [value for node, value in events if node == "search"] == []  # no draft computed
-    assert {value for node, value in events if node == "recommit"} == set(range(1, STEPS + 1))  # one commit
+    # one commit (ComfyUI 0.33 may send fewer progress events than steps, never more than the commit's steps)
+    assert max(value for node, value in events if node == "recommit") == STEPS
     assert "4 of 4 drafts reused" in report(picked)
     assert re.search(r"seed 651\b", picked["outputs"]["recommit"]["text"][0])
 
@@ -172,8 +173,9 @@ def test_over_http_save_drafts_off_saves_and_reuses_nothing(comfy_server):
     shutil.rmtree(drafts_folder(comfy_server), ignore_errors=True)
     comfy_server.reset_caches()
     graph = search(seed=680, num_candidates=2, search={"save_drafts": False})
-    run(comfy_server, graph)
+    entry, _ = run(comfy_server, graph)
     assert not drafts_folder(comfy_server).exists()
+    assert entry["outputs"]["search"]["cachedsearch_cost"][0]["drafts_saved"] is False
     comfy_server.reset_caches()
     _, computed = run(comfy_server, graph)
     assert computed == 2

@@ -101,8 +101,9 @@ async function pick(node, rows, row, mode, status) {
     node.cachedsearchPicked = picked;
     const reused = await reusedInRun(queued.promptId, queued.samplerId);
     picked.outcome = reused ? "reused" : "drafted again";
-    picked.text = `${text}: ${reused ? "ComfyUI reused these drafts" : "ComfyUI no longer held these drafts, so the " +
-      "pick drafts the search again first"}`;
+    const dropped = searchCost(node)?.drafts_saved ? "ComfyUI no longer held these drafts; the Sampler reads them " +
+      "back from disk" : "ComfyUI no longer held these drafts, so the pick drafts the search again first";
+    picked.text = `${text}: ${reused ? "ComfyUI reused these drafts" : dropped}`;
     say(picked.text, picked.outcome);
   } catch (error) {
     say(`Could not pick ${describe(row)}: ${error.message}`);
@@ -161,6 +162,10 @@ function pickNoteText(state, cost) {
   const commit = cost?.commit_free ? "commit costs nothing more (every draft already is full compute)"
     : `commit costs one full render${calls(cost?.rollout_calls)}`;
   if (state === "waiting") return `This run waits for your pick: ${commit}; keep costs nothing.`;
+  if (cost?.drafts_saved) {
+    return `A ${commit}; keep costs nothing. The drafts are saved on disk, so a pick never drafts them again` +
+      `${calls(cost?.search_calls)}.`;
+  }
   return `A ${commit}; keep costs nothing. If ComfyUI no longer holds these drafts, a pick drafts this search ` +
     `again first${calls(cost?.search_calls)}.`;
 }
