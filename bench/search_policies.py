@@ -198,8 +198,9 @@ def main() -> None:
     store = RolloutStore(args.out / "rollouts.jsonl")
     start = time.perf_counter()
     backend = None
-    if args.collect_only or not args.replay_only and not all(store.has(kind, p, s) for p in range(args.prompts) for s in range(args.seeds)
-                                    for kind in ("full", "cached")):
+    complete = all(store.has(kind, p, s) for p in range(args.prompts) for s in range(args.seeds)
+                   for kind in ("full", "cached"))
+    if args.collect_only or not (args.replay_only or complete):
         backend = ShapesBackend(args.model, args.cfg, args.prompts)
         collect(backend, store, range(args.prompts), range(args.seeds), args.steps, args.tau,
                 log=lambda line: print(f"{line} ({time.perf_counter() - start:.0f} s)", flush=True))
@@ -278,8 +279,8 @@ def runner_check(backend, held_out: Rollouts, chosen: dict[str, Policy], prompts
 
     lines = ["Runner check (held-out half, the extension's `run_pruned_search`, margin keep replayed as its fixed "
              "keep per prompt; seeds 0..N-1):", "",
-             "| policy | replay calls | runner calls (worst prompt, with the commit) | same winner | delivered (replay; "
-             "runner) |", "|---|---|---|---|---|"]
+             "| policy | replay calls | runner calls (worst prompt, with the commit) | same winner | "
+             "delivered (replay; runner) |", "|---|---|---|---|---|"]
     for policy in {policy.name: policy for policy in chosen.values()}.values():
         if policy.preview != PREVIEW_KINDS[0]:
             continue

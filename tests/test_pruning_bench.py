@@ -75,10 +75,11 @@ def test_the_bench_counts_every_arms_transformer_calls(engine, tiny_wan, full_sc
     assert pruned.preview_seconds > 0 and pruned.explore_seconds > pruned.preview_seconds
 
 
-def test_the_audit_arms_store_and_report_a_pruned_and_a_budget_search(engine, tmp_path):
+def ball_spot_backend(engine, prompts):
+    """What the benches' ShapesBackend offers, on the trained ball-and-spot model in the test's ComfyUI: the model,
+    its cached clone (warmup = cooldown = 1) for every arm with a cache or a tau, the world's latent and negative
+    prompt."""
     import folder_paths
-
-    from bench.audit import collect_pruned, pruned_arm_names, search_arms_report
 
     link = pathlib.Path(folder_paths.get_folder_paths("diffusion_models")[0]) / CHECKPOINT.name
     if not link.exists():
@@ -89,10 +90,16 @@ def test_the_audit_arms_store_and_report_a_pruned_and_a_budget_search(engine, tm
                         cooldown_steps=1, static_interval=2)
     latent = engine.one("EmptyHunyuanLatentVideo", width=8 * ball_spot_world.SIZE, height=8 * ball_spot_world.SIZE,
                         length=4 * ball_spot_world.FRAMES - 3, batch_size=1)
-    backend = types.SimpleNamespace(extension=engine.extension, model=model, cfg=4.0, latents={1.0: latent},
-                                    negative=[[ball_spot_world.conditioning(None), {}]],
-                                    prompts=ball_spot_world.PROMPTS[:2],
-                                    _model_for=lambda arm, spec: cached)
+    return types.SimpleNamespace(extension=engine.extension, model=model, cfg=4.0, latents={1.0: latent},
+                                 negative=[[ball_spot_world.conditioning(None), {}]], one=engine.one,
+                                 prompts=prompts,
+                                 _model_for=lambda arm, spec: cached if spec.get("cache") or "tau" in spec else model)
+
+
+def test_the_audit_arms_store_and_report_a_pruned_and_a_budget_search(engine, tmp_path):
+    from bench.audit import collect_pruned, pruned_arm_names, search_arms_report
+
+    backend = ball_spot_backend(engine, ball_spot_world.PROMPTS[:2])
     prompts, seeds, steps = [0, 1], [0, 1, 2, 3], 10
     plan = PruningPlan(prune_step=4, keep=2)
     store = ScoreStore(tmp_path / "scores.jsonl")
@@ -126,3 +133,44 @@ def test_the_audit_arms_store_and_report_a_pruned_and_a_budget_search(engine, tm
     # and loses on prompt 1, as in full best-of-2 over seeds 0 and 1, so the gains are equal.
     budget = next(line for line in text.splitlines() if line.startswith("| tau 0.1 |"))
     assert "| 2.00 (2-2) | 0 | 90 % |" in budget and budget.rstrip(" |").endswith("1.000 [1.000, 1.000]")
+
+
+def test_search_policies_records_what_the_pruned_search_sees_and_computes(engine, tmp_path):
+    """bench.search_policies' rollouts: the cached draft's recorded computed steps against a forward hook on the
+    transformer's patch embedding; its recorded preview at the step before the prune against the runner's preview
+    scores; the replay's survivors, winner and calls against ``run_pruned_search`` on the same model (a prune at a
+    step every draft computed)."""
+    from bench.policy_replay import Policy, Rollouts, Round, replay_prompt
+    from bench import policy_rollouts
+    from bench.policy_rollouts import RolloutStore, collect
+    from bench.prune_rounds import pruned_search
+
+    world, steps = ball_spot_backend(engine, ball_spot_world.PROMPTS[:1]), 10
+    forwards = []
+    # At the patch embedding: a skipped call enters the transformer's forward but embeds nothing.
+    hook = world.model.model.diffusion_model.patch_embedding.register_forward_pre_hook(
+        lambda module, args: forwards.append(1))
+    store = RolloutStore(tmp_path / "rollouts.jsonl")
+    try:
+        with torch.inference_mode():
+            record = policy_rollouts.rollout(world, "cached", 0, 0, steps, 0.1)
+    finally:
+        hook.remove()
+    # The draft's calls, then two per lookahead preview (full compute).
+    lookahead_calls = policy_rollouts.LOOKAHEAD_CALLS * len(policy_rollouts.LOOKAHEAD_STEPS)
+    assert len(forwards) == len(record["computed_steps"]) + lookahead_calls
+    assert 0 < len(record["computed_steps"]) < steps
+
+    seeds = 4
+    with torch.inference_mode():
+        collect(world, store, range(1), range(seeds), steps, 0.1, log=lambda line: None)
+    rollouts = Rollouts.load(RolloutStore(store.path), 1)
+    assert rollouts.seeds == seeds
+    prune = next(step for step in range(2, steps - 1) if rollouts.computed[0, :, step].all())
+    with torch.inference_mode():
+        real = pruned_search(world, steps, 0.1, 0, seeds, f"{prune}:2")
+    assert real["rounds"][0]["preview_scores"] == pytest.approx(list(rollouts.draft_previews[0, :, prune - 1]))
+    winner, calls, _ = replay_prompt(rollouts, 0, Policy("", seeds, (Round(prune, 2),)))
+    assert list(real["survivors"]) == sorted(np.argsort(-rollouts.draft_previews[0, :, prune - 1])[:2])
+    assert real["survivors"][int(np.argmax(real["finals"]))] == winner
+    assert real["computed"] == calls
