@@ -2,7 +2,9 @@
 // before a run the node states its cost and follows its widgets, a live calibration fills the node's table and
 // Apply Cache's line, Cancel stops a calibration and the next one completes. Prints one JSON object with what it saw. Usage: node check_calibrate.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
-import { openChromium, progressTexts as progressTextsOf, recordExtensionErrors, settled } from "./chromium.mjs";
+import {
+  openChromium, progressTexts as progressTextsOf, recordExtensionErrors, setWidget, settled,
+} from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
@@ -27,12 +29,7 @@ const costText = () => page.$eval(".cachedsearch-calibration .cost", (line) => l
 
 // Sets the calibrator's widget `name` to `value` as typing it would, and waits for the cost line to change.
 async function costAfterSetting(name, value, before) {
-  await page.evaluate(({ name, value, calibrateType }) => {
-    const node = window.app.graph.nodes.find((n) => n.type === calibrateType);
-    const widget = node.widgets.find((w) => w.name === name);
-    widget.value = value;
-    widget.callback?.(value);
-  }, { name, value, calibrateType: config.calibrate_type ?? "CachedSearchCalibrate" });
+  await setWidget(page, config.calibrate_type ?? "CachedSearchCalibrate", name, value);
   await page.waitForFunction((before) => document.querySelector(".cachedsearch-calibration .cost")?.textContent !== before,
     before, { timeout: 15000 });
   return costText();

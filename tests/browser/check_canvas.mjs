@@ -4,7 +4,9 @@
 // calibration where no tau skipped says why; the Sampler's "cost details" opens its help page as a page. Prints one
 // JSON object with what it saw. Usage: node check_canvas.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
-import { openChromium, progressTexts as progressTextsOf, recordExtensionErrors, settled } from "./chromium.mjs";
+import {
+  openChromium, progressTexts as progressTextsOf, recordExtensionErrors, setWidget as setWidgetOf, settled,
+} from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
@@ -18,16 +20,7 @@ async function loadWorkflow(path) {
   await settled(page, `the workflow ${path}`);
 }
 
-// Sets widget `name` of the first node of `type` to `value` as typing it would (its callback runs).
-async function setWidget(type, name, value) {
-  await page.evaluate(({ type, name, value }) => {
-    const node = window.app.graph.nodes.find((n) => n.type === type);
-    const widget = node.widgets.find((w) => w.name === name);
-    widget.value = value;
-    widget.callback?.(value);
-    window.app.canvas.setDirty(true, true);
-  }, { type, name, value });
-}
+const setWidget = (type, name, value) => setWidgetOf(page, type, name, value);
 
 // The title the node carries and, in Nodes 2.0, the one its DOM node shows.
 const titleOf = (type) => page.evaluate((type) => {

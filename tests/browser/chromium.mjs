@@ -53,6 +53,17 @@ export function progressTexts(page) {
       .map((w) => `${node.type}: ${w.value}`)));
 }
 
+// Sets widget `name` of the first node of `type` to `value` as typing it would (its callback runs).
+export async function setWidget(page, type, name, value) {
+  await page.evaluate(({ type, name, value }) => {
+    const node = window.app.graph.nodes.find((n) => n.type === type);
+    const widget = node.widgets.find((w) => w.name === name);
+    widget.value = value;
+    widget.callback?.(value);
+    window.app.canvas.setDirty(true, true);
+  }, { type, name, value });
+}
+
 // Resolves once the page has drawn and stopped moving: the canvas's zoom and offset and the boxes of every node
 // element, result panel, wait banner and large view unchanged over three animation frames. The browser scripts
 // wait on this instead of a fixed time after a load, a zoom or a run's last event; `what` names the step in the
