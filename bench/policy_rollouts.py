@@ -17,41 +17,47 @@ Per (prompt, seed):
 
 from __future__ import annotations
 
-import json
 import pathlib
 
 import torch
 
 from bench.audit import ShapesBackend
+from cachedsearch_core.jsonl_store import JsonlFormat, JsonlStore
 from scripts import ball_spot_world
 
 LOOKAHEAD_STEPS = (2, 3, 4, 6)
 LOOKAHEAD_CALLS = 2
 
 
+def _read_rollout(record) -> tuple[tuple[str, int, int], dict]:
+    """Raises ValueError unless ``record`` is a complete rollout record."""
+    if not isinstance(record, dict) or record.get("kind") not in ("full", "cached") or any(
+            not isinstance(record.get(name), kind) for name, kind in (("prompt", int), ("seed", int),
+                                                                      ("final", float), ("previews", list))):
+        raise ValueError("not a rollout record")
+    return (record["kind"], record["prompt"], record["seed"]), record
+
+
+# The first run's file was written before the header (read as it is).
+ROLLOUTS_FORMAT = JsonlFormat("cachedsearch search-policy rollouts", 1, read=_read_rollout,
+                              write=lambda key, record: record, reads_headerless=True)
+
+
 class RolloutStore:
-    """A resumable JSON-lines store: one record per (kind, prompt, seed)."""
+    """A resumable store (``JsonlStore``): one record per (kind, prompt, seed)."""
 
     def __init__(self, path: pathlib.Path):
         self.path = path
-        self.records = {}
-        if path.exists():
-            for line in path.read_text().splitlines():
-                if line.strip():
-                    record = json.loads(line)
-                    self.records[(record["kind"], record["prompt"], record["seed"])] = record
+        self._file = JsonlStore(path, ROLLOUTS_FORMAT)
 
     def has(self, kind: str, prompt: int, seed: int) -> bool:
-        return (kind, prompt, seed) in self.records
+        return (kind, prompt, seed) in self._file.records
 
     def get(self, kind: str, prompt: int, seed: int) -> dict:
-        return self.records[(kind, prompt, seed)]
+        return self._file.records[(kind, prompt, seed)]
 
     def add(self, record: dict) -> None:
-        self.records[(record["kind"], record["prompt"], record["seed"])] = record
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a") as file:
-            file.write(json.dumps(record) + "\n")
+        self._file.add((record["kind"], record["prompt"], record["seed"]), record)
 
 
 class Recorder:
