@@ -85,9 +85,11 @@ class DistributedSearchSampler(io.ComfyNode):
         if setup is None:
             alone = run_search(recipe, candidate_seeds(seed, num_candidates), announce, saved)
             candidates = DistributedCandidates(
-                **{field.name: getattr(alone, field.name) for field in dataclasses.fields(SearchCandidates)},
-                drafted_by=(MASTER,) * len(alone), notes=("no workers: queued without ComfyUI-Distributed's "
-                                                          "orchestration (enable workers in its panel)",))
+                **{field.name: getattr(alone, field.name) for field in dataclasses.fields(SearchCandidates)
+                   if field.name != "notes"},
+                drafted_by=(MASTER,) * len(alone),
+                notes=(*alone.notes, "no workers: queued without ComfyUI-Distributed's orchestration (enable "
+                                     "workers in its panel)"))
         else:
             slices = seed_slices(seed, num_candidates, setup.participants)
             if setup.is_worker and not slice_of(slices, setup.participant):

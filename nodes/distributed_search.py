@@ -130,18 +130,18 @@ class DistributedCandidates(SearchCandidates):
     """SearchCandidates that also say which participant drafted each seed and what was re-drafted."""
 
     drafted_by: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
 
-    def distribution_lines(self) -> list[str]:
+    def distribution_line(self) -> str:
         by_participant: dict[str, list[int]] = {}
         for draft, participant in zip(self.drafts, self.drafted_by):
             by_participant.setdefault(participant, []).append(draft.seed)
         drafted = "; ".join(f"{participant_label(participant)} {', '.join(map(str, seeds))}"
                             for participant, seeds in by_participant.items())
-        return [f"drafted by: {drafted}", *self.notes]
+        return f"drafted by: {drafted}"
 
     def report(self, ranking=None, cost=None) -> str:
-        return "\n".join([super().report(ranking, cost), *self.distribution_lines()])
+        # SearchCandidates.report ends with the notes (what was re-drafted, refused, or set aside in the store).
+        return "\n".join([super().report(ranking, cost), self.distribution_line()])
 
     def draft_is_full_compute(self, index: int, models: tuple = ()) -> bool:
         # Another machine's full-compute draft need not match this one's bit for bit: commit it here.

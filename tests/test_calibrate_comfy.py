@@ -260,14 +260,17 @@ def test_several_prompts_pool_as_the_audit_pools_them(engine):
     # the input latent once against the first prompt, then arm by arm, prompt by prompt, seed by seed
     arms = [FULL_ARM, *map(tau_arm, taus)]
     assert recording.prompts == [texts[0]] + [text for _ in arms for text in texts for _ in range(seeds)]
+    (shown,) = output.ui["cachedsearch_calibration"]
+    # the rollouts' skipped shares as the run measured them (the recommendation depends on them), in thousandths
+    skipped = [0.0, *(row["skipped"] for row in shown["rows"])]
     store = ScoreStore(None)
     scores = iter(recording.scores[1:])
-    for arm in arms:
+    for index, arm in enumerate(arms):
         for prompt in range(len(texts)):
             for seed in range(seeds):
-                store.add(arm, prompt, seed, next(scores), seconds=1.0, calls=1)
+                store.add(arm, prompt, seed, next(scores), seconds=1.0, calls=1000,
+                          skipped=round(1000 * skipped[index]))
     audited = evaluate_arms(store, dict(zip(arms[1:], taus)), range(len(texts)), range(seeds))
-    (shown,) = output.ui["cachedsearch_calibration"]
     assert shown["prompts"] == 3 and shown["intervals"]
     for row, result in zip(shown["rows"], audited, strict=True):
         assert result.fidelity.resampled == PROMPT_BOOTSTRAP
@@ -303,15 +306,17 @@ def test_a_combined_verifier_drives_the_calibration_as_combine_scores_ranks(engi
     # each verifier scored the input latent once (the check before any rollout), then every rollout in order
     assert [len(verifier.scores) for verifier in recording] == [1 + seeds * (1 + len(taus))] * 2
     plan = CalibrationPlan(taus, seeds, 0, 0.9)
+    (shown,) = output.ui["cachedsearch_calibration"]
+    # the rollouts' skipped shares as the run measured them (the recommendation depends on them), in thousandths
+    skipped = [0.0, *(row["skipped"] for row in shown["rows"])]
     store = ScoreStore(None)
     for index, arm in enumerate([FULL_ARM, *map(tau_arm, taus)]):
         rollouts = slice(1 + index * seeds, 1 + (index + 1) * seeds)
         scores = combined.combine(list(zip(*(verifier.scores[rollouts] for verifier in recording))))
         for seed, score in zip(plan.seed_list, scores):
-            store.add(arm, 0, seed, score, seconds=1.0, calls=1)
+            store.add(arm, 0, seed, score, seconds=1.0, calls=1000, skipped=round(1000 * skipped[index]))
     expected = Calibration.from_store(store, plan).rows()
     fidelity = ("tau", "rho", "top1", "capture", "regret", "meets_target", "recommended")
-    (shown,) = output.ui["cachedsearch_calibration"]
     assert [{key: row[key] for key in fidelity} for row in shown["rows"]] == \
         [{key: row[key] for key in fidelity} for row in expected]
     # z-scores: each arm's combined scores are centred, unlike the raw scores
@@ -333,7 +338,8 @@ def test_a_videoscore_verifier_drives_the_calibration(engine):
     report = output.result[1]
     (row,) = output.ui["cachedsearch_calibration"][0]["rows"]
     assert "verifier VideoScore-v1.1" in report
-    assert row["skipped"] == 0 and row["top1"][0] == 1.0 and row["capture"][0] == 1.0 and row["recommended"]
+    # a tau that skips nothing keeps the ranking but saves nothing: not recommended
+    assert row["skipped"] == 0 and row["top1"][0] == 1.0 and row["capture"][0] == 1.0 and not row["recommended"]
 
 
 def test_a_videoscore_verifier_ranked_by_one_aspect_scores_as_the_videoscore_verifier(engine, monkeypatch):
@@ -697,8 +703,8 @@ def test_two_experts_calibrate_on_several_prompts(engine):
     tau_high, tau_low, report, _ = output.result
     (shown,) = output.ui["cachedsearch_calibration"]
     assert shown["prompts"] == 2 and not shown["intervals"]
-    # a tau that skips nothing keeps every prompt's ranking: both experts pick it and the pair is measured
-    assert tau_high == tau_low == 0.0001 and [row["expert"] for row in shown["rows"]][-1] == "both"
+    # a tau that skips nothing keeps every prompt's ranking but saves nothing: neither expert recommends it
+    assert tau_high == tau_low == 0.0
     assert all(row["calls"] == 2 * 2 * 8 for row in shown["rows"])  # 2 prompts x 2 seeds x 8 steps
     assert "2 prompts x (2 full rollouts + 2 cached rollouts x (1 high-noise taus + 1 low-noise taus) + 2 with both " \
         "picks) = 16 rollouts at most" in report
