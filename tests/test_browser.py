@@ -456,7 +456,10 @@ def assert_live_search_and_pick(seen: dict, sampler_panel_live: bool = True) -> 
     if sampler_panel_live:
         summary = next(panel for panel in seen["panels"] if panel.startswith("3 drafts, "))
         # short sentences with the cost model's numbers; the rest is on the doc page the summary links to
-        drafts_cost = (f"per draft. The drafts cost {int(100 * cost['calls_ratio'] + 0.5)}% of full best-of-3 "
+        # an earlier run of this graph on this server saved its drafts on disk: a later run reads them back
+        reused = (f"{cost['reused_drafts']} of 3 drafts reused from an earlier run (saved on disk). "
+                  if cost.get("reused_drafts") else "")
+        drafts_cost = (f"per draft. {reused}The drafts cost {int(100 * cost['calls_ratio'] + 0.5)}% of full best-of-3 "
                        f"({cost['search_calls']} of {cost['full_calls']} transformer calls). A commit adds ")
         assert drafts_cost in summary and summary.endswith("cost details"), summary
     # before a click the note says what is known then, in the cost model's numbers: a commit's calls (none where
