@@ -92,9 +92,9 @@ def test_canvas_says_before_a_run_what_cannot_save_and_opens_cost_details(reques
                                          "and 5, which leave no step of the 8 steps for the cache to skip")
     # a stored calibration in which no tau skipped: nothing recommended, and why
     assert seen["nothingSkippedRecommended"] == 0
-    assert seen["nothingSkippedVerdict"].startswith("no tau skipped a call (warmup and cooldown leave too few steps): "
-                                                    "tau 0, leave the cache off (3 prompts x 4 seeds, 12 of 36 "
-                                                    "rollouts reused from an earlier run, 8 steps)")
+    assert seen["nothingSkippedVerdict"].startswith(
+        "no tau skipped a call (try fewer warmup and cooldown steps, or larger taus): tau 0, leave the cache off "
+        "(3 prompts x 4 seeds, 12 of 36 rollouts reused from an earlier run, 8 steps)")
     # item 3: the table with intervals fits the width the shipped workflows give the node (560: it was 704 px of
     # table in a 540 px panel, capture cut and regret hidden): every column in view, nothing clipped
     fit = seen["tableFit"]

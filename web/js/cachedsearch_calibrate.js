@@ -194,7 +194,7 @@ function verdictLines(result) {
     return `recommended tau ${result.recommended_tau} (${rule}), ${restsOn(result)}, ${result.steps} steps`;
   }
   const why = result.rows.every((row) => !(row.skipped > 0))
-    ? "no tau skipped a call (warmup and cooldown leave too few steps)" : `no tau that skips keeps ${target} capture`;
+    ? "no tau skipped a call (try fewer warmup and cooldown steps, or larger taus)" : `no tau that skips keeps ${target} capture`;
   return `${why}: tau 0, leave the cache off (${restsOn(result)}, ${result.steps} steps)`;
 }
 
