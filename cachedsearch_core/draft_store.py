@@ -108,12 +108,20 @@ class DraftStore:
     def latent(self, key: str) -> torch.Tensor | None:
         """The saved draft's latent samples, read from its file now; None when there is no such draft or its file
         is missing or unreadable (then set aside, its record dropped and the problem reported)."""
+        tensors = self.tensors(key)
+        return None if tensors is None else tensors["samples"]
+
+    def tensors(self, key: str) -> dict[str, torch.Tensor] | None:
+        """Every tensor saved with the draft (its latent as ``samples`` and the ``extras`` it was added with), read
+        from its file now; None as ``latent`` says."""
         saved = self.get(key)
         if saved is None:
             return None
         path = self.folder / saved.file
         try:
-            samples = load_file(path)["samples"]
+            tensors = load_file(path)
+            if "samples" not in tensors:
+                raise KeyError("samples")
         except FileNotFoundError:
             self._drop_unreadable(key, f"{path}: missing; the draft is computed again")
             return None
@@ -121,16 +129,18 @@ class DraftStore:
             reason = f"it is not a saved draft's latent ({type(error).__name__})"
             self._drop_unreadable(key, set_aside(path, reason, "the draft is computed again"))
             return None
-        return samples
+        return tensors
 
     def _drop_unreadable(self, key: str, problem: str) -> None:
         self.problems.append(problem)
         self.index.drop([key])
 
-    def add(self, key: str, draft: Draft, samples: torch.Tensor) -> None:
-        """Saves the draft at once: its latent file first, then its record; the oldest drafts deleted first when
-        the new one would take the files over ``max_bytes``."""
-        data = save({"samples": samples.detach().to("cpu").contiguous()})
+    def add(self, key: str, draft: Draft, samples: torch.Tensor, extras: dict[str, torch.Tensor] | None = None) -> None:
+        """Saves the draft at once: its latent (and any ``extras``, named tensors read back by ``tensors``) file
+        first, then its record; the oldest drafts deleted first when the new one would take the files over
+        ``max_bytes``."""
+        tensors = {**(extras or {}), "samples": samples}
+        data = save({name: tensor.detach().to("cpu").contiguous() for name, tensor in tensors.items()})
         self._make_room(len(data))
         file = f"{key}.safetensors"
         write_atomically(self.folder / file, data)

@@ -126,3 +126,11 @@ def test_a_draft_that_cannot_be_written_is_reported_and_the_search_goes_on(engin
     saved.save_draft(drafted(3), latent(3))  # no exception: the search keeps its draft in memory
     (problem,) = store.problems
     assert problem.startswith(f"draft of seed 3 not saved in {tmp_path / 'drafts'}: ")
+
+
+def test_extra_tensors_come_back_with_the_latent(tmp_path):
+    estimate = latent(99)
+    DraftStore(tmp_path).add(draft_key("s", 0), drafted(0), latent(0), extras={"x0": estimate})
+    tensors = DraftStore(tmp_path).tensors(draft_key("s", 0))
+    assert sorted(tensors) == ["samples", "x0"]
+    assert torch.equal(tensors["x0"], estimate) and torch.equal(tensors["samples"], latent(0))
