@@ -4,10 +4,11 @@ pruning and budget plans, calibration, the pick, the verifiers and the distribut
 Layers, each importing only the ones below it (type-only imports included), from the bottom:
 
 1. records and leaves: ``records`` (drafts, stage calls, rankings, seeds), ``step_cache``, ``work_count``,
-   ``fidelity``, ``safe_files``, ``jsonl_store``, ``image_reward``
+   ``fidelity``, ``safe_files``, ``jsonl_store``, ``saved_work`` (the one store of saved drafts and rollouts),
+   ``image_reward``
 2. the cost model, on records only: ``cost`` (pruning and budget hand it plain numbers, ``cost.ExtraWork``); the
    verifiers and the judge: ``clip_score``, ``video_score``, ``judge`` (the one frame rule), ``combine``; what
-   stores and ships records: ``seed_slices``, ``draft_exchange``, ``audit``, ``saved_rollouts``,
+   stores and ships records: ``seed_slices``, ``draft_exchange``, ``audit``, ``saved_rollouts``, ``draft_store``,
    ``calibration_memory``
 3. plans with their own formulas: ``pruning`` (the pruned search's steps), ``budget``, ``pruned_budget``;
    calibration: ``calibration``, ``calibration_chart``, ``calibration_results``, ``calibration_experts``

@@ -9,9 +9,7 @@ calibration's saved rollouts (``saved_rollouts``), the search's saved drafts (``
 - A later record of a key replaces the earlier one; the order of the records is the order they were last written
   in, oldest first.
 - The file is compacted (rewritten atomically with one line per key, bad lines dropped) when it is loaded with bad
-  or repeated lines, and when it would exceed the store's cap (``max_records``): the oldest records are then dropped
-  until a tenth of the cap is free, so a capped file is rewritten once per tenth of the cap appended and a load
-  parses at most the cap's lines.
+  or repeated lines, and when records are dropped (``drop``: a store's own cap).
 """
 
 from __future__ import annotations
@@ -50,15 +48,11 @@ class JsonlStore:
     """The records of one file (``records``, oldest first) and what was found wrong with it on loading
     (``problems``: one line each, to report; also logged)."""
 
-    def __init__(self, path: pathlib.Path, file_format: JsonlFormat, max_records: int | None = None):
-        if max_records is not None and max_records < 1:
-            raise ValueError(f"max_records: got {max_records}; use at least 1, or None for no cap")
+    def __init__(self, path: pathlib.Path, file_format: JsonlFormat):
         self.path = pathlib.Path(path)
         self.format = file_format
-        self.max_records = max_records
         self.records: dict[Hashable, object] = {}
         self.problems: list[str] = []
-        self._lines = 0  # record lines in the file, bad and repeated ones included: what the cap bounds
         self._ends_mid_line = False  # a run stopped mid-write: the next record must start on a line of its own
         self._load()
 
@@ -93,13 +87,11 @@ class JsonlStore:
                 continue
             self.records.pop(key, None)  # a later record of a key replaces it and is newer
             self.records[key] = value
-        self._lines = len(lines)
         if bad:
             self._report(f"{self.path}: {bad} unreadable line(s) ignored (a run stopped mid-write, or the file was "
                          f"edited) and removed from the file; their {self.format.item}s are computed again")
-        over_the_cap = self.max_records is not None and self._lines > self.max_records
-        if over_the_cap or self._lines != len(self.records):
-            self._compact(free=self._tenth if over_the_cap else 0)
+        if len(lines) != len(self.records):  # bad or repeated lines
+            self._compact()
 
     @property
     def _named_format(self) -> str:
@@ -119,40 +111,27 @@ class JsonlStore:
         logger.warning("CachedSearch: %s", problem)
         self.problems.append(problem)
 
-    @property
-    def _tenth(self) -> int:
-        return max(1, self.max_records // 10)
-
-    def _compact(self, free: int = 0) -> None:
-        """Rewrites the file with the header and one line per key; with a cap, only the newest records, leaving
-        ``free`` lines under it."""
-        if self.max_records is not None:
-            surplus = len(self.records) - (self.max_records - free)
-            for key in list(self.records)[:max(0, surplus)]:
-                del self.records[key]
+    def _compact(self) -> None:
+        """Rewrites the file with the header and one line per key."""
         lines = [_line(self.format.header)]
         lines += [_line(self.format.write(key, value)) for key, value in self.records.items()]
         write_atomically(self.path, "".join(lines).encode("utf-8"))
-        self._lines, self._ends_mid_line = len(self.records), False
+        self._ends_mid_line = False
 
     def get(self, key: Hashable):
         return self.records.get(key)
 
     def add(self, key: Hashable, value) -> None:
-        """Appends the record to the file at once (the header first, in a new file); compacts first when the file
-        is at its cap."""
-        if self.max_records is not None and self._lines >= self.max_records:
-            self._compact(free=self._tenth)
+        """Appends the record to the file at once (the header first, in a new file)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         line = _line(self.format.write(key, value))
         if self._is_new_file():
-            line, self._lines = _line(self.format.header) + line, 0
+            line = _line(self.format.header) + line
         elif self._ends_mid_line:
             line = "\n" + line
         with self.path.open("a", encoding="utf-8") as file:
             file.write(line)  # one write: a crash leaves at most this line torn
         self._ends_mid_line = False
-        self._lines += 1
         self.records.pop(key, None)
         self.records[key] = value
 

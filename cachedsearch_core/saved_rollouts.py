@@ -1,15 +1,14 @@
 """A calibration's finished rollouts, saved as they finish so that a calibration stopped by Cancel, a crash or a
-restart resumes where it was: re-queued, it computes only the rollouts missing from the file.
+restart resumes where it was: re-queued, it computes only the rollouts missing from the store.
 
 A rollout is saved under the digest of everything that makes it: the setup (model, VAE and verifier as the graph
 builds them, sampler settings, negative prompt, input latent), the prompt (its text and conditioning), the seed and
 the arm (cache engine, threshold and cache window). Changing one of these changes the digest of exactly the rollouts
 it changes: a new tau adds rollouts, a new warmup recomputes the cached ones and keeps the full ones.
 
-The file is a ``jsonl_store`` (the audit's store too): a header naming the format, then one record per rollout. A
-file without the header (not ours) is set aside under a name of its own, and a line that does not parse or lacks a
-field (a crash mid-write) is skipped; both are reported, neither is trusted. The file keeps the newest
-``MAX_ROLLOUTS`` rollouts.
+The store is ``saved_work``, which a search's saved drafts share (one index, one format, one cap, the oldest
+entries of either kind evicted first); a rollout is a record there without tensors (scores, seconds and calls). A
+record that does not read back is dropped and reported; the rollout is computed again.
 """
 
 from __future__ import annotations
@@ -21,13 +20,9 @@ import math
 
 import torch
 
-from .jsonl_store import JsonlFormat, JsonlStore
+from .saved_work import DEFAULT_MAX_BYTES, SavedWork
 
-FORMAT = "cachedsearch calibration rollouts"
-VERSION = 1
-# Per model file: far more than one calibration runs (at 30 s a rollout, a week of sampling; the node's 64 seeds x
-# 10 taus x 30 prompts), so a calibration never drops its own rollouts; about 3 MB, parsed in about 0.3 s.
-MAX_ROLLOUTS = 20_000
+KIND = "rollout"
 
 
 def fingerprint(value) -> str:
@@ -78,7 +73,7 @@ class SavedRollout:
 
     @classmethod
     def from_record(cls, record: dict) -> SavedRollout:
-        """Raises ValueError when ``record`` is not a complete, finite rollout record."""
+        """Raises ValueError when ``record`` is not a complete, finite rollout record (its fields in the store)."""
         try:
             rollout = cls(tuple(float(score) for score in record["scores"]), float(record["seconds"]),
                           int(record["calls"]), int(record["skipped"]))
@@ -89,23 +84,28 @@ class SavedRollout:
             raise ValueError("a score, the seconds or the calls are out of range")
         return rollout
 
-    def record(self, key: str) -> dict:
-        return {"key": key, "scores": list(self.scores), "seconds": self.seconds, "calls": self.calls,
-                "skipped": self.skipped}
+    def record(self) -> dict:
+        return {"scores": list(self.scores), "seconds": self.seconds, "calls": self.calls, "skipped": self.skipped}
 
 
-def _read(record) -> tuple[str, SavedRollout]:
-    if not isinstance(record, dict) or not isinstance(record.get("key"), str):
-        raise ValueError("not a record")
-    return record["key"], SavedRollout.from_record(record)
+class SavedRollouts:
+    """The rollouts saved in one folder's store (``saved_work``). ``problems`` lists what was found wrong (to
+    report)."""
 
+    def __init__(self, folder, max_bytes: int = DEFAULT_MAX_BYTES):
+        self.work = SavedWork(folder, max_bytes)
+        self.folder = self.work.folder
+        self.problems = self.work.problems
 
-ROLLOUTS_FORMAT = JsonlFormat(FORMAT, VERSION, read=_read, write=lambda key, rollout: rollout.record(key))
+    def get(self, key: str) -> SavedRollout | None:
+        entry = self.work.get(key, KIND)
+        if entry is None:
+            return None
+        try:
+            return SavedRollout.from_record(entry.fields)
+        except ValueError as error:
+            self.work.drop(key, f"{self.folder}: a saved rollout's record is {error}; the rollout is computed again")
+            return None
 
-
-class SavedRollouts(JsonlStore):
-    """The rollouts saved in one file, the oldest dropped beyond ``max_records``. ``problems`` lists what was found
-    wrong with it on loading (to report)."""
-
-    def __init__(self, path, max_records: int = MAX_ROLLOUTS):
-        super().__init__(path, ROLLOUTS_FORMAT, max_records)
+    def add(self, key: str, rollout: SavedRollout) -> None:
+        self.work.add(key, KIND, rollout.record())

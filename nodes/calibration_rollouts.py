@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
-import re
 import time
 
 import comfy.model_management
-import folder_paths
 
 import nodes as comfy_nodes
 
@@ -25,13 +22,13 @@ from ..cachedsearch_core.judge import FrameJudge
 from ..cachedsearch_core.saved_rollouts import SavedRollout, SavedRollouts, fingerprint, rollout_key
 from ..cachedsearch_core.video_score import AVERAGE
 from .cache_patch import attach_step_cache
-from .calibration_graph import EXPERT_INPUTS, root_model_file, upstream
+from .calibration_graph import EXPERT_INPUTS, upstream
 from .calibration_inputs import COMFYUI_CACHE_WINDOW, thresholds_input
 from .full_compute import full_compute_model
 from .runner import CandidateState, FullComputeCheck, SearchProgress, progress_text_sender, run_stages
+from .saved_drafts import saved_folder
 from .stages import StagedRecipe
 
-ROLLOUTS_FOLDER = os.path.join("cachedsearch", "calibration_rollouts")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,9 +93,9 @@ _FULL_ARM_ADVICE = "Connect the model without that cache: Calibrate applies its 
 
 @dataclasses.dataclass(frozen=True)
 class SavedSetup:
-    """Where a calibration's rollouts are saved (one file per model file in ComfyUI's user directory) and the
-    fingerprint of what every rollout shares: the models, VAE and verifier as the prompt's graph builds them, the
-    sampler settings, the negative conditioning, the input latent and how the verifier judges."""
+    """Where a calibration's rollouts are saved (the store a search's drafts share, in ComfyUI's user directory)
+    and the fingerprint of what every rollout shares: the models, VAE and verifier as the prompt's graph builds
+    them, the sampler settings, the negative conditioning, the input latent and how the verifier judges."""
 
     rollouts: SavedRollouts
     fingerprint: str
@@ -112,11 +109,8 @@ class SavedSetup:
             return None
         inputs = prompt[node_id]["inputs"]
         graph = {name: upstream(prompt, inputs.get(name)) for name in (*model_inputs, "vae", "verifier")}
-        model_file = root_model_file(prompt, node_id, model_inputs[0]) or "model"
-        path = os.path.join(folder_paths.get_user_directory(), ROLLOUTS_FOLDER,
-                            re.sub(r"[^\w.-]", "_", os.path.basename(model_file)) + ".jsonl")
-        return cls(SavedRollouts(path), fingerprint([graph, settings, negative, latent_image, frames_per_candidate,
-                                                     rank_by, aspect_weights]))
+        setup = fingerprint([graph, settings, negative, latent_image, frames_per_candidate, rank_by, aspect_weights])
+        return cls(SavedRollouts(saved_folder()), setup)
 
     def key(self, prompt: CalibrationPrompt, seed: int, arm_settings: dict) -> str:
         return rollout_key(self.fingerprint, prompt.fingerprint, seed, arm_settings)
@@ -194,7 +188,7 @@ class Rollouts:
         computed = self.done - self.reused
         saved = ([] if self.saved is None else
                  [f"saved rollouts: {self.reused} of {self.done} reused from an earlier run, {computed} computed now "
-                  f"({self.saved.rollouts.path})", *self.saved.rollouts.problems])
+                  f"({self.saved.rollouts.folder})", *self.saved.rollouts.problems])
         return [f"CachedSearch calibration: {prompts}, seeds {self.seeds[0]}-{self.seeds[-1]}, {settings}; verifier "
                 f"{self.judge.name(verifier)}",
                 f"cost: {self.cost}; took {time.perf_counter() - self.start:.1f} s (a full rollout "

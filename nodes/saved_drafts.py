@@ -29,18 +29,19 @@ from .runner import CandidateState
 
 logger = logging.getLogger(__name__)
 
-DRAFTS_FOLDER = os.path.join("cachedsearch", "drafts")
+# One folder for everything saved (drafts and Calibrate's rollouts share one store, ``saved_work``).
+SAVED_FOLDER = os.path.join("cachedsearch", "saved")
 # The search node's inputs that choose which seeds run, where and what is shown, not what a seed's draft is (the
 # Sampler and the Distributed Sampler, whose other inputs are the same, share their drafts).
 _NOT_IN_THE_KEY = ("seed", "num_candidates", "pruning", "budget", "preview_vae", "save_drafts", "worker_timeout")
 SAVE_DRAFTS_TOOLTIP = (
-    "Keep every finished draft on disk (ComfyUI's user folder, cachedsearch/drafts, 4 GB at most, oldest first): "
+    "Keep every finished draft on disk (ComfyUI's user folder, cachedsearch/saved, 4 GB at most, oldest first): "
     "queueing the same search again after Cancel or a restart, or with more candidates, computes only the drafts "
     "it lacks, and a pick never drafts again. Off: nothing is saved or reused.")
 
 
-def drafts_folder() -> str:
-    return os.path.join(folder_paths.get_user_directory(), DRAFTS_FOLDER)
+def saved_folder() -> str:
+    return os.path.join(folder_paths.get_user_directory(), SAVED_FOLDER)
 
 
 def _runtime() -> str:
@@ -94,7 +95,7 @@ class SavedDrafts:
                  if name not in _NOT_IN_THE_KEY}
         setup = fingerprint([graph, list(contents), _runtime()])
         try:
-            return cls(DraftStore(drafts_folder()), setup)
+            return cls(DraftStore(saved_folder()), setup)
         except OSError as error:  # an index that could not be read nor moved aside: search without the store
             logger.warning("CachedSearch: saved drafts not used: %s", error)
             return None

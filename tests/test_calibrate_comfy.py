@@ -419,7 +419,7 @@ def measured_rows(entry) -> list[dict]:
 
 
 def test_over_http_cancel_mid_calibration_leaves_the_next_run_clean_and_the_tau_feeds_apply_cache(comfy_server):
-    saved = comfy_server.base_dir / "user" / "cachedsearch" / "calibration_rollouts"
+    saved = comfy_server.base_dir / "user" / "cachedsearch" / "saved"
     shutil.rmtree(saved, ignore_errors=True)  # nothing another test of this server saved
     graph = calibrate_wan(seed=5, capture_target=0.9)
     cancelled = set()
@@ -470,7 +470,10 @@ def test_over_http_a_cancelled_calibration_resumes_in_a_fresh_server_with_only_t
     steps, rollouts = 6, 9  # calibrate_wan: 3 seeds x (full + 2 taus)
     graph = calibrate_wan(seed=21, capture_target=0.9, steps=steps)
     base = base_with_models("calibrate_restart")
-    saved = base / "user" / "cachedsearch" / "calibration_rollouts" / "wan2.1_t2v_1.3B_fp16.safetensors.jsonl"
+    saved = base / "user" / "cachedsearch" / "saved" / "index.jsonl"  # the rollouts (and the graph's drafts) saved
+
+    def saved_rollouts() -> list[str]:
+        return [line for line in saved.read_text().splitlines()[1:] if json.loads(line)["kind"] == "rollout"]
 
     def run(server, cancel_in_rollout=None):
         events = []
@@ -493,8 +496,8 @@ def test_over_http_a_cancelled_calibration_resumes_in_a_fresh_server_with_only_t
     finally:
         first.stop()
     assert "execution_interrupted" in [message[0] for message in cancelled["status"]["messages"]]
-    lines = saved.read_text().splitlines()
-    kept = len(lines) - 1  # after the header: the rollouts that finished before Cancel stopped the run
+    lines = saved_rollouts()
+    kept = len(lines)  # the rollouts that finished before Cancel stopped the run
     assert 4 <= kept < rollouts and computed_rollouts(events, steps) >= set(range(kept))
 
     second = comfy_runtime.ComfyServer(base)
@@ -507,8 +510,8 @@ def test_over_http_a_cancelled_calibration_resumes_in_a_fresh_server_with_only_t
     assert computed_rollouts(events, steps) == set(range(kept, rollouts))
     report = resumed["outputs"]["calibrate"]["text"][0]
     assert f"saved rollouts: {kept} of {rollouts} reused from an earlier run, {rollouts - kept} computed now" in report
-    after = saved.read_text().splitlines()
-    assert after[:len(lines)] == lines and len(after) == 1 + rollouts  # appended the missing ones, nothing twice
+    after = saved_rollouts()
+    assert after[:len(lines)] == lines and len(after) == rollouts  # appended the missing ones, nothing twice
     (table,), (uninterrupted,) = (entry["outputs"]["calibrate"]["cachedsearch_calibration"]
                                   for entry in (resumed, alone))
     assert [{key: row[key] for key in MEASURED} for row in table["rows"]] == \
@@ -614,8 +617,8 @@ def test_a_cancelled_calibration_resumes_with_only_the_missing_rollouts(engine, 
     assert computed == 8
     cancelled, computed = calibrate(tmp_path / "resumed", press_at=(5, 2))
     assert cancelled is None and computed == 5
-    (saved,) = (tmp_path / "resumed" / "cachedsearch" / "calibration_rollouts").iterdir()
-    assert saved.name == f"{WORLD_MODEL.name}.jsonl" and len(saved.read_text().splitlines()) == 1 + 4
+    saved = tmp_path / "resumed" / "cachedsearch" / "saved" / "index.jsonl"
+    assert len(saved.read_text().splitlines()) == 1 + 4
     with saved.open("a") as file:
         file.write('{"key": "half-written')
     resumed, computed = calibrate(tmp_path / "resumed")
@@ -642,7 +645,7 @@ def test_a_broken_memory_and_rollouts_file_are_set_aside_and_named_on_the_nodes_
 
     monkeypatch.setattr(folder_paths, "get_user_directory", lambda: str(tmp_path))
     memory = tmp_path / "cachedsearch" / "calibrations.json"
-    rollouts = tmp_path / "cachedsearch" / "calibration_rollouts" / f"{WORLD_MODEL.name}.jsonl"
+    rollouts = tmp_path / "cachedsearch" / "saved" / "index.jsonl"
     rollouts.parent.mkdir(parents=True)
     memory.write_text('{"wan2.1_t2v_1.3B_fp16.safetensors | 20 steps | euler | simple": {"tau": 0.')
     rollouts.write_text('{"not": "ours"}\n')
@@ -677,7 +680,7 @@ def test_a_broken_memory_and_rollouts_file_are_set_aside_and_named_on_the_nodes_
     report = calibrate()
     (foreign,) = rollouts.parent.glob(f"{rollouts.name}.corrupt-*")
     (memory_aside,) = set(memory.parent.glob("calibrations.json.corrupt-*")) - {torn}
-    assert f"{rollouts}: set aside, because it is not a cachedsearch calibration rollouts (version 1) file; moved " \
+    assert f"{rollouts}: set aside, because it is not a cachedsearch saved work (version 1) file; moved " \
         f"to {foreign.name} beside it" in report
     assert f"{memory}: set aside, because it is not a calibration memory (a JSON object of calibrations by setup); " \
         f"moved to {memory_aside.name} beside it" in report

@@ -78,8 +78,9 @@ def run_distributed(master, graph, worker_ids):
 
 def saved_draft_seeds(server) -> list[int]:
     """The seeds of the drafts saved on ``server``, in the order they were saved."""
-    index = server.base_dir / "user" / "cachedsearch" / "drafts" / "index.jsonl"
-    return [json.loads(line)["seed"] for line in index.read_text().splitlines()[1:]] if index.exists() else []
+    index = server.base_dir / "user" / "cachedsearch" / "saved" / "index.jsonl"
+    records = [json.loads(line) for line in index.read_text().splitlines()[1:]] if index.exists() else []
+    return [record["seed"] for record in records if record["kind"] == "draft"]
 
 
 def search_report(entry):

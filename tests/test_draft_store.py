@@ -1,14 +1,17 @@
-"""The store of finished drafts (cachedsearch_core.draft_store): latents back bit for bit, read only when asked,
-the cap evicting the oldest first, a broken latent file or index line set aside and reported, and a search's cost
-counting reused drafts at zero."""
+"""The store of finished drafts (cachedsearch_core.draft_store over saved_work, the store Calibrate's rollouts share):
+latents back bit for bit, read only when asked, the one cap evicting the oldest first whatever their kind, a broken
+latent file or index line set aside and reported, and a search's cost counting reused drafts at zero."""
 
 import dataclasses
+import json
 
 import pytest
 import torch
 
 from cachedsearch_core import Draft, SearchCost, StageCalls
-from cachedsearch_core.draft_store import INDEX_FILE, DraftStore, draft_key
+from cachedsearch_core.draft_store import DraftStore, draft_key
+from cachedsearch_core.saved_rollouts import SavedRollout, SavedRollouts
+from cachedsearch_core.saved_work import INDEX_FILE
 
 
 def drafted(seed: int, skipped: int = 3) -> Draft:
@@ -36,7 +39,7 @@ def test_records_open_without_reading_any_latent(tmp_path, monkeypatch):
     for seed in range(3):
         store.add(draft_key("s", seed), drafted(seed), latent(seed))
     read = []
-    import cachedsearch_core.draft_store as module
+    import cachedsearch_core.saved_work as module
 
     original = module.load_file
     monkeypatch.setattr(module, "load_file", lambda path: read.append(path) or original(path))
@@ -48,15 +51,17 @@ def test_records_open_without_reading_any_latent(tmp_path, monkeypatch):
 
 
 def test_the_cap_evicts_the_oldest_drafts_first(tmp_path):
-    one = len(__import__("safetensors.torch", fromlist=["save"]).save({"samples": latent(0)}))
-    store = DraftStore(tmp_path, max_bytes=3 * one)
+    probe = DraftStore(tmp_path / "probe")
+    probe.add(draft_key("s", 0), drafted(0), latent(0))
+    one = probe.size  # a draft's latent file and index line
+    store = DraftStore(tmp_path, max_bytes=3 * one + 10)
     for seed in range(5):
         store.add(draft_key("s", seed), drafted(seed), latent(seed))
     kept = [seed for seed in range(5) if store.get(draft_key("s", seed)) is not None]
     assert kept == [2, 3, 4]
     assert sorted(path.name for path in tmp_path.glob("*.safetensors")) == \
         sorted(f"{draft_key('s', seed)}.safetensors" for seed in kept)
-    assert store.size <= 3 * one
+    assert store.size <= 3 * one + 10
     assert [seed for seed in range(5) if DraftStore(tmp_path).get(draft_key("s", seed))] == [2, 3, 4]
 
 
@@ -84,7 +89,7 @@ def test_a_missing_latent_file_and_a_torn_index_line_are_reported_never_fatal(tm
     with (tmp_path / INDEX_FILE).open("a") as index:
         index.write('{"key": "torn", "seed": 4, "sec')
     again = DraftStore(tmp_path)
-    assert "1 unreadable line(s) ignored" in again.problems[0] and "their drafts are computed again" in \
+    assert "1 unreadable line(s) ignored" in again.problems[0] and "their saved results are computed again" in \
         again.problems[0]
     assert again.latent(draft_key("s", 1)) is None
     assert "missing; the draft is computed again" in again.problems[-1]
@@ -95,7 +100,7 @@ def test_a_foreign_index_file_is_set_aside(tmp_path):
     (tmp_path / INDEX_FILE).write_text('{"format": "something else", "version": 1}\n')
     store = DraftStore(tmp_path)
     (problem,) = store.problems
-    assert "set aside" in problem and "every draft in it is computed again" in problem
+    assert "set aside" in problem and "every saved result in it is computed again" in problem
     store.add(draft_key("s", 0), drafted(0), latent(0))
     assert DraftStore(tmp_path).get(draft_key("s", 0)) is not None
 
@@ -134,3 +139,39 @@ def test_extra_tensors_come_back_with_the_latent(tmp_path):
     tensors = DraftStore(tmp_path).tensors(draft_key("s", 0))
     assert sorted(tensors) == ["samples", "x0"]
     assert torch.equal(tensors["x0"], estimate) and torch.equal(tensors["samples"], latent(0))
+
+
+def test_drafts_and_calibration_rollouts_share_one_index_and_one_cap_oldest_first(tmp_path):
+    rollout = SavedRollout(scores=(0.5,), seconds=2.0, calls=20, skipped=8)
+    SavedRollouts(tmp_path).add("rollout 0", rollout)
+    drafts = DraftStore(tmp_path)
+    drafts.add(draft_key("s", 0), drafted(0), latent(0))
+    assert SavedRollouts(tmp_path).get("rollout 0") == rollout  # a draft's store keeps the rollouts it holds
+    assert len((tmp_path / INDEX_FILE).read_text().splitlines()) == 1 + 2  # one header, one line each
+    full = DraftStore(tmp_path, max_bytes=drafts.size + 10)  # room for what is there, not one more draft
+    full.add(draft_key("s", 1), drafted(1), latent(1))
+    assert SavedRollouts(tmp_path).get("rollout 0") is None and DraftStore(tmp_path).get(draft_key("s", 0)) is None
+    assert DraftStore(tmp_path).get(draft_key("s", 1)) is not None
+    assert DraftStore(tmp_path).get("rollout 0") is None  # a key of another kind is not a draft
+
+
+def test_an_entry_of_an_unknown_kind_is_kept_as_it_is(tmp_path):
+    index = tmp_path / INDEX_FILE
+    tmp_path.mkdir(exist_ok=True)
+    header = json.dumps({"format": "cachedsearch saved work", "version": 1})
+    future = json.dumps({"key": "k", "kind": "a later version's", "saved_at": 1.0, "size": 10, "file": None, "x": 1})
+    index.write_text(header + "\n" + future + "\n")
+    DraftStore(tmp_path).add(draft_key("s", 0), drafted(0), latent(0))
+    assert index.read_text().splitlines()[1] == future and DraftStore(tmp_path).problems == []
+
+
+def test_a_draft_record_out_of_range_is_dropped_and_reported(tmp_path):
+    store = DraftStore(tmp_path)
+    store.add(draft_key("s", 0), drafted(0), latent(0))
+    lines = (tmp_path / INDEX_FILE).read_text().splitlines()
+    record = json.loads(lines[1])
+    (tmp_path / INDEX_FILE).write_text("\n".join([lines[0], json.dumps({**record, "seconds": -1})]) + "\n")
+    again = DraftStore(tmp_path)
+    assert again.get(draft_key("s", 0)) is None
+    (problem,) = again.problems
+    assert "out of range" in problem and "the draft is computed again" in problem

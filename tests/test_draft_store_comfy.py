@@ -14,7 +14,7 @@ from scripts.graphs import stock_wan_ksampler, wan_search
 from scripts.tiny_models import WAN21_LORA_FILE
 
 STEPS = 6
-DRAFTS_FOLDER = ("user", "cachedsearch", "drafts")
+DRAFTS_FOLDER = ("user", "cachedsearch", "saved")  # the store drafts share with Calibrate's rollouts
 
 
 def drafts_folder(server):
@@ -22,9 +22,9 @@ def drafts_folder(server):
 
 
 def saved_seeds(server) -> list[int]:
-    """The seeds in the store's index, in the order they were saved (after its header line)."""
-    lines = (drafts_folder(server) / "index.jsonl").read_text().splitlines()[1:]
-    return [json.loads(line)["seed"] for line in lines]
+    """The seeds of the drafts in the store's index, in the order they were saved (after its header line)."""
+    records = [json.loads(line) for line in (drafts_folder(server) / "index.jsonl").read_text().splitlines()[1:]]
+    return [record["seed"] for record in records if record["kind"] == "draft"]
 
 
 def search(seed: int, num_candidates: int, **changes) -> dict:

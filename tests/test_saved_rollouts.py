@@ -1,6 +1,6 @@
-"""Saved calibration rollouts without a model: a rollout's key changes with what makes it, the file survives a
-half-written line, a file that is not ours is set aside (kept, reported, never trusted), and the file keeps at most
-its cap of records, rewritten whole or not at all."""
+"""Saved calibration rollouts without a model: a rollout's key changes with what makes it, the store's index (shared
+with the saved drafts) survives a half-written line, a file that is not ours is set aside (kept, reported, never
+trusted), and the index is rewritten whole or not at all."""
 
 import dataclasses
 import json
@@ -10,7 +10,8 @@ import re
 import pytest
 import torch
 
-from cachedsearch_core.saved_rollouts import FORMAT, SavedRollout, SavedRollouts, fingerprint, rollout_key
+from cachedsearch_core.saved_rollouts import SavedRollout, SavedRollouts, fingerprint, rollout_key
+from cachedsearch_core.saved_work import FORMAT, INDEX_FILE
 
 ROLLOUT = SavedRollout(scores=(0.25, 1.5), seconds=3.0, calls=20, skipped=8)
 
@@ -32,31 +33,40 @@ def test_a_key_changes_with_the_prompt_the_seed_and_the_arm():
 
 
 def test_rollouts_are_saved_as_they_finish_and_a_half_written_line_is_skipped_and_removed(tmp_path):
-    path = tmp_path / "calibration_rollouts" / "model.jsonl"
-    saved = SavedRollouts(path)
+    folder = tmp_path / "saved"
+    path = folder / INDEX_FILE
+    saved = SavedRollouts(folder)
     saved.add("a", ROLLOUT)
-    assert SavedRollouts(path).get("a") == ROLLOUT and SavedRollouts(path).problems == []
+    assert SavedRollouts(folder).get("a") == ROLLOUT and SavedRollouts(folder).problems == []
+    good = path.read_text().splitlines()[1:]
     with path.open("a") as file:
-        file.write('{"key": "b", "scores": [0.1')  # a crash mid-write
-    again = SavedRollouts(path)
+        file.write('{"key": "b", "kind": "rollout", "scores": [0.1')  # a crash mid-write
+    again = SavedRollouts(folder)
     assert again.get("a") == ROLLOUT and again.get("b") is None
     (problem,) = again.problems
     assert problem == f"{path}: 1 unreadable line(s) ignored (a run stopped mid-write, or the file was edited) and " \
-        "removed from the file; their rollouts are computed again"
-    assert path.read_text().splitlines()[1:] == [json.dumps(ROLLOUT.record("a"))]  # compacted
+        "removed from the file; their saved results are computed again"
+    assert path.read_text().splitlines()[1:] == good  # compacted
     again.add("c", ROLLOUT)
-    reloaded = SavedRollouts(path)
+    reloaded = SavedRollouts(folder)
     assert reloaded.get("c") == ROLLOUT and reloaded.problems == []
 
 
+def record(key: str, rollout: SavedRollout = ROLLOUT) -> dict:
+    return {"key": key, "kind": "rollout", "saved_at": 1.0, "size": 100, "file": None, **rollout.record()}
+
+
+def header() -> str:
+    return json.dumps({"format": FORMAT, "version": 1}) + "\n"
+
+
 def test_a_record_that_ends_without_its_newline_is_kept_and_the_next_starts_on_its_own_line(tmp_path):
-    path = tmp_path / "model.jsonl"
-    path.write_text(json.dumps({"format": FORMAT, "version": 1}) + "\n" + json.dumps(ROLLOUT.record("a")))
-    saved = SavedRollouts(path)
+    (tmp_path / INDEX_FILE).write_text(header() + json.dumps(record("a")))
+    saved = SavedRollouts(tmp_path)
     assert saved.get("a") == ROLLOUT and saved.problems == []
     saved.add("b", ROLLOUT)
-    reloaded = SavedRollouts(path)
-    assert list(reloaded.records) == ["a", "b"] and reloaded.problems == []
+    reloaded = SavedRollouts(tmp_path)
+    assert list(reloaded.work.index.records) == ["a", "b"] and reloaded.problems == []
 
 
 def set_aside_files(path):
@@ -65,70 +75,61 @@ def set_aside_files(path):
 
 @pytest.mark.parametrize("content", [b'{"not": "ours"}\n{"key": "a", "scores": [1], "seconds": 1, "calls": 1, '
                                      b'"skipped": 0}\n', b"\x00\x01garbage", b"\xff\xfe not UTF-8",
-                                     b'{"format": "cachedsearch calibration rollouts", "version": 2}\n'])
+                                     b'{"format": "cachedsearch saved work", "version": 2}\n',
+                                     b'{"format": "cachedsearch calibration rollouts", "version": 1}\n'])
 def test_a_file_that_is_not_ours_is_set_aside_whole_reported_and_the_next_run_works(tmp_path, content):
-    path = tmp_path / "model.jsonl"
+    path = tmp_path / INDEX_FILE
     path.write_bytes(content)
-    saved = SavedRollouts(path)
-    assert saved.records == {} and not path.exists()
+    saved = SavedRollouts(tmp_path)
+    assert saved.work.index.records == {} and not path.exists()
     (aside,) = set_aside_files(path)
     assert aside.read_bytes() == content  # nothing in it is lost
     (problem,) = saved.problems
     assert problem.startswith(f"{path}: set aside, because it is not a {FORMAT} (version 1) file")
-    assert problem.endswith(f"; moved to {aside.name} beside it, and every rollout in it is computed again")
-    assert re.fullmatch(r"model\.jsonl\.corrupt-\d{8}T\d{6}Z-[0-9a-f]{6}", aside.name)
+    assert problem.endswith(f"; moved to {aside.name} beside it, and every saved result in it is computed again")
+    assert re.fullmatch(r"index\.jsonl\.corrupt-\d{8}T\d{6}Z-[0-9a-f]{6}", aside.name)
     saved.add("a", ROLLOUT)
     assert json.loads(path.read_text().splitlines()[0])["format"] == FORMAT
-    again = SavedRollouts(path)
+    again = SavedRollouts(tmp_path)
     assert again.get("a") == ROLLOUT and again.problems == []
 
 
 def test_every_set_aside_file_gets_a_name_of_its_own(tmp_path):
-    path = tmp_path / "model.jsonl"
+    path = tmp_path / INDEX_FILE
     for attempt in range(3):
         path.write_text(f"not ours {attempt}")
-        SavedRollouts(path)
+        SavedRollouts(tmp_path)
     assert sorted(aside.read_text() for aside in set_aside_files(path)) == [f"not ours {n}" for n in range(3)]
 
 
 def test_an_empty_file_is_a_new_one(tmp_path):
-    path = tmp_path / "model.jsonl"
+    path = tmp_path / INDEX_FILE
     path.write_text("")  # created, then stopped before its header
-    saved = SavedRollouts(path)
+    saved = SavedRollouts(tmp_path)
     assert saved.problems == [] and set_aside_files(path) == []
     saved.add("a", ROLLOUT)
-    assert SavedRollouts(path).get("a") == ROLLOUT
+    assert SavedRollouts(tmp_path).get("a") == ROLLOUT
 
 
-def test_the_cap_holds_after_many_appends_and_keeps_the_newest(tmp_path):
-    path = tmp_path / "model.jsonl"
-    saved = SavedRollouts(path, max_records=20)
-    for index in range(500):
-        saved.add(f"k{index}", dataclasses.replace(ROLLOUT, seconds=float(index)))
-        assert len(path.read_text().splitlines()) <= 1 + 20  # the header and at most the cap
-    reloaded = SavedRollouts(path, max_records=20)
-    assert reloaded.problems == [] and reloaded.records == saved.records
-    assert list(reloaded.records)[-1] == "k499" and "k0" not in reloaded.records
-    assert [rollout.seconds for rollout in reloaded.records.values()] == list(range(500 - len(reloaded.records), 500))
-    assert len(reloaded.records) >= 18  # the oldest dropped a tenth of the cap at a time, not all at once
+def test_the_cap_evicts_the_oldest_rollouts_and_the_index_keeps_the_newest(tmp_path):
+    cap = 3000  # about 20 rollout records
+    saved = SavedRollouts(tmp_path, max_bytes=cap)
+    for index in range(200):
+        saved.add(f"k{index:03d}", dataclasses.replace(ROLLOUT, seconds=float(index)))
+    reloaded = SavedRollouts(tmp_path)
+    kept = list(reloaded.work.index.records)
+    assert 15 <= len(kept) <= 25 and kept == [f"k{index:03d}" for index in range(200 - len(kept), 200)]
+    assert len((tmp_path / INDEX_FILE).read_text().splitlines()) == 1 + len(kept)
+    sizes = [entry.size for entry in reloaded.work.index.records.values()]
+    assert sum(sizes) <= cap < sum(sizes) + max(sizes)  # the newest that fit, no fewer
+    assert reloaded.get("k199").seconds == 199 and reloaded.problems == []
 
 
-def test_a_file_over_the_cap_is_compacted_on_loading_to_its_newest_records(tmp_path):
-    path = tmp_path / "model.jsonl"
-    unbounded = SavedRollouts(path, max_records=None)  # as files grew before the cap
-    for index in range(100):
-        unbounded.add(f"k{index % 60}", dataclasses.replace(ROLLOUT, seconds=float(index)))  # 40 keys written twice
-    capped = SavedRollouts(path, max_records=30)
-    assert list(capped.records) == [f"k{index % 60}" for index in range(73, 100)]  # 30 less a tenth, newest
-    assert capped.get("k39").seconds == 99 and capped.problems == []
-    assert len(path.read_text().splitlines()) == 1 + 27
-
-
-def test_a_failed_compaction_leaves_the_file_as_it_was_and_no_temporary_file(tmp_path, monkeypatch):
-    path = tmp_path / "model.jsonl"
-    saved = SavedRollouts(path, max_records=5)
+def test_a_failed_rewrite_leaves_the_index_as_it_was_and_no_temporary_file(tmp_path, monkeypatch):
+    saved = SavedRollouts(tmp_path)
     for index in range(5):
         saved.add(f"k{index}", ROLLOUT)
+    path = tmp_path / INDEX_FILE
     before = path.read_bytes()
 
     def disk_full(*args):
@@ -136,21 +137,33 @@ def test_a_failed_compaction_leaves_the_file_as_it_was_and_no_temporary_file(tmp
 
     monkeypatch.setattr(os, "replace", disk_full)
     with pytest.raises(OSError, match="No space left"):
-        saved.add("k5", ROLLOUT)  # at the cap: compacts first
-    assert path.read_bytes() == before and [entry.name for entry in tmp_path.iterdir()] == ["model.jsonl"]
+        saved.work.index.drop(["k0"])  # what the cap's eviction does
+    assert path.read_bytes() == before and [entry.name for entry in tmp_path.iterdir()] == [INDEX_FILE]
     monkeypatch.undo()
-    assert list(SavedRollouts(path, max_records=5).records) == [f"k{index}" for index in range(5)]
+    assert list(SavedRollouts(tmp_path).work.index.records) == [f"k{index}" for index in range(5)]
 
 
-@pytest.mark.parametrize("record", [
-    {"key": "a", "scores": [], "seconds": 1, "calls": 1, "skipped": 0},
-    {"key": "a", "scores": [float("nan")], "seconds": 1, "calls": 1, "skipped": 0},
-    {"key": "a", "scores": [1.0], "seconds": 1, "calls": 1, "skipped": 2},
-    {"key": "a", "scores": [1.0], "seconds": 1, "calls": 1},
-    {"scores": [1.0], "seconds": 1, "calls": 1, "skipped": 0},
+@pytest.mark.parametrize("fields", [
+    {"scores": [], "seconds": 1, "calls": 1, "skipped": 0},
+    {"scores": [float("nan")], "seconds": 1, "calls": 1, "skipped": 0},
+    {"scores": [1.0], "seconds": 1, "calls": 1, "skipped": 2},
+    {"scores": [1.0], "seconds": 1, "calls": 1},
 ])
-def test_a_record_out_of_range_is_not_trusted(tmp_path, record):
-    path = tmp_path / "model.jsonl"
-    path.write_text(json.dumps({"format": FORMAT, "version": 1}) + "\n" + json.dumps(record) + "\n")
-    saved = SavedRollouts(path)
+def test_a_record_out_of_range_is_not_trusted(tmp_path, fields):
+    line = {"key": "a", "kind": "rollout", "saved_at": 1.0, "size": 100, "file": None, **fields}
+    (tmp_path / INDEX_FILE).write_text(header() + json.dumps(line) + "\n")
+    saved = SavedRollouts(tmp_path)
     assert saved.get("a") is None and len(saved.problems) == 1
+    assert "a saved rollout's record is" in saved.problems[0]
+    assert SavedRollouts(tmp_path).work.index.records == {}  # dropped from the index
+
+
+@pytest.mark.parametrize("line", [
+    {"kind": "rollout", "saved_at": 1.0, "size": 100, "file": None},  # no key
+    {"key": "a", "kind": "rollout", "saved_at": 1.0, "size": -1, "file": None},
+    {"key": "a", "kind": "rollout", "saved_at": 1.0, "size": 1, "file": "../elsewhere.safetensors"},
+])
+def test_an_index_line_out_of_range_is_skipped_and_reported(tmp_path, line):
+    (tmp_path / INDEX_FILE).write_text(header() + json.dumps({**line, **ROLLOUT.record()}) + "\n")
+    saved = SavedRollouts(tmp_path)
+    assert saved.get("a") is None and "1 unreadable line(s) ignored" in saved.problems[0]
