@@ -13,6 +13,7 @@ from ..cachedsearch_core.seed_slices import seed_slices, slice_of
 from .distributed_search import (
     MASTER,
     NODE_ID,
+    SETUP_INPUT,
     DistributedCandidates,
     participant_label,
     search_as_master,
@@ -81,7 +82,9 @@ class DistributedSearchSampler(io.ComfyNode):
         recipe = StagedRecipe.single(stage, latent_image)
         announce = progress_text_sender(cls.hidden.unique_id)
         setup = setup_from_prompt(cls.hidden.prompt, cls.hidden.unique_id)
-        saved = SavedDrafts.for_node(cls.hidden, save_drafts, positive, negative, latent_image)
+        # The orchestration's entry (participants, job) changes with every distributed run: not part of a draft.
+        saved = SavedDrafts.for_node(cls.hidden, save_drafts, positive, negative, latent_image,
+                                     not_drafting=(SETUP_INPUT,))
         if setup is None:
             alone = run_search(recipe, candidate_seeds(seed, num_candidates), announce, saved)
             candidates = DistributedCandidates(

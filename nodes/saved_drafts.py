@@ -83,8 +83,9 @@ class SavedDrafts:
     setup: str
 
     @classmethod
-    def for_node(cls, hidden, save: bool, *contents) -> SavedDrafts | None:
-        """The saved drafts of the search node running now, keyed by its inputs in the server's prompt and the
+    def for_node(cls, hidden, save: bool, *contents, not_drafting: tuple[str, ...] = ()) -> SavedDrafts | None:
+        """The saved drafts of the search node running now, keyed by its inputs in the server's prompt (but
+        ``not_drafting``: entries of the node's own that say where its seeds run, not what they draft) and the
         ``contents`` it was given (its conditioning and latent); None when saving is off or outside a server run,
         whose prompt alone says how the model was built."""
         prompt, node_id = hidden.prompt, str(hidden.unique_id)
@@ -92,7 +93,7 @@ class SavedDrafts:
             return None
         inputs = prompt[node_id].get("inputs", {})
         graph = {name: _with_defaults(upstream(prompt, value)) for name, value in inputs.items()
-                 if name not in _NOT_IN_THE_KEY}
+                 if name not in _NOT_IN_THE_KEY and name not in not_drafting}
         setup = fingerprint([graph, list(contents), _runtime()])
         try:
             return cls(DraftStore(saved_folder()), setup)

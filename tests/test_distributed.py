@@ -92,10 +92,14 @@ def test_distributed_search_equals_single_machine_search(cluster):
     single, distributed = search_graphs(seed=100, num_candidates=4, steps=8)
     reference = master.run_prompt(single, timeout=WAIT_SECONDS)
     saved_before = saved_draft_seeds(master)
+    assert {100, 101, 102, 103} <= set(saved_before)  # the single-machine search saved its drafts
     entry = run_distributed(master, distributed, ["1"])
     report = search_report(entry)
     assert "drafted by: master 100, 101; worker 1 102, 103" in report, report
     assert "re-drafted" not in report
+    # the master's slice comes from the single-machine search's saved drafts (its orchestration entry, which
+    # changes every run, is not part of a draft's key); the worker, on its own disk, drafts its slice
+    assert "2 of 4 drafts reused from an earlier run" in report, report
     # the master saved what the worker sent, beside its own drafts
     saved = saved_draft_seeds(master)
     assert saved[:len(saved_before)] == saved_before and {102, 103} <= set(saved[len(saved_before):])
