@@ -135,7 +135,7 @@ def markdown_report(results: list[ArmResult], target: float = DEFAULT_CAPTURE_TA
         )
     tau = recommend_tau(results, target)
     lines.append("")
-    lines.append(f"Recommended tau* (most aggressive tau with capture >= {100 * target:.0f} %): "
+    lines.append(f"Recommended tau* (the tau that skips most calls with capture >= {100 * target:.0f} %): "
                  + (f"{tau:g}" if tau is not None else "none of the measured values"))
     resampled = results[0].fidelity.resampled if results else PROMPT_BOOTSTRAP
     lines.append(f"Intervals: 95 % {resampled.removesuffix('s')} bootstrap.")

@@ -96,7 +96,7 @@ def test_report_and_plot_name_every_arm(store):
     results = evaluate_arms(store, {"tau 0.05": 0.05, "tau 0.20": 0.20}, PROMPTS, SEEDS, bootstrap=50)
     text = markdown_report(results)
     assert "| tau 0.05 | 1.60x | 40 % (1.67x) |" in text and "| tau 0.20 | 2.50x | 60 % (2.50x) |" in text
-    assert "Recommended tau* (most aggressive tau with capture >= 85 %): 0.05" in text
+    assert "Recommended tau* (the tau that skips most calls with capture >= 85 %): 0.05" in text
     svg = svg_plot(results)
     assert svg.startswith("<svg") and svg.count("<circle") == 2 and ">tau 0.20</text>" in svg
 
