@@ -4,18 +4,15 @@
 // POST /cachedsearch/pick instead. Public API only: api.fetchApi, api events, api.clientId. Exports only: ComfyUI
 // loads every script under web/ as an extension, and this one registers nothing.
 import { api } from "../../../scripts/api.js";
+import { cachedNodes, onRunStarted } from "./cachedsearch_cached_runs.js";
 import { findRun, recentRuns, samplerOf } from "./cachedsearch_history.js";
 
 const RECOMMIT = "CachedSearchRecommit";
 export const AWAITING_PICK_EVENT = "cachedsearch.awaiting_pick";
-const REMEMBERED_RUNS = 16; // runs whose reused nodes are kept: the waits and picks of this page
 
 // Recommit nodes waiting for a pick, by "prompt_id/node": {prompt_id, node, candidates, preselected}.
 export const waiting = new Map();
 const listeners = new Set();
-// The nodes each recent run took from ComfyUI's cache (its execution_cached event), by prompt id.
-const reusedByRun = new Map();
-const reusedListeners = new Set();
 
 export function onWaitingChanged(listener) {
   listeners.add(listener);
@@ -49,12 +46,6 @@ for (const event of ["execution_success", "execution_error", "execution_interrup
 api.addEventListener("executed", ({ detail }) => {
   if (waiting.delete(`${detail?.prompt_id}/${detail?.display_node ?? detail?.node}`)) waitingChanged();
 });
-api.addEventListener("execution_cached", ({ detail }) => {
-  if (!detail?.prompt_id) return;
-  reusedByRun.set(detail.prompt_id, new Set((detail.nodes ?? []).map(String)));
-  if (reusedByRun.size > REMEMBERED_RUNS) reusedByRun.delete(reusedByRun.keys().next().value);
-  for (const listener of reusedListeners) listener(detail.prompt_id);
-});
 
 // Waits already open when the page (re)loads; a server without the route (an older CachedSearch) has none.
 export async function loadWaiting() {
@@ -79,7 +70,7 @@ export function waitFor(promptId, recommitIds, samplerId) {
   }
   if (samplerId === undefined) return undefined;
   for (const wait of waiting.values()) {
-    if (wanted(wait) && reusedByRun.get(wait.prompt_id)?.has(String(samplerId))) return wait;
+    if (wanted(wait) && cachedNodes(wait.prompt_id)?.has(String(samplerId))) return wait;
   }
   return undefined;
 }
@@ -87,13 +78,16 @@ export function waitFor(promptId, recommitIds, samplerId) {
 // Whether run `promptId` took node `nodeId` from ComfyUI's cache, once it starts (its execution_cached event).
 export function reusedInRun(promptId, nodeId) {
   return new Promise((resolve) => {
-    const answer = (started) => {
-      if (started !== promptId) return false;
-      reusedListeners.delete(answer);
-      resolve(reusedByRun.get(promptId).has(String(nodeId)));
-      return true;
-    };
-    if (!(reusedByRun.has(promptId) && answer(promptId))) reusedListeners.add(answer);
+    const started = cachedNodes(promptId);
+    if (started) {
+      resolve(started.has(String(nodeId)));
+      return;
+    }
+    const stop = onRunStarted((startedId) => {
+      if (startedId !== promptId) return;
+      stop();
+      resolve(cachedNodes(promptId).has(String(nodeId)));
+    });
   });
 }
 

@@ -7,10 +7,11 @@
 // nothing.
 import { app } from "../../../scripts/app.js";
 import { api } from "../../../scripts/api.js";
+import { cachedNodes } from "./cachedsearch_cached_runs.js";
 import { findRun, recentRuns } from "./cachedsearch_history.js";
 
 const renderers = new Map(); // node class -> render(node, output, promptId)
-const reusedByPrompt = new Map(); // prompt id -> ids of reused nodes that have not been sent "executed"
+const executedByPrompt = new Map(); // prompt id -> ids of the nodes this run sent "executed" (0.33 resends some)
 const progressTexts = new Map(); // node id -> the progress text the server sent it last in this run
 let runningPrompt; // the run executing now (its execution_start)
 
@@ -77,22 +78,22 @@ api.addEventListener("execution_start", ({ detail }) => {
 api.addEventListener("progress_text", ({ detail }) => {
   if (detail?.nodeId !== undefined && typeof detail.text === "string") progressTexts.set(String(detail.nodeId), detail.text);
 });
-api.addEventListener("execution_cached", ({ detail }) => {
-  if (detail?.prompt_id) reusedByPrompt.set(detail.prompt_id, new Set((detail.nodes ?? []).map(String)));
-});
 api.addEventListener("executed", ({ detail }) => {
-  reusedByPrompt.get(detail?.prompt_id)?.delete(String(detail?.display_node ?? detail?.node));
+  if (!detail?.prompt_id) return;
+  if (!executedByPrompt.has(detail.prompt_id)) executedByPrompt.set(detail.prompt_id, new Set());
+  executedByPrompt.get(detail.prompt_id).add(String(detail.display_node ?? detail.node));
 });
 api.addEventListener("execution_success", ({ detail }) => {
-  const reused = reusedByPrompt.get(detail?.prompt_id);
-  reusedByPrompt.delete(detail?.prompt_id);
-  if (reused?.size) showReusedResults(detail.prompt_id, reused).catch((error) =>
+  const executed = executedByPrompt.get(detail?.prompt_id) ?? new Set();
+  executedByPrompt.delete(detail?.prompt_id);
+  const reused = [...(cachedNodes(detail?.prompt_id) ?? [])].filter((id) => !executed.has(id));
+  if (reused.length) showReusedResults(detail.prompt_id, reused).catch((error) =>
     console.warn("CachedSearch: could not show reused results", error));
 });
 // A run that was cancelled or failed sends its nodes no "executed": the progress texts it left ("waiting for your
 // pick; Cancel stops the run", "rollout 36 / 72 ...") would stand as if it still ran, so they go too.
 function runEnded({ detail }) {
-  reusedByPrompt.delete(detail?.prompt_id);
+  executedByPrompt.delete(detail?.prompt_id);
   for (const id of [...progressTexts.keys()]) {
     const node = graphNode(id);
     if (node) removeProgressText(node);
