@@ -309,7 +309,8 @@ class Recommit(io.ComfyNode):
                              tooltip="How many candidates the pick was made among (set with the pick). When it "
                              "differs from this search's, the run stops instead of delivering another search's "
                              "seed. 0: not checked."),
-                io.Boolean.Input("wait_for_pick", default=False, optional=True, **ADVANCED_INPUT,
+                # Not advanced: the artist's way to pick in the same run must show without "Show advanced inputs".
+                io.Boolean.Input("wait_for_pick", default=False, optional=True,
                                  tooltip="Pause this run at Recommit until you click Commit this or Keep this on a "
                                  "draft (the verifier's choice is pre-selected). Only while pick is 0; Cancel "
                                  "stops the wait. Off: never waits (API and batch runs)."),

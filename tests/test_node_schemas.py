@@ -92,3 +92,13 @@ def test_ksampler_settings_have_this_comfyuis_own_ranges_and_options(engine):
     assert engine.nodes["CachedSearchCalibrate"].INPUT_TYPES()["required"]["first_seed"][1]["max"] == \
         stock["seed"][1]["max"]
     assert len(found) == sum(map(len, KSAMPLER_SETTINGS.values()))
+
+
+def test_wait_for_pick_is_a_plain_input_and_the_pick_guards_are_advanced(engine):
+    """Nodes 2.0 hides advanced inputs behind "Show advanced inputs": the artist's way to pick in the same run must
+    not hide there; the pick's guards (pick_among, pick_timeout) may."""
+    inputs = {entry.id: entry for entry in engine.nodes["CachedSearchRecommit"].GET_SCHEMA().inputs}
+    if not hasattr(inputs["pick_among"], "advanced"):
+        pytest.skip("this ComfyUI has no advanced inputs")
+    assert not inputs["wait_for_pick"].advanced
+    assert inputs["pick_among"].advanced and inputs["pick_timeout"].advanced
