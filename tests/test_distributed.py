@@ -134,7 +134,7 @@ def test_queued_without_orchestration_the_node_searches_alone(cluster):
     assert_same_search(outcome(master, entry), outcome(master, master.run_prompt(single, timeout=WAIT_SECONDS)))
 
 
-WORKFLOW = "cachedsearch_wan21_t2v_distributed"
+WORKFLOW = "03 Wan 2.1 - multi-GPU search (ComfyUI-Distributed)"
 
 
 def load_workflow():

@@ -81,11 +81,11 @@ def frames(server, entry):
 
 # The GGUF workflow as shipped (LoRAs bypassed); tests/test_gguf.py runs its experts with the LoRAs in process.
 @pytest.mark.parametrize("name, loras_on", [
-    ("cachedsearch_wan22_a14b_t2v", False), ("cachedsearch_wan22_a14b_t2v", True),
-    ("cachedsearch_wan22_a14b_i2v", False), ("cachedsearch_wan22_a14b_i2v", True),
-    ("cachedsearch_wan22_a14b_t2v_gguf", False)])
+    ("07 Wan 2.2 A14B - two-expert search", False), ("07 Wan 2.2 A14B - two-expert search", True),
+    ("08 Wan 2.2 A14B - image to video", False), ("08 Wan 2.2 A14B - image to video", True),
+    ("10 Wan 2.2 A14B - GGUF, 8-16 GB cards (ComfyUI-GGUF)", False)])
 def test_a14b_workflow_delivers_the_official_graph_for_the_winner(comfy_server, name, loras_on):
-    if name.endswith("_gguf") and node_packs.GGUF.find_archive() is None:
+    if "GGUF" in name and node_packs.GGUF.find_archive() is None:
         pytest.skip(f"{name}: {node_packs.GGUF.absent_reason()}")
     graph = tiny_workflow_variant(queued_graph(name, loras_on), pooled=False)
     assert ("LoraLoaderModelOnly" in {node["class_type"] for node in graph.values()}) == loras_on
@@ -108,7 +108,7 @@ def test_a14b_workflow_delivers_the_official_graph_for_the_winner(comfy_server, 
 def test_a14b_calibrate_workflow_sets_each_experts_tau_and_remembers_it_for_both_caches(comfy_server):
     from scripts.tiny_models import WAN22_A14B_FILES
 
-    graph = tiny_workflow_variant(queued_graph("cachedsearch_calibrate_wan22_a14b", False), pooled=False)
+    graph = tiny_workflow_variant(queued_graph("11 Calibrate tau - Wan 2.2 A14B experts", False), pooled=False)
     calibrate_key = key_of(graph, "CachedSearchCalibrateExperts")
     entry = comfy_server.run_prompt(graph)
     outputs = entry["outputs"]
@@ -141,7 +141,7 @@ def winner_seed_of(report):
 
 
 def test_four_step_workflow_commits_free_and_equals_the_official_graph_with_and_without_pruning(comfy_server):
-    name = "cachedsearch_wan22_a14b_t2v_4step"
+    name = "09 Wan 2.2 A14B - 16 drafts with the 4-step LoRA"
     graph = tiny_workflow_variant(json.loads((WORKFLOWS / "api" / f"{name}.json").read_text()), pooled=False)
     search_key = key_of(graph, "CachedSearchSamplerExperts")
     search = graph[search_key]["inputs"]

@@ -5,6 +5,7 @@ thumbnails and the extension's name where the frontends fetch them."""
 
 import json
 import pathlib
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -21,7 +22,8 @@ REGENERATE = "run `.venv/bin/python scripts/template_thumbnails.py`"
 
 def test_every_shipped_workflow_has_a_template_card():
     assert sorted(TEMPLATE_CARDS) == SHIPPED, f"add the workflow's card to TEMPLATE_CARDS, then {REGENERATE}"
-    assert [name for name, card in TEMPLATE_CARDS.items() if card.start_here] == ["cachedsearch_wan21_t2v"]
+    assert [name for name, card in TEMPLATE_CARDS.items() if card.start_here] == [
+        "01 Wan 2.1 - seed search, best of 8 (start here)"]
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -51,7 +53,8 @@ def test_the_server_lists_the_workflows_and_serves_their_thumbnails(comfy_server
     listed = comfy_server.get("/api/workflow_templates")[EXTENSION_FOLDER]
     assert sorted(listed) == SHIPPED
     for name in SHIPPED:  # the URL every frontend builds: /api/workflow_templates/<folder>/<name>.jpg
-        with urllib.request.urlopen(f"{comfy_server.url}/api/workflow_templates/{EXTENSION_FOLDER}/{name}.jpg",
+        quoted = urllib.parse.quote(name)  # spaces and parentheses, as a browser's fetch sends them
+        with urllib.request.urlopen(f"{comfy_server.url}/api/workflow_templates/{EXTENSION_FOLDER}/{quoted}.jpg",
                                     timeout=30) as response:
             assert response.headers["Content-Type"] == "image/jpeg"
             assert response.read() == (WORKFLOWS / f"{name}.jpg").read_bytes()

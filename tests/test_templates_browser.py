@@ -1,8 +1,11 @@
 """The template browser in headless Chromium on each runtime's pinned frontend and the newest: Templates >
 Extensions shows this extension by its name, and every shipped workflow's card loads its thumbnail (the frontends
-show nothing else of ours on a card). Screenshots: test-artifacts/template_browser_<frontend>.png."""
+show nothing else of ours on a card), titled by file names that read as titles, in the order an artist should meet
+them (the start-here search first), and the first card loads a CachedSearch search. Screenshots:
+test-artifacts/template_browser_<frontend>.png."""
 
 import json
+import re
 import pathlib
 import subprocess
 
@@ -10,6 +13,7 @@ import pytest
 from test_browser import ARTIFACTS, BROWSER_TESTS, browser_available, frontend_version
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+# numbered file names: sorted is the order the cards should come in
 SHIPPED = sorted(path.stem for path in (REPO_ROOT / "workflows").glob("*.json"))
 THUMBNAIL_SIZE = 400  # scripts/template_thumbnails.py SIZE
 
@@ -32,3 +36,9 @@ def test_the_template_browser_shows_every_workflow_with_its_thumbnail(request, f
     # every card, each with its own picture as fetched from the server (the cards show it through a blob: URL)
     assert {card["name"]: card["width"] for card in seen["cards"]} == dict.fromkeys(SHIPPED, THUMBNAIL_SIZE), seen
     assert seen["fetched"] == dict.fromkeys(SHIPPED, "200 image/jpeg"), seen["fetched"]
+    # the cards in the order shown: the numbered names' order, start-here first, no raw snake_case file name
+    titles = [card["name"] for card in seen["cards"]]
+    assert titles == SHIPPED, titles
+    assert "(start here)" in titles[0], titles
+    assert not [title for title in titles if re.search(r"[a-z0-9]_[a-z0-9]", title)], titles
+    assert "CachedSearchSampler" in seen["loaded"], seen["loaded"]

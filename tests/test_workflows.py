@@ -16,13 +16,13 @@ from scripts.workflow_format import (
 
 WORKFLOWS = pathlib.Path(__file__).resolve().parents[1] / "workflows"
 # Distributed workflows need ComfyUI-Distributed's nodes: tests/test_distributed.py checks them on its servers.
-NAMES = sorted(path.stem for path in WORKFLOWS.glob("*.json") if not path.stem.endswith("_distributed"))
+NAMES = sorted(path.stem for path in WORKFLOWS.glob("*.json") if "ComfyUI-Distributed" not in path.stem)
 
 
 def needs_gguf_pack(name):
     """GGUF workflows load their experts with ComfyUI-GGUF's node: checked wherever its snapshot is (the test
     servers install it then), skipped with one line where it is absent."""
-    if name.endswith("_gguf") and node_packs.GGUF.find_archive() is None:
+    if "GGUF" in name and node_packs.GGUF.find_archive() is None:
         pytest.skip(f"{name}: {node_packs.GGUF.absent_reason()}")
 
 
@@ -40,13 +40,22 @@ def input_spec(info, name):
 
 
 def test_the_workflows_ship():
-    assert NAMES == ["cachedsearch_calibrate_family", "cachedsearch_calibrate_wan21",
-                     "cachedsearch_calibrate_wan22_a14b", "cachedsearch_hunyuan15_t2v", "cachedsearch_hunyuan_t2v",
-                     "cachedsearch_wan21_t2v", "cachedsearch_wan21_t2v_pruned", "cachedsearch_wan22_a14b_i2v",
-                     "cachedsearch_wan22_a14b_t2v", "cachedsearch_wan22_a14b_t2v_4step",
-                     "cachedsearch_wan22_a14b_t2v_gguf", "cachedsearch_wan22_ti2v"]
+    assert NAMES == [
+        "01 Wan 2.1 - seed search, best of 8 (start here)",
+        "02 Wan 2.1 - pruned search (cheaper)",
+        "04 Calibrate tau - one prompt (Wan 2.1)",
+        "05 Calibrate tau - a model family (Wan 2.1)",
+        "06 Wan 2.2 TI2V 5B - seed search",
+        "07 Wan 2.2 A14B - two-expert search",
+        "08 Wan 2.2 A14B - image to video",
+        "09 Wan 2.2 A14B - 16 drafts with the 4-step LoRA",
+        "10 Wan 2.2 A14B - GGUF, 8-16 GB cards (ComfyUI-GGUF)",
+        "11 Calibrate tau - Wan 2.2 A14B experts",
+        "12 HunyuanVideo - seed search",
+        "13 HunyuanVideo 1.5 - search, then 1080p",
+    ]
     assert sorted(path.stem for path in (WORKFLOWS / "api").glob("*.json")
-                  if not path.stem.endswith("_distributed")) == NAMES
+                  if "ComfyUI-Distributed" not in path.stem) == NAMES
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -110,7 +119,7 @@ def test_gui_file_and_api_twin_describe_the_same_graph(object_info, name):
     gui, api = load(name)
     assert gui_to_api(gui, object_info) == declared_inputs(api, object_info)
     note = [node for node in gui["nodes"] if node["type"] == "MarkdownNote"][0]["widgets_values"][0]
-    headline = "explore wide, commit free" if name.endswith("_4step") else "explore cheap, commit full"
+    headline = "explore wide, commit free" if "4-step" in name else "explore cheap, commit full"
     assert headline in note and "models/diffusion_models/" in note
 
 
@@ -171,8 +180,10 @@ def frames(server, entry):
             for image in entry["outputs"]["frames"]["images"]]
 
 
-@pytest.mark.parametrize("name, pooled", [("cachedsearch_wan21_t2v", False), ("cachedsearch_hunyuan_t2v", True),
-                                          ("cachedsearch_wan22_ti2v", False), ("cachedsearch_wan21_t2v_pruned", False)])
+@pytest.mark.parametrize("name, pooled", [("01 Wan 2.1 - seed search, best of 8 (start here)", False),
+                                          ("12 HunyuanVideo - seed search", True),
+                                          ("06 Wan 2.2 TI2V 5B - seed search", False),
+                                          ("02 Wan 2.1 - pruned search (cheaper)", False)])
 @pytest.mark.slow
 def test_workflow_runs_end_to_end_and_delivers_the_stock_result_for_the_winner(comfy_server, name, pooled):
     _, api = load(name)
@@ -181,7 +192,7 @@ def test_workflow_runs_end_to_end_and_delivers_the_stock_result_for_the_winner(c
     (recommit_key,) = [k for k, n in graph.items() if n["class_type"] == "CachedSearchRecommit"]
     (save_key,) = [k for k, n in graph.items() if n["class_type"] == "SaveVideo"]
     report = entry["outputs"][recommit_key]["text"][0]
-    pruned = name.endswith("_pruned")  # 3 drafts to the prune step, the best 2 previews finished
+    pruned = "pruned" in name  # 3 drafts to the prune step, the best 2 previews finished
     assert report.startswith(f"CachedSearch: {2 if pruned else 3} candidate(s)")
     (video,) = entry["outputs"][save_key]["images"]
     assert (comfy_server.base_dir / "output" / video["subfolder"] / video["filename"]).stat().st_size > 0
@@ -198,7 +209,7 @@ def test_workflow_runs_end_to_end_and_delivers_the_stock_result_for_the_winner(c
 def test_the_family_calibration_workflow_runs_on_tiny_weights(comfy_server):
     """The family workflow's tiny variant (its first prompt: there is no tiny text encoder) calibrates and searches
     with the calibrated tau."""
-    _, api = load("cachedsearch_calibrate_family")
+    _, api = load("05 Calibrate tau - a model family (Wan 2.1)")
     entry = comfy_server.run_prompt(tiny_workflow_variant(api, pooled=False))
     assert entry["status"]["status_str"] == "success", entry["status"]
     (calibrate_key,) = [key for key, node in api.items() if node["class_type"] == "CachedSearchCalibrate"]

@@ -1,6 +1,7 @@
 // Opens ComfyUI's template browser on this extension's entry (Templates > Extensions > CachedSearch) in headless
 // Chromium, saves a screenshot and prints one JSON object: the frontend's version, whether the entry showed our
-// name, and each card's title and thumbnail as the browser loaded it. Usage: node template_browser.mjs URL OUT.png
+// name, each card's title and thumbnail as the browser loaded it (in the order shown), and the node types of the graph
+// that clicking the first card loads. Usage: node template_browser.mjs URL OUT.png
 import { openChromium } from "./chromium.mjs";
 
 const [url, screenshot] = process.argv.slice(2);
@@ -10,7 +11,7 @@ const { context, page } = await openChromium({ width: 1600, height: 1500 });  //
 const fetched = {};
 page.on("response", (response) => {
   const match = new URL(response.url()).pathname.match(/\/api\/workflow_templates\/cachedsearch\/(.+)\.jpg$/);
-  if (match) fetched[match[1]] = `${response.status()} ${response.headers()["content-type"]}`;
+  if (match) fetched[decodeURIComponent(match[1])] = `${response.status()} ${response.headers()["content-type"]}`;
 });
 try {
   await page.goto(url);
@@ -45,7 +46,12 @@ try {
   await dialog.locator(CARDS).first().scrollIntoViewIfNeeded();
   await page.evaluate(() => new Promise((resolve) => setTimeout(resolve, 500)));  // the cards' hover/fade settle
   await page.screenshot({ path: screenshot });
-  console.log(JSON.stringify({ frontend, named, cards, fetched }));
+  // What the first card loads: the dialog closes and the canvas holds the template's graph.
+  await dialog.locator(CARDS).first().click();
+  await page.waitForFunction(() => (window.app.graph?._nodes?.length ?? 0) > 0
+    && !document.querySelector('[data-testid^="template-workflow-"]'), null, { timeout: 60000 });
+  const loaded = await page.evaluate(() => window.app.graph._nodes.map((node) => node.type));
+  console.log(JSON.stringify({ frontend, named, cards, fetched, loaded }));
 } catch (error) {
   await page.screenshot({ path: screenshot.replace(/\.png$/, "_failed.png") });  // what the page showed instead
   throw error;
