@@ -6,7 +6,7 @@ On the small Wan model trained here on the ball-and-spot world (scripts/ball_spo
 
 On real weights through a real ComfyUI server (GPU), with one of the example workflows and a prompt file:
 
-    .venv/bin/python -m bench.audit --workflow "workflows/api/01 Wan 2.1 - seed search, best of 8 (start here).json" \\
+    .venv/bin/python -m bench.audit --workflow "workflows/api/01 Wan 2.1 (start here).json" \\
         --models /path/to/ComfyUI/models --prompt-file prompts.txt --seeds 8 --steps 50 --out audit_wan21
 
 For P prompts x S seeds it scores the full-compute rollout and the drafts of every arm: CachedSearch at each

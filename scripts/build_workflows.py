@@ -545,7 +545,7 @@ does, with intervals from resampling the prompts; the recommended tau feeds Appl
 GPU: **every finished rollout is saved**, so if you press Cancel, ComfyUI crashes or the machine restarts, queue it
 again and it reuses what was done (the progress text counts the reused rollouts).
 
-**When one prompt is enough** (template `04 Calibrate tau - one prompt (Wan 2.1)`): a quick check of one prompt you
+**When one prompt is enough** (template `04 Calibrate tau, one prompt`): a quick check of one prompt you
 are about to search a lot, at 8 seeds. **When to run this family protocol**: to choose a tau to keep for a model family
 (another checkpoint of the same architecture, LoRAs, prompts of every kind), since the report found that fidelity
 tracks the architecture. Replace the prompts with ones typical of your work; keep steps, sampler, scheduler and
@@ -627,19 +627,19 @@ def _workflow(nodes: dict, models: str, tau_advice: str, bypassed=()) -> dict:
 
 
 WORKFLOWS = {  # file name (the template browser's card title, numbered in the order to meet them): its builder
-    "01 Wan 2.1 - seed search, best of 8 (start here)": wan21_t2v,
-    "02 Wan 2.1 - pruned search (cheaper)": wan21_t2v_pruned,
-    "03 Wan 2.1 - multi-GPU search (ComfyUI-Distributed)": wan21_t2v_distributed,
-    "04 Calibrate tau - one prompt (Wan 2.1)": wan21_calibrate,
-    "05 Calibrate tau - a model family (Wan 2.1)": wan21_calibrate_family,
-    "06 Wan 2.2 TI2V 5B - seed search": wan22_ti2v,
-    "07 Wan 2.2 A14B - two-expert search": wan22_a14b_t2v,
-    "08 Wan 2.2 A14B - image to video": wan22_a14b_i2v,
-    "09 Wan 2.2 A14B - 16 drafts with the 4-step LoRA": wan22_a14b_t2v_4step,
-    "10 Wan 2.2 A14B - GGUF, 8-16 GB cards (ComfyUI-GGUF)": wan22_a14b_t2v_gguf,
-    "11 Calibrate tau - Wan 2.2 A14B experts": wan22_a14b_calibrate,
-    "12 HunyuanVideo - seed search": hunyuan_t2v,
-    "13 HunyuanVideo 1.5 - search, then 1080p": hunyuan15_t2v,
+    "01 Wan 2.1 (start here)": wan21_t2v,
+    "02 Wan 2.1 pruned search": wan21_t2v_pruned,
+    "03 Wan 2.1 on several GPUs": wan21_t2v_distributed,
+    "04 Calibrate tau, one prompt": wan21_calibrate,
+    "05 Calibrate a model family": wan21_calibrate_family,
+    "06 Wan 2.2 TI2V 5B search": wan22_ti2v,
+    "07 Wan 2.2 A14B two experts": wan22_a14b_t2v,
+    "08 Wan 2.2 image to video": wan22_a14b_i2v,
+    "09 Wan 2.2 A14B 4-step LoRA": wan22_a14b_t2v_4step,
+    "10 Wan 2.2 A14B GGUF": wan22_a14b_t2v_gguf,
+    "11 Calibrate Wan 2.2 A14B": wan22_a14b_calibrate,
+    "12 HunyuanVideo search": hunyuan_t2v,
+    "13 HunyuanVideo 1.5 + 1080p": hunyuan15_t2v,
 }
 
 

@@ -41,7 +41,7 @@ from scripts import ball_spot_world  # noqa: E402
 from scripts import comfy_runtime, graphs, tiny_image_reward, tiny_models  # noqa: E402
 from scripts.contact_sheet import SheetRow, contact_sheet  # noqa: E402
 
-WAN21_WORKFLOW = REPO_ROOT / "workflows" / "api" / "01 Wan 2.1 - seed search, best of 8 (start here).json"
+WAN21_WORKFLOW = REPO_ROOT / "workflows" / "api" / "01 Wan 2.1 (start here).json"
 TRAINED_MODEL = ball_spot_world.TRAINED_MODEL
 DEMO_NODES_DIR = REPO_ROOT / "scripts" / "demo_nodes"
 TRAINING_SHIFT, WORLD_CFG = ball_spot_world.TRAINING_SHIFT, 4.0  # WORLD_CFG: as bench/audit.py samples it

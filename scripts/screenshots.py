@@ -5,7 +5,7 @@ headless Chromium, photographed once its result panels are filled.
 
 Writes docs/images/first_run.png (the whole graph after the run) and web/docs/images/verifier_panel.png (the
 Verifier's ranked table, in its node doc). The graph is the tiny test variant of
-workflows/api/01 Wan 2.1 - seed search, best of 8 (start here).json
+workflows/api/01 Wan 2.1 (start here).json
 (scripts/graphs.py tiny_workflow_variant: random-weight tiny models, synthetic conditioning instead of the text
 encoder, 3 candidates of 8 steps; the cache's warmup and cooldown lowered to 2 steps so it can skip) laid out as the
 shipped GUI workflow, with its groups. Needs the browser tools of
@@ -29,7 +29,7 @@ from scripts import comfy_runtime, tiny_image_reward, tiny_models  # noqa: E402
 from scripts.graphs import tiny_workflow_variant  # noqa: E402
 from scripts.workflow_format import api_to_gui  # noqa: E402
 
-WORKFLOW = "01 Wan 2.1 - seed search, best of 8 (start here)"
+WORKFLOW = "01 Wan 2.1 (start here)"
 IMAGES = REPO_ROOT / "docs" / "images"
 NODE_DOC_IMAGES = REPO_ROOT / "web" / "docs" / "images"  # served by ComfyUI with the node docs
 BROWSER_TOOLS = REPO_ROOT / "tests" / "browser"

@@ -55,37 +55,37 @@ class TemplateCard:
 
 
 TEMPLATE_CARDS = {
-    "01 Wan 2.1 - seed search, best of 8 (start here)": TemplateCard(
+    "01 Wan 2.1 (start here)": TemplateCard(
         "Wan 2.1 T2V 1.3B", "Seed search", "Best of 8 cheap drafts; the winner rendered at full quality",
         "search", start_here=True),
-    "02 Wan 2.1 - pruned search (cheaper)": TemplateCard(
+    "02 Wan 2.1 pruned search": TemplateCard(
         "Wan 2.1 T2V 1.3B", "Pruned search", "Weak drafts stop at step 20 of 50: a cheaper search", "pruned"),
-    "03 Wan 2.1 - multi-GPU search (ComfyUI-Distributed)": TemplateCard(
+    "03 Wan 2.1 on several GPUs": TemplateCard(
         "Wan 2.1 T2V 1.3B", "Multi-GPU search", "Drafts spread over GPUs (needs ComfyUI-Distributed)",
         "distributed"),
-    "06 Wan 2.2 TI2V 5B - seed search": TemplateCard(
+    "06 Wan 2.2 TI2V 5B search": TemplateCard(
         "Wan 2.2 TI2V 5B", "Seed search", "Best of 8 cached drafts, winner at full quality", "search"),
-    "07 Wan 2.2 A14B - two-expert search": TemplateCard(
+    "07 Wan 2.2 A14B two experts": TemplateCard(
         "Wan 2.2 A14B T2V", "Two-expert search", "High- and low-noise experts, each with its cache", "search"),
-    "08 Wan 2.2 A14B - image to video": TemplateCard(
+    "08 Wan 2.2 image to video": TemplateCard(
         "Wan 2.2 A14B I2V", "Image-to-video search", "Your start image, best of 8 drafts", "image_to_video"),
-    "09 Wan 2.2 A14B - 16 drafts with the 4-step LoRA": TemplateCard(
+    "09 Wan 2.2 A14B 4-step LoRA": TemplateCard(
         "Wan 2.2 A14B + 4-step LoRA", "16 fast drafts", "lightx2v 4-step LoRAs: 16 drafts, the commit is free",
         "sixteen"),
-    "10 Wan 2.2 A14B - GGUF, 8-16 GB cards (ComfyUI-GGUF)": TemplateCard(
+    "10 Wan 2.2 A14B GGUF": TemplateCard(
         "Wan 2.2 A14B T2V GGUF", "Search on GGUF", "For 8-16 GB cards (needs ComfyUI-GGUF)", "search"),
-    "12 HunyuanVideo - seed search": TemplateCard(
+    "12 HunyuanVideo search": TemplateCard(
         "HunyuanVideo T2V", "Seed search", "Best of 8 cached drafts, winner at full quality", "search"),
-    "13 HunyuanVideo 1.5 - search, then 1080p": TemplateCard(
+    "13 HunyuanVideo 1.5 + 1080p": TemplateCard(
         "HunyuanVideo 1.5 T2V", "Search, then 1080p", "Only the winner goes through super-resolution",
         "upscale"),
-    "04 Calibrate tau - one prompt (Wan 2.1)": TemplateCard(
+    "04 Calibrate tau, one prompt": TemplateCard(
         "Any one-stage model (Wan 2.1)", "Calibrate tau", "Find the cache setting that keeps your verifier's pick",
         "calibrate"),
-    "11 Calibrate tau - Wan 2.2 A14B experts": TemplateCard(
+    "11 Calibrate Wan 2.2 A14B": TemplateCard(
         "Wan 2.2 A14B T2V", "Calibrate both experts", "A tau for each expert, wired into its cache",
         "calibrate_experts"),
-    "05 Calibrate tau - a model family (Wan 2.1)": TemplateCard(
+    "05 Calibrate a model family": TemplateCard(
         "Wan 2.1 (any model family)", "Calibrate a family", "25 prompts x 8 seeds; resumes after a stop",
         "calibrate_family"),
 }

@@ -110,7 +110,7 @@ def test_audit_rollouts_of_an_example_workflow_run_on_the_real_server(comfy_serv
     from scripts.graphs import tiny_workflow_variant
 
     api = json.loads((pathlib.Path(__file__).resolve().parents[1] / "workflows" / "api"
-                      / "01 Wan 2.1 - seed search, best of 8 (start here).json").read_text())
+                      / "01 Wan 2.1 (start here).json").read_text())
     workflow = tiny_workflow_variant(api, pooled=False)
     arms = arm_specs([0.5], steps=12)
     graph = audit_graph(workflow, arms["tau 0.5"], "a red ball", seed=7)

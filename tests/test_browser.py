@@ -39,9 +39,9 @@ SHIPPED_CANDIDATES = 8
 # The distributed workflow needs ComfyUI-Distributed's nodes: tests/test_distributed.py loads it on its servers.
 # The GGUF workflow needs ComfyUI-GGUF, which the test servers have wherever its snapshot is.
 SHIPPED = sorted(path.stem for path in (REPO_ROOT / "workflows").glob("*.json")
-                 if "ComfyUI-Distributed" not in path.stem
+                 if "several GPUs" not in path.stem
                  and not ("GGUF" in path.stem and node_packs.GGUF.find_archive() is None))
-LIVE_LAYOUT_WORKFLOW = "01 Wan 2.1 - seed search, best of 8 (start here)"
+LIVE_LAYOUT_WORKFLOW = "01 Wan 2.1 (start here)"
 LONG_SEED = 1125899906842000  # 16 digits, as `randomize` draws them
 FRAMES = 8
 # Test stand-ins for the text encoders and the VAE decode of the tiny runs (not in the shipped workflows): drawn
@@ -182,7 +182,7 @@ def tiny_shipped(name: str, object_info: dict) -> dict:
     """A shipped workflow as laid out, on tiny weights with N = 8 and a 16-digit seed (GUI format)."""
     gui = json.loads((REPO_ROOT / "workflows" / f"{name}.json").read_text())
     api = gui_to_api(gui, object_info)
-    if name == "13 HunyuanVideo 1.5 - search, then 1080p":
+    if name == "13 HunyuanVideo 1.5 + 1080p":
         from test_workflow_hunyuan15 import tiny_variant  # its text encoders and VAE need their own stand-ins
 
         tiny = tiny_variant(api)
@@ -213,7 +213,8 @@ def shipped_results(name: str, frames: list[dict]) -> dict:
     scores, the cost in calls, who picked): the largest panels a run can show."""
     seeds = [LONG_SEED + index for index in range(SHIPPED_CANDIDATES)]
     pruned = "pruned" in name
-    experts = "A14B" in name
+    experts = any(node["type"] == "CachedSearchSamplerExperts"
+                  for node in json.loads((REPO_ROOT / "workflows" / f"{name}.json").read_text())["nodes"])
     drafts = []
     for index, seed in enumerate(seeds):
         row = {"candidate": index + 1, "seed": seed, "seconds": 123.456, "skipped": 21, "calls": 50,
@@ -298,7 +299,7 @@ def assert_fits(layout: dict):
 def check_ui(server, tmp_path, frontend: str, full: bool, vue_nodes: bool, live_layout: bool = False) -> dict:
     object_info = server.get("/object_info")
     frames = write_frames(server)
-    api = json.loads((REPO_ROOT / "workflows" / "api" / "01 Wan 2.1 - seed search, best of 8 (start here).json")
+    api = json.loads((REPO_ROOT / "workflows" / "api" / "01 Wan 2.1 (start here).json")
                      .read_text())
     tiny = tiny_workflow_variant(api, pooled=False)
     layout, _ = column_layout(tiny, {key: index % 5 for index, key in enumerate(tiny)}, object_info)
@@ -327,7 +328,7 @@ def check_ui(server, tmp_path, frontend: str, full: bool, vue_nodes: bool, live_
     # The missing-node check must see what this server lacks: an unknown type, and ComfyUI-Distributed's collector
     # (not installed on these servers).
     missing_node_probes = {str(tmp_path / "unknown_node.json"): [UNKNOWN_NODE_TYPE],
-                           str(REPO_ROOT / "workflows" / "03 Wan 2.1 - multi-GPU search (ComfyUI-Distributed).json"):
+                           str(REPO_ROOT / "workflows" / "03 Wan 2.1 on several GPUs.json"):
                                ["DistributedCollector"]}
     config = {"workflows": shipped, "after_run": checks,
               "tiny_workflow": str(tmp_path / "tiny.json"), "tiny_workflow_fixed": str(tmp_path / "tiny_fixed.json"),

@@ -45,7 +45,7 @@ EASYCACHE_SKIPPED_NOTHING = {**drafts_cost(skipped=0, calls=150, mean_seconds=1.
 def check_canvas(server, tmp_path, frontend: str, vue_nodes: bool) -> dict:
     object_info = server.get("/object_info")
     frames = write_frames(server)
-    api = json.loads((REPO_ROOT / "workflows" / "api" / "01 Wan 2.1 - seed search, best of 8 (start here).json")
+    api = json.loads((REPO_ROOT / "workflows" / "api" / "01 Wan 2.1 (start here).json")
                      .read_text())
     tiny = tiny_workflow_variant(api, pooled=False)
     layout, _ = column_layout(tiny, {key: index % 5 for index, key in enumerate(tiny)}, object_info)
@@ -53,7 +53,7 @@ def check_canvas(server, tmp_path, frontend: str, vue_nodes: bool) -> dict:
     for node in stored["nodes"]:  # the Sampler's drafts made with ComfyUI's EasyCache, which skipped nothing
         if node["type"] == "CachedSearchSampler":
             node["properties"]["cachedsearch_last_output"]["cachedsearch_cost"] = [EASYCACHE_SKIPPED_NOTHING]
-    files = {"pruned_workflow": tiny_shipped("02 Wan 2.1 - pruned search (cheaper)", object_info),
+    files = {"pruned_workflow": tiny_shipped("02 Wan 2.1 pruned search", object_info),
              "tiny_workflow_fixed": api_to_gui(tiny, object_info, layout, seed_control="fixed"),
              "stored_workflow": stored}
     config = {}
@@ -62,7 +62,7 @@ def check_canvas(server, tmp_path, frontend: str, vue_nodes: bool) -> dict:
         (tmp_path / f"{name}.json").write_text(json.dumps(workflow))
     calibrate = workflow_files(server, tmp_path, stored_result=NOTHING_SKIPPED)
     config.update(calibrate_workflow=calibrate["live_workflow"], calibrate_nothing_skipped=calibrate["stored_workflow"])
-    shipped = json.loads((REPO_ROOT / "workflows" / "05 Calibrate tau - a model family (Wan 2.1).json").read_text())
+    shipped = json.loads((REPO_ROOT / "workflows" / "05 Calibrate a model family.json").read_text())
     (config["calibrate_width"],) = {node["size"][0] for node in shipped["nodes"] if node["type"] == "CachedSearchCalibrate"}
     combination = f"{frontend_version(frontend)}_{'nodes2' if vue_nodes else 'classic'}"
     ARTIFACTS.mkdir(exist_ok=True)

@@ -134,7 +134,7 @@ def test_queued_without_orchestration_the_node_searches_alone(cluster):
     assert_same_search(outcome(master, entry), outcome(master, master.run_prompt(single, timeout=WAIT_SECONDS)))
 
 
-WORKFLOW = "03 Wan 2.1 - multi-GPU search (ComfyUI-Distributed)"
+WORKFLOW = "03 Wan 2.1 on several GPUs"
 
 
 def load_workflow():

@@ -83,8 +83,8 @@ def test_packed_node_ships_the_product_only(comfy_cli, tmp_path):
     names = json.loads(completed.stdout.strip().splitlines()[-1])
     for product in ("__init__.py", "pyproject.toml", "nodes/search_nodes.py", "cachedsearch_core/step_cache.py",
                     "web/js/cachedsearch_results.js", "web/docs/CachedSearchSampler.md",
-                    "workflows/01 Wan 2.1 - seed search, best of 8 (start here).json",
-                    "workflows/01 Wan 2.1 - seed search, best of 8 (start here).jpg",
+                    "workflows/01 Wan 2.1 (start here).json",
+                    "workflows/01 Wan 2.1 (start here).jpg",
                     "locales/en/main.json"):
         assert product in names
     not_shipped = [name for name in names

@@ -23,7 +23,7 @@ REGENERATE = "run `.venv/bin/python scripts/template_thumbnails.py`"
 def test_every_shipped_workflow_has_a_template_card():
     assert sorted(TEMPLATE_CARDS) == SHIPPED, f"add the workflow's card to TEMPLATE_CARDS, then {REGENERATE}"
     assert [name for name, card in TEMPLATE_CARDS.items() if card.start_here] == [
-        "01 Wan 2.1 - seed search, best of 8 (start here)"]
+        "01 Wan 2.1 (start here)"]
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -35,6 +35,13 @@ def test_every_shipped_workflow_has_a_small_square_thumbnail_of_its_card(name):
         assert image.format == "JPEG" and image.width == image.height >= 256, (image.format, image.size)
         # the card's text, written into the file with its picture: a card changed here needs its picture made again
         assert image.info.get("comment") == TEMPLATE_CARDS[name].comment(), f"{path.name} is stale: {REGENERATE}"
+
+
+def test_every_workflow_is_named_as_a_card_title_that_fits_on_one_line():
+    """The file name is the card's title on every frontend (1.32 to 1.58): numbered in the order to meet the
+    workflows, and short enough that the card (about 30 characters at 1600 px) does not cut it."""
+    assert [name[:3] for name in SHIPPED] == [f"{number:02d} " for number in range(1, len(SHIPPED) + 1)], SHIPPED
+    assert [name for name in SHIPPED if len(name) > 28] == []
 
 
 def test_the_workflows_folder_holds_only_what_the_browser_should_list():

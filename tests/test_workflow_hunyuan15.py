@@ -16,7 +16,7 @@ from scripts import tiny_models
 from scripts.graphs import tiny_workflow_variant
 
 WORKFLOW = (pathlib.Path(__file__).resolve().parents[1] / "workflows" / "api"
-            / "13 HunyuanVideo 1.5 - search, then 1080p.json")
+            / "13 HunyuanVideo 1.5 + 1080p.json")
 TEMPLATE_SETTINGS = {
     # node key -> inputs that must match ComfyUI's video_hunyuan_video_1.5_720p_t2v template
     "unet": {"unet_name": tiny_models.HUNYUAN15_T2V_FILE},
