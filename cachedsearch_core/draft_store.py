@@ -20,7 +20,7 @@ import math
 import torch
 
 from .records import Draft, StageCalls
-from .saved_work import DEFAULT_MAX_BYTES, SavedWork
+from .saved_work import SavedKind
 
 KIND = "draft"
 
@@ -63,25 +63,21 @@ class SavedDraft:
     saved_at: float
 
 
-class DraftStore:
+def _saved_draft(entry) -> SavedDraft:
+    if entry.file is None:
+        raise ValueError("without its latent file")
+    return SavedDraft(draft_of(entry.fields), entry.saved_at)
+
+
+class DraftStore(SavedKind):
     """The drafts saved in one folder's store (``saved_work``). ``problems`` lists what was found wrong (on
     opening, and with any draft that did not read back), to report."""
 
-    def __init__(self, folder, max_bytes: int = DEFAULT_MAX_BYTES):
-        self.work = SavedWork(folder, max_bytes)
-        self.folder = self.work.folder
-        self.problems = self.work.problems
+    KIND = KIND
 
     def get(self, key: str) -> SavedDraft | None:
         """The saved draft's record (its latent is not read); None when there is none or it does not read."""
-        entry = self.work.get(key, KIND)
-        if entry is None or entry.file is None:
-            return None
-        try:
-            return SavedDraft(draft_of(entry.fields), entry.saved_at)
-        except ValueError as error:
-            self.work.drop(key, f"{self.folder}: a saved draft's record is {error}; the draft is computed again")
-            return None
+        return self._read(key, _saved_draft)
 
     def latent(self, key: str) -> torch.Tensor | None:
         """The saved draft's latent samples, read from its file now; None when there is no such draft or its file
@@ -100,7 +96,7 @@ class DraftStore:
         """Saves the draft at once: its latent (and any ``extras``, named tensors read back by ``tensors``) file
         first, then its record; the oldest saved work deleted first when the new one would take the store over its
         cap."""
-        self.work.add(key, KIND, draft_fields(draft), {**(extras or {}), "samples": samples})
+        self.work.add(key, self.KIND, draft_fields(draft), {**(extras or {}), "samples": samples})
 
     @property
     def size(self) -> int:

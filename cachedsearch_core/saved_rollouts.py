@@ -20,7 +20,7 @@ import math
 
 import torch
 
-from .saved_work import DEFAULT_MAX_BYTES, SavedWork
+from .saved_work import SavedKind
 
 KIND = "rollout"
 
@@ -88,24 +88,14 @@ class SavedRollout:
         return {"scores": list(self.scores), "seconds": self.seconds, "calls": self.calls, "skipped": self.skipped}
 
 
-class SavedRollouts:
+class SavedRollouts(SavedKind):
     """The rollouts saved in one folder's store (``saved_work``). ``problems`` lists what was found wrong (to
     report)."""
 
-    def __init__(self, folder, max_bytes: int = DEFAULT_MAX_BYTES):
-        self.work = SavedWork(folder, max_bytes)
-        self.folder = self.work.folder
-        self.problems = self.work.problems
+    KIND = KIND
 
     def get(self, key: str) -> SavedRollout | None:
-        entry = self.work.get(key, KIND)
-        if entry is None:
-            return None
-        try:
-            return SavedRollout.from_record(entry.fields)
-        except ValueError as error:
-            self.work.drop(key, f"{self.folder}: a saved rollout's record is {error}; the rollout is computed again")
-            return None
+        return self._read(key, lambda entry: SavedRollout.from_record(entry.fields))
 
     def add(self, key: str, rollout: SavedRollout) -> None:
-        self.work.add(key, KIND, rollout.record())
+        self.work.add(key, self.KIND, rollout.record())

@@ -147,3 +147,28 @@ class SavedWork:
                 (self.folder / file).unlink(missing_ok=True)
         if evicted:
             self.index.drop(evicted)
+
+
+class SavedKind:
+    """A view of one kind of entry (``KIND``) in a folder's saved work: what the kind's store (drafts, rollouts)
+    shares. ``problems`` are the store's (to report)."""
+
+    KIND = ""
+
+    def __init__(self, folder, max_bytes: int = DEFAULT_MAX_BYTES):
+        self.work = SavedWork(folder, max_bytes)
+        self.folder = self.work.folder
+        self.problems = self.work.problems
+
+    def _read(self, key: str, parse):
+        """``parse(entry)`` of the entry of this kind saved under ``key``; None when there is none, or when
+        ``parse`` raises ValueError (a record out of range: dropped and reported, the work computed again)."""
+        entry = self.work.get(key, self.KIND)
+        if entry is None:
+            return None
+        try:
+            return parse(entry)
+        except ValueError as error:
+            self.work.drop(key, f"{self.folder}: a saved {self.KIND}'s record is {error}; the {self.KIND} is "
+                                "computed again")
+            return None
