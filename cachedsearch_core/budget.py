@@ -118,6 +118,7 @@ class BudgetLedger:
         self._rollout_calls = 0
         self._current_calls = 0
         self._current_start = 0.0
+        self.replayed_drafts = 0
 
     def __repr__(self) -> str:
         return (f"BudgetLedger({self.plan.unit.value}, {len(self.draft_costs)} drafts, spent "
@@ -197,6 +198,18 @@ class BudgetLedger:
         self._draft_seconds += seconds
         self._rollout_calls = max(self._rollout_calls, total_calls)
 
+    def replay_draft(self, computed_calls: int, skipped_calls: int, seconds: float) -> None:
+        """Book a finished draft an earlier run saved as if it ran now: its computed calls one at a time (each at its
+        share of the recorded ``seconds``), then its end. A search reusing saved drafts so stops where the
+        uninterrupted search stopped (exactly in calls; a wall-time budget depends on wall time anyway). Raises
+        ``BudgetSpent`` where the draft would have been stopped."""
+        per_call = seconds / computed_calls if computed_calls else 0.0
+        self.start_draft(0.0)
+        for index in range(computed_calls):
+            self.before_computed_call(index * per_call)
+        self.finish_draft(skipped_calls, seconds)
+        self.replayed_drafts += 1
+
     def _stop_draft(self, cost: float, now: float) -> None:
         """Record what the draft in progress spent when the budget stopped it."""
         self.stopped_draft_cost = cost
@@ -208,7 +221,8 @@ class BudgetLedger:
         stopped_calls = self._current_calls if self.stopped_draft_cost is not None else 0
         return BudgetOutcome(self.plan, tuple(self.draft_costs), self.full_cost(), self.stopped_draft_cost,
                              commit_free=self.commit_free(), stopped_draft_skipped=self.stopped_draft_skipped,
-                             stopped_draft_calls=stopped_calls, stopped_draft_seconds=self.stopped_draft_seconds)
+                             stopped_draft_calls=stopped_calls, stopped_draft_seconds=self.stopped_draft_seconds,
+                             replayed_drafts=self.replayed_drafts)
 
 
 def format_cost(value: float, unit: BudgetUnit) -> str:
@@ -229,6 +243,9 @@ class BudgetOutcome:
     stopped_draft_calls: int = 0  # transformer calls the stopped draft computed, in either unit
     # Seconds the stopped draft ran, in either unit: measured on this machine, not part of what the budget decided.
     stopped_draft_seconds: float = dataclasses.field(default=0.0, compare=False)
+    # Drafts read back from an earlier run's saved drafts: charged as when they were drafted (so N is the same), at
+    # no cost in this run's measured cost.
+    replayed_drafts: int = 0
 
     @property
     def width(self) -> int:
@@ -292,9 +309,11 @@ class BudgetOutcome:
         comparison = ("drafts cost as much as full rollouts: this is full best-of-N without its recommit"
                       if self.commit_free else f"break-even width N* = {self.break_even_width:.2f}")
         stopped = f" + stopped draft {cost(self.stopped_draft_cost)}" if self.stopped_draft_cost else ""
+        replayed = (f" ({self.replayed_drafts} of them saved by an earlier run: charged as when drafted, so N is the "
+                    "same; they cost nothing now)" if self.replayed_drafts else "")
         lines.append(
-            f"budget: N = {self.width} chosen ({ended}); drafts {cost(sum(self.draft_costs))}{stopped} + recommit "
-            f"{recommit} predicted = {cost(self.predicted_total)} of {cost(self.budget)}; {comparison}"
+            f"budget: N = {self.width} chosen ({ended}); drafts {cost(sum(self.draft_costs))}{replayed}{stopped} + "
+            f"recommit {recommit} predicted = {cost(self.predicted_total)} of {cost(self.budget)}; {comparison}"
         )
         measured = self.measured(search_cost) if search_cost is not None else None
         if measured is not None:

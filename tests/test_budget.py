@@ -155,3 +155,33 @@ def test_a_draft_that_skips_after_free_ones_is_dropped_when_a_full_recommit_no_l
     outcome = run_scripted_search(BudgetPlan(4, max_candidates=8), [100, 100, 60, 100], total=100)
     assert (outcome.width, outcome.commit_free, outcome.stopped_draft_cost) == (3, False, 40)
     assert outcome.recommit_cost == 100 and outcome.predicted_total == 400
+
+
+@pytest.mark.parametrize("replayed", [1, 3, 5])
+def test_drafts_saved_by_an_earlier_run_replay_to_the_same_width_and_stop(replayed):
+    """A re-queued budget search books the drafts it reads back as they were drafted: it chooses the width and stops
+    the next draft exactly where the uninterrupted search did; the report says how many were replayed."""
+    costs, plan = [30, 52, 41, 47, 38, 55, 29, 44], BudgetPlan(4, max_candidates=8)
+    uninterrupted = run_scripted_search(plan, costs, total=100)
+    ledger = BudgetLedger(plan)
+    try:
+        for computed in costs[:replayed]:
+            ledger.replay_draft(computed, 100 - computed, seconds=1.0)
+        for computed in costs[replayed:]:
+            draft_with_calls(ledger, computed, 100)
+    except BudgetSpent:
+        pass
+    resumed = ledger.outcome()
+    assert (resumed.width, resumed.draft_costs, resumed.stopped_draft_cost) == \
+        (uninterrupted.width, uninterrupted.draft_costs, uninterrupted.stopped_draft_cost)
+    assert resumed.replayed_drafts == replayed and uninterrupted.replayed_drafts == 0
+    assert f"({replayed} of them saved by an earlier run: charged as when drafted" in resumed.lines()[1]
+    assert "saved by an earlier run" not in uninterrupted.lines()[1]
+
+
+def test_a_replayed_draft_that_does_not_fit_a_smaller_budget_is_stopped_as_a_computed_one():
+    ledger = BudgetLedger(BudgetPlan(2, max_candidates=8))
+    ledger.replay_draft(60, 40, seconds=1.0)  # full rollout 100 calls: 100 for drafts, 60 spent
+    with pytest.raises(BudgetSpent):
+        ledger.replay_draft(60, 40, seconds=1.0)
+    assert ledger.outcome().width == 1 and ledger.outcome().stopped_draft_cost == 40

@@ -1,7 +1,7 @@
 """Drafts kept on disk in a real ComfyUI server: a search cancelled and re-queued in a fresh server process computes
 only the drafts it lacks and ends as an uninterrupted run; widening reuses every draft it has; a changed prompt,
 LoRA, sampler or cache setting reuses nothing; a pick after ComfyUI dropped the drafts computes only the commit;
-keep after a restart delivers the stored draft."""
+keep after a restart delivers the stored draft; a budget search reuses and stops where it did."""
 
 import json
 import re
@@ -179,3 +179,36 @@ def test_over_http_save_drafts_off_saves_and_reuses_nothing(comfy_server):
     comfy_server.reset_caches()
     _, computed = run(comfy_server, graph)
     assert computed == 2
+
+
+def with_budget(graph: dict, rollouts: int) -> dict:
+    graph["budget"] = {"class_type": "CachedSearchBudget", "inputs": {"budget_rollouts": rollouts, "budget_unit":
+                                                                     "transformer calls", "max_candidates": 8}}
+    graph["search"]["inputs"]["budget"] = ["budget", 0]
+    return graph
+
+
+@pytest.mark.slow  # four searches
+def test_over_http_a_budget_search_reuses_saved_drafts_stops_where_it_did_and_computes_only_the_rest(comfy_server):
+    """A budget search whose first seeds were drafted earlier (by a plain search of the same setup) reads them back,
+    charges them to the budget as when they were drafted, and so chooses the same width and delivers the same
+    drafts, ranking and commit as an uninterrupted budget search, computing only the drafts it lacks."""
+    shutil.rmtree(drafts_folder(comfy_server), ignore_errors=True)
+    comfy_server.reset_caches()
+    budgeted = with_budget(search(seed=700, num_candidates=1), rollouts=4)
+    alone, computed_alone = run(comfy_server, budgeted)
+    width = len(alone["outputs"]["search"]["cachedsearch_drafts"])
+    assert width >= 4 and "saved by an earlier run" not in report(alone)
+
+    shutil.rmtree(drafts_folder(comfy_server), ignore_errors=True)
+    comfy_server.reset_caches()
+    _, computed = run(comfy_server, search(seed=700, num_candidates=3))  # as a search stopped after 3 drafts
+    assert computed == 3
+    resumed, computed = run(comfy_server, budgeted)
+    assert resumed["status"]["status_str"] == "success", resumed["status"]
+    assert computed == computed_alone - 3  # the stopped draft, if any, is computed again in both
+    assert outcome(comfy_server, resumed) == outcome(comfy_server, alone)
+    assert f"3 of {width} drafts reused from an earlier run" in report(resumed)
+    assert "(3 of them saved by an earlier run: charged as when drafted, so N is the same" in report(resumed)
+    (cost,) = resumed["outputs"]["search"]["cachedsearch_cost"]
+    assert cost["reused_drafts"] == 3 and cost["drafts_saved"]
