@@ -12,6 +12,7 @@ from ..cachedsearch_core.pruning import PrunedCandidate, PruningOutcome, Pruning
 from .cache_patch import TRAJECTORY_POSITION_OPTION
 from .candidates import SearchCandidates, candidates_from_states
 from .runner import CandidateState, SearchProgress, run_stages
+from .saved_drafts import SavedDrafts
 from .stages import CustomSamplerStage, Stage, StagedRecipe
 
 
@@ -125,7 +126,7 @@ def split_recipe(recipe: StagedRecipe, steps: tuple[int, ...]) -> SplitRecipe:
 
 
 def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan, score_previews,
-                      announce=None) -> PrunedSearch:
+                      announce=None, saved: SavedDrafts | None = None) -> PrunedSearch:
     """Run every seed to the first round's step, score them with ``score_previews(x0_estimates)`` (the sampler's
     x0 estimate of its last step before the round's step, one latent batch per candidate still running, in seed
     order; returns one score each; decoding only ``plan.preview_frames`` frames is the caller's) and continue only
@@ -133,7 +134,10 @@ def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan,
     the survivors. ``score_previews`` is called once per round, in order. The sampler steps run are
     ``plan.search_steps`` exactly.
 
-    A candidate cancelled or failing while previews are scored leaves nothing behind: all state is local.
+    A candidate cancelled or failing while previews are scored leaves nothing behind: all state is local. With
+    ``saved``, each candidate's state at each round's step (with its x0 estimate) and each survivor's end are saved
+    as they are reached, and a re-queued search reads back what it finds instead of sampling it (its previews
+    re-scored from the saved estimates), so it computes only what it lacks and ends as an uninterrupted one.
     """
     split = split_recipe(recipe, plan.round_steps)
     staged = split.recipe
@@ -141,8 +145,18 @@ def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan,
     running = list(range(len(seeds)))  # the candidates still running, by index in seed order
     states = [CandidateState(seed, staged.latent) for seed in seeds]
     records, dropped, preview_seconds, done = [], {}, 0.0, 0
-    for prune_round, resume_index in zip(plan.rounds, split.resume_indices):
-        states = run_stages(staged, states, progress, range(done, resume_index - 1), announce)
+    reused_states = 0
+    for number, (prune_round, resume_index) in enumerate(zip(plan.rounds, split.resume_indices)):
+        cuts = plan.round_steps[: number + 1]
+        found = [saved.reused_round_state(state.seed, cuts, staged.latent) if saved is not None else None
+                 for state in states]
+        reused_states += sum(entry is not None for entry in found)
+        missing = [position for position, entry in enumerate(found) if entry is None]
+        # A candidate computed from a reused state is counted whole in the cost (not reused).
+        advanced = run_stages(staged, [dataclasses.replace(states[p], reused=False) for p in missing], progress,
+                              range(done, resume_index - 1), announce)
+        for position, state in zip(missing, advanced):
+            states[position] = state
         # The last stage before the round's step runs on a clone that keeps the sampler's x0 estimate (the denoised
         # output of its last call), one candidate at a time so each candidate's estimate is its own.
         estimates = []
@@ -150,11 +164,17 @@ def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan,
         head_recipe = dataclasses.replace(staged, stages=(*staged.stages[: resume_index - 1], head))
         previews = []
         for position, state in enumerate(states):
+            if found[position] is not None:
+                states[position], x0 = found[position]
+                previews.append(x0)
+                continue
             if announce is not None:
                 announce(f"draft {position + 1} / {len(states)} (seed {state.seed}) to step {prune_round.step}")
             estimates.clear()
             (states[position],) = run_stages(head_recipe, [state], progress, range(resume_index - 1, resume_index))
             previews.append(estimates[-1])
+            if saved is not None:
+                saved.save_round_state(cuts, states[position], estimates[-1])
         if announce is not None:
             announce(f"scoring {len(states)} previews at step {prune_round.step}")
         start = time.perf_counter()
@@ -170,11 +190,26 @@ def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan,
                 draft = dataclasses.replace(state, stage_calls=split.merged_calls(state.stage_calls)).draft()
                 dropped[running[position]] = PrunedCandidate(draft, preview_scores[position])
         states, running, done = [states[p] for p in kept], [running[p] for p in kept], resume_index
-    continuing = run_stages(staged, states, progress, range(done, len(staged.stages)), announce)
+    ends = (*plan.round_steps, recipe.steps)
+    found = [saved.reused_round_state(state.seed, ends, staged.latent) if saved is not None else None
+             for state in states]
+    reused_states += sum(entry is not None for entry in found)
+    missing = [position for position, entry in enumerate(found) if entry is None]
+    advanced = run_stages(staged, [dataclasses.replace(states[p], reused=False) for p in missing], progress,
+                          range(done, len(staged.stages)), announce,
+                          on_finished=(lambda state: saved.save_round_state(ends, state)) if saved is not None else None)
+    continuing = [entry[0] if entry is not None else None for entry in found]
+    for position, state in zip(missing, advanced):
+        continuing[position] = state
     continuing = [dataclasses.replace(state, stage_calls=split.merged_calls(state.stage_calls))
                   for state in continuing]
     first, *later = records
     outcome = PruningOutcome(plan.prune_step, recipe.steps, tuple(seeds), first.preview_scores, tuple(running),
                              tuple(dropped[index] for index in sorted(dropped)), preview_seconds,
                              plan.preview_frames, tuple(later))
-    return PrunedSearch(candidates_from_states(recipe, continuing, pruning=outcome))
+    if saved is None:
+        return PrunedSearch(candidates_from_states(recipe, continuing, pruning=outcome))
+    if announce is not None and reused_states:
+        announce(f"{reused_states} candidate states saved by an earlier pruned search, reused")
+    return PrunedSearch(candidates_from_states(recipe, continuing, pruning=outcome,
+                                               notes=tuple(saved.store.problems)))

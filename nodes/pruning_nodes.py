@@ -83,8 +83,9 @@ class PreviewPruning:
         plan.check_stages(num_candidates, cache_windows(recipe), latent_frames(recipe.latent))
         return plan
 
-    def search(self, recipe: StagedRecipe, seeds: list[int], announce=None) -> SearchCandidates:
-        """The pruned search: the survivors as CANDIDATES carrying the record of every prune round."""
+    def search(self, recipe: StagedRecipe, seeds: list[int], announce=None, saved=None) -> SearchCandidates:
+        """The pruned search: the survivors as CANDIDATES carrying the record of every prune round; with ``saved``
+        (``SavedDrafts``) it reuses and saves each candidate's states (``run_pruned_search``)."""
         plan = self.checked_plan(recipe, len(seeds))
         # The preview's frames are the K to judge, scored as the Verifier scores a draft's.
         judge = FrameJudge(self.verifier, self.prompt, plan.preview_frames)
@@ -106,7 +107,7 @@ class PreviewPruning:
             previews_by_round.append(previews)
             return scores
 
-        candidates = run_pruned_search(recipe, seeds, plan, score_previews, announce).candidates
+        candidates = run_pruned_search(recipe, seeds, plan, score_previews, announce, saved).candidates
         # Each candidate's panel frames: the preview of the last round it was scored in (the one that decided it).
         shown = {}
         for record, previews in zip(candidates.pruning.rounds, previews_by_round):
@@ -114,11 +115,12 @@ class PreviewPruning:
         return dataclasses.replace(candidates, pruning_previews=tuple(shown[index] for index in range(len(seeds))))
 
 
-    def search_within(self, recipe: StagedRecipe, seed: int, budget: BudgetPlan, announce=None) -> SearchCandidates:
+    def search_within(self, recipe: StagedRecipe, seed: int, budget: BudgetPlan, announce=None,
+                      saved=None) -> SearchCandidates:
         """The pruned search of the widest N (seeds seed, seed + 1, ...) whose schedule and one full commit fit the
         budget (``pruned_budget_width``)."""
         chosen = pruned_budget_width(lambda width: self.checked_plan(recipe, width), recipe.steps, budget)
-        candidates = self.search(recipe, candidate_seeds(seed, chosen.width), announce)
+        candidates = self.search(recipe, candidate_seeds(seed, chosen.width), announce, saved)
         return dataclasses.replace(candidates, budget=chosen)
 
 

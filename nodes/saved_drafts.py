@@ -126,8 +126,35 @@ class SavedDrafts:
     def save_draft(self, draft: Draft, samples) -> None:
         """Saves the draft; a draft that could not be written (a full disk, a read-only folder) is reported, and
         the search goes on."""
+        self._add(self.key(draft.seed), draft, samples)
+
+    def round_key(self, seed: int, cuts) -> str:
+        """The key of a pruned search's candidate after the steps cut at ``cuts`` (its round steps so far; a
+        survivor's end adds the trajectory's step count): a cut changes the cache around it, so each list of cuts
+        keys its own states, none a plain draft's."""
+        return draft_key(fingerprint([self.setup, "pruned at", list(cuts)]), seed)
+
+    def reused_round_state(self, seed: int, cuts, latent: dict) -> tuple[CandidateState, torch.Tensor | None] | None:
+        """The candidate as an earlier pruned search saved it after ``cuts``, with its saved x0 estimate (None for a
+        survivor's end); None when none is saved (or it did not read back)."""
+        key = self.round_key(seed, cuts)
+        saved = self.store.get(key)
+        tensors = self.store.tensors(key) if saved is not None else None
+        if tensors is None:
+            return None
+        draft: Draft = saved.draft
+        state = CandidateState(seed, {**latent, "samples": tensors["samples"]}, draft.seconds, draft.stage_calls,
+                               draft.cache_inactive_reason, reused=True)
+        return state, tensors.get("x0")
+
+    def save_round_state(self, cuts, state: CandidateState, x0: torch.Tensor | None = None) -> None:
+        """Saves a pruned search's candidate as it is after ``cuts`` (with its x0 estimate at a round's step)."""
+        self._add(self.round_key(state.seed, cuts), state.draft(), state.latent["samples"],
+                  None if x0 is None else {"x0": x0})
+
+    def _add(self, key: str, draft: Draft, samples, extras=None) -> None:
         try:
-            self.store.add(self.key(draft.seed), draft, samples)
+            self.store.add(key, draft, samples, extras)
         except OSError as error:
             problem = f"draft of seed {draft.seed} not saved in {self.store.folder}: {error}"
             logger.warning("CachedSearch: %s", problem)

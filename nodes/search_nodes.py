@@ -44,16 +44,16 @@ def _pruning_input():
 def _explore(recipe: StagedRecipe, seed: int, num_candidates: int, announce, pruning, budget,
              saved: SavedDrafts | None = None) -> SearchCandidates:
     """The drafts of N seeds from ``seed``; pruned when a pruning plan is connected; as many seeds as a budget
-    plan affords when one is connected (with a pruning plan too: the widest N whose schedule fits). A plain or budget
-    search reuses and saves its drafts in ``saved``."""
+    plan affords when one is connected (with a pruning plan too: the widest N whose schedule fits). Every search
+    reuses and saves its drafts in ``saved``."""
     if budget is not None:
         if pruning is not None:
-            return pruning.search_within(recipe, seed, budget, announce)
+            return pruning.search_within(recipe, seed, budget, announce, saved)
         return run_budget_search(recipe, seed, budget, announce, saved=saved)
     seeds = candidate_seeds(seed, num_candidates)
     if pruning is None:
         return run_search(recipe, seeds, announce, saved)
-    return pruning.search(recipe, seeds, announce)
+    return pruning.search(recipe, seeds, announce, saved)
 
 
 def _preview_vae_input():
