@@ -68,6 +68,8 @@ def check_canvas(server, tmp_path, frontend: str, vue_nodes: bool) -> dict:
     ARTIFACTS.mkdir(exist_ok=True)
     config["screenshot"] = str(ARTIFACTS / f"canvas_{combination}.png")
     seen = run_browser_script("check_canvas.mjs", server, config, tmp_path / "config.json", vue_nodes, timeout=900)
+    recommit_inputs = object_info["CachedSearchRecommit"]["input"]["optional"]
+    seen["advancedDeclared"] = bool(recommit_inputs["pick_timeout"][1].get("advanced"))
     assert seen["vueNodes"] in (vue_nodes, None)
     assert seen["extensionErrors"] == []
     return seen
@@ -112,7 +114,14 @@ def test_canvas_says_before_a_run_what_cannot_save_and_opens_cost_details(reques
     assert "With the commit that is more than full best-of-3 (200 of 150 calls): the cache skipped only 0%, too little " \
         "to pay for the commit; raise the cache's threshold, or search without it." in panel
     assert seen["samplerTitle"].startswith("A transformer call is one pass of the video model")
-    # item 1: Cancel while the Recommit waits leaves nothing stale
+    # item 7: in Nodes 2.0 the Recommit's wait_for_pick is among the widgets shown, not behind "Show advanced
+    # inputs" (where it was); its guards pick_among and pick_timeout stay there
+    if vue_nodes:
+        shown = seen["recommitWidgetsShown"]
+        assert "wait_for_pick" in shown, shown
+        if seen["advancedDeclared"]:  # ComfyUI 0.3.75 has no advanced inputs: every widget shows there
+            assert "pick_timeout" not in shown, shown
+        # item 1: Cancel while the Recommit waits leaves nothing stale
     assert seen["firstRun"] == "execution_success" and seen["firstDelivery"].startswith("delivered seed")
     assert any("waiting for your pick" in text for text in seen["progressWhileWaiting"]), seen["progressWhileWaiting"]
     assert seen["cancelledRun"] == "execution_interrupted"

@@ -1,7 +1,8 @@
 // The canvas's third pass (#41) in headless Debian Chromium against a real ComfyUI server, on stored and tiny
 // workflows (no search runs): the Pruning Plan's title follows a schedule and a schedule whose rounds fall is
 // refused when queued; Calibrate's cost line refuses a cache window that leaves nothing to skip and a stored
-// calibration where no tau skipped says why; the Sampler's "cost details" opens its help page as a page. Prints one
+// calibration where no tau skipped says why; the Sampler's "cost details" opens its help page as a page; the
+// Recommit's wait_for_pick is not hidden among advanced inputs. Prints one
 // JSON object with what it saw. Usage: node check_canvas.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
 import {
@@ -168,6 +169,19 @@ try {
         paragraphs: await opened.$$eval("p", (ps) => ps.length), text: (await opened.textContent("body")).slice(0, 400) }))
       .catch((error) => ({ error: String(error.message ?? error).slice(0, 300), url: opened.url() }));
     await opened.screenshot({ path: config.screenshot.replace(/\.png$/, "_cost_details.png") }).catch(() => {});
+  });
+
+  await section("item 7", async () => {
+    // Item 7: the Recommit's wait_for_pick shows among its widgets without "Show advanced inputs" (Nodes 2.0 draws
+    // widgets as DOM elements and hides advanced ones; classic draws every widget on the canvas).
+    await loadWorkflow(config.stored_workflow);
+    await showNode("CachedSearchRecommit");
+    result.recommitWidgetsShown = await page.evaluate(() => {
+      const node = window.app.graph.nodes.find((n) => n.type === "CachedSearchRecommit");
+      const element = document.querySelector(`[data-node-id="${node.id}"]`);
+      return element ? element.textContent : null;
+    });
+    await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_recommit_widgets.png") });
   });
 
   await section("item 1", async () => {
