@@ -1,7 +1,8 @@
 """Drafts kept on disk in a real ComfyUI server: a search cancelled and re-queued in a fresh server process computes
 only the drafts it lacks and ends as an uninterrupted run; widening reuses every draft it has; a changed prompt,
 LoRA, sampler or cache setting reuses nothing; a pick after ComfyUI dropped the drafts computes only the commit;
-keep after a restart delivers the stored draft; a budget search reuses and stops where it did."""
+keep after a restart delivers the stored draft; a budget search reuses and stops where it did; a pruned search
+resumes after its round."""
 
 import json
 import re
@@ -212,3 +213,52 @@ def test_over_http_a_budget_search_reuses_saved_drafts_stops_where_it_did_and_co
     assert "(3 of them saved by an earlier run: charged as when drafted, so N is the same" in report(resumed)
     (cost,) = resumed["outputs"]["search"]["cachedsearch_cost"]
     assert cost["reused_drafts"] == 3 and cost["drafts_saved"]
+
+
+def with_pruning(graph: dict) -> dict:
+    graph["pruning"] = {"class_type": "CachedSearchPruningPlan", "inputs": {
+        "vae": ["vae", 0], "verifier": ["load_verifier", 0], "prompt": "a red ball", "keep": 2, "prune_fraction": 0.5,
+        "prune_step": 3, "preview_frames": 1, "schedule": ""}}
+    graph["search"]["inputs"]["pruning"] = ["pruning", 0]
+    return graph
+
+
+def steps_run(server, graph, cancel_after_step=None):
+    """The run's history entry and how many sampler steps the pruned search ran (its bar moves only for those)."""
+    reached = [0]
+
+    def watch(index, node, value, maximum):
+        if node == "search":
+            reached[0] = max(reached[0], value)
+        return cancel_after_step is not None and node == "search" and value > cancel_after_step
+
+    (entry,) = server.run_batch([graph], watch)
+    return entry, reached[0]
+
+
+@pytest.mark.slow  # three pruned searches
+def test_over_http_a_pruned_search_cancelled_after_its_round_resumes_with_only_the_survivors_ends(comfy_server):
+    """A pruned search (4 seeds to step 3 of 6, the best 2 on) cancelled after its round re-queued reads every
+    candidate's state at the round back, re-scores the previews from the saved x0 estimates and computes only the
+    survivors' ends, ending as the uninterrupted run bit for bit."""
+    graph = with_pruning(search(seed=800, num_candidates=4))
+    shutil.rmtree(drafts_folder(comfy_server), ignore_errors=True)
+    comfy_server.reset_caches()
+    alone, steps_alone = steps_run(comfy_server, graph)
+    assert alone["status"]["status_str"] == "success", alone["status"]
+    assert steps_alone == 4 * 3 + 2 * 3
+
+    shutil.rmtree(drafts_folder(comfy_server), ignore_errors=True)
+    comfy_server.reset_caches()
+    steps_run(comfy_server, graph, cancel_after_step=4 * 3 + 1)
+    comfy_server.reset_caches()
+    resumed, steps = steps_run(comfy_server, graph)
+    assert resumed["status"]["status_str"] == "success", resumed["status"]
+    assert steps == 2 * 3
+    assert outcome(comfy_server, resumed) == outcome(comfy_server, alone)
+    assert pruned_rows(resumed) == pruned_rows(alone)  # the pruned seeds, their preview scores and calls
+
+
+def pruned_rows(entry) -> list[dict]:
+    return [{key: value for key, value in row.items() if key != "seconds"}
+            for row in entry["outputs"]["search"]["cachedsearch_pruned"]]
