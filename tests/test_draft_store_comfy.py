@@ -251,10 +251,13 @@ def test_over_http_a_pruned_search_cancelled_after_its_round_resumes_with_only_t
     shutil.rmtree(drafts_folder(comfy_server), ignore_errors=True)
     comfy_server.reset_caches()
     steps_run(comfy_server, graph, cancel_after_step=4 * 3 + 1)
+    # The 4 states at the round, and a survivor's end if it finished before the cancel reached it.
+    ends_saved = len(saved_seeds(comfy_server)) - 4
+    assert ends_saved in (0, 1)
     comfy_server.reset_caches()
     resumed, steps = steps_run(comfy_server, graph)
     assert resumed["status"]["status_str"] == "success", resumed["status"]
-    assert steps == 2 * 3
+    assert steps == (2 - ends_saved) * 3
     assert outcome(comfy_server, resumed) == outcome(comfy_server, alone)
     assert pruned_rows(resumed) == pruned_rows(alone)  # the pruned seeds, their preview scores and calls
 
