@@ -66,11 +66,15 @@ class ExtraWork:
 
     calls: int = 0
     seconds: float = 0.0
+    # Computed calls of that work read back from an earlier run's saved drafts: not in ``calls``.
+    read_back_calls: int = 0
 
     @classmethod
     def of_drafts(cls, drafts: Sequence[Draft], seconds: float = 0.0) -> ExtraWork:
-        """The calls ``drafts`` computed and their seconds, with ``seconds`` more (e.g. scoring their previews)."""
-        return cls(sum(draft.calls_computed for draft in drafts), sum(draft.seconds for draft in drafts) + seconds)
+        """The calls this search computed for ``drafts`` and their seconds (what was read back from an earlier
+        run's saved drafts costs nothing), with ``seconds`` more (e.g. scoring their previews)."""
+        return cls(sum(draft.paid_calls for draft in drafts), sum(draft.paid_seconds for draft in drafts) + seconds,
+                   sum(draft.calls_computed - draft.paid_calls for draft in drafts))
 
 
 def skipped_share(skipped: int, calls: int) -> float | None:
@@ -110,6 +114,8 @@ class SearchCost:
         calls and calls in it.
     reused_drafts: the finished drafts read from an earlier run's saved drafts, which cost this search nothing (their
         calls and seconds are not in search_calls and search_seconds; they still measure a draft and a rollout).
+    read_back_calls: the computed calls of other work read back from saved drafts (a pruned search's candidates at a
+        round, whether dropped there or continued), likewise not in search_calls.
     """
 
     width: int
@@ -127,6 +133,7 @@ class SearchCost:
     skipped_calls: int = 0
     stage_calls: tuple[tuple[str, int, int], ...] = ()
     reused_drafts: int = 0
+    read_back_calls: int = 0
 
     def __post_init__(self):
         if not 1 <= self.finished_drafts <= self.width:
@@ -151,8 +158,7 @@ class SearchCost:
         the trajectory has several, for each stage's skipped share."""
         if not drafts:
             raise ValueError("drafts: got none; a search's cost needs at least one finished draft")
-        finished = ExtraWork.of_drafts(drafts)
-        computed = ExtraWork.of_drafts([draft for draft in drafts if not draft.reused])
+        computed = ExtraWork.of_drafts(drafts)
         full_rollouts = [draft.seconds for draft in drafts if draft.skipped_nothing]
         return cls(
             width=len(drafts) if width is None else width,
@@ -160,13 +166,15 @@ class SearchCost:
             rollout_calls=max(draft.calls for draft in drafts),
             search_calls=computed.calls + sum(work.calls for work in extra),
             search_seconds=computed.seconds + sum(work.seconds for work in extra),
-            mean_draft_seconds=finished.seconds / len(drafts),
+            mean_draft_seconds=sum(draft.seconds for draft in drafts) / len(drafts),
             drafts_full_rollout_seconds=sum(full_rollouts) / len(full_rollouts) if full_rollouts else None,
             commit_free=commit_free,
             draft_calls=sum(draft.calls for draft in drafts),
             skipped_calls=sum(draft.calls_skipped for draft in drafts),
             stage_calls=calls_per_stage(drafts, stage_names) if len(stage_names) > 1 else (),
             reused_drafts=sum(draft.reused for draft in drafts),
+            read_back_calls=sum(draft.reused_calls for draft in drafts if not draft.reused)
+            + sum(work.read_back_calls for work in extra),
         )
 
     def after_commit(self, calls: int, seconds: float) -> SearchCost:
@@ -277,11 +285,16 @@ class SearchCost:
         return fewer_calls_factor(self.skipped_calls, self.draft_calls)
 
     def reuse_line(self) -> str | None:
-        """How many drafts came from an earlier run's saved drafts; None when none did."""
-        if not self.reused_drafts:
-            return None
-        return (f"{self.reused_drafts} of {self.finished_drafts} drafts reused from an earlier run (saved on disk), "
-                "at no cost")
+        """What came from an earlier run's saved drafts: how many drafts, and the calls of candidates resumed from a
+        saved state; None when nothing did."""
+        parts = []
+        if self.reused_drafts:
+            parts.append(f"{self.reused_drafts} of {self.finished_drafts} drafts reused from an earlier run (saved on "
+                         "disk)")
+        if self.read_back_calls:
+            parts.append(f"{self.read_back_calls} transformer calls of candidates resumed from states an earlier run "
+                         "saved (on disk)")
+        return f"{'; '.join(parts)}, at no cost" if parts else None
 
     def calls_line(self) -> str:
         """The transformer calls: the drafts', and with what delivered the result."""
@@ -289,6 +302,8 @@ class SearchCost:
                 f"best-of-{self.width} computes ({_percent(self.calls_ratio)})")
         if self.reused_drafts:
             text += f" ({self.reused_drafts} reused drafts at 0)"
+        if self.read_back_calls:
+            text += f" ({self.read_back_calls} calls read back at 0)"
         if self.kept:
             return f"{text}; no commit (keep delivers the draft as drafted)"
         return f"{text}; with the commit ({self.commit_calls}) {self.total_calls} " \
@@ -341,6 +356,7 @@ class SearchCost:
                 "draft_calls": self.draft_calls, "skipped_calls": self.skipped_calls,
                 "skipped_share": self.skipped_share, "fewer_calls_factor": self.fewer_calls_factor,
                 "mean_draft_seconds": self.mean_draft_seconds, "reused_drafts": self.reused_drafts,
+                "read_back_calls": self.read_back_calls, "reuse_line": self.reuse_line(),
                 "stage_skipped_shares": [{"stage": name, "share": skipped_share(skipped, calls)}
                                          for name, skipped, calls in self.stage_calls],
                 "note": self.line()}

@@ -53,6 +53,20 @@ class Draft:
     # Read from the drafts an earlier run saved (``draft_store``): its calls and seconds are that run's, and this
     # search paid nothing for it.
     reused: bool = False
+    # Of a draft continued from a state an earlier run saved (a pruned search's candidate at a round): the computed
+    # calls and seconds read back with that state, which this search did not pay.
+    reused_calls: int = 0
+    reused_seconds: float = 0.0
+
+    @property
+    def paid_calls(self) -> int:
+        """The calls this search computed for the draft."""
+        return 0 if self.reused else self.calls_computed - self.reused_calls
+
+    @property
+    def paid_seconds(self) -> float:
+        """The seconds this search spent on the draft."""
+        return 0.0 if self.reused else self.seconds - self.reused_seconds
 
     @property
     def calls(self) -> int:

@@ -152,8 +152,7 @@ def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan,
                  for state in states]
         reused_states += sum(entry is not None for entry in found)
         missing = [position for position, entry in enumerate(found) if entry is None]
-        # A candidate computed from a reused state is counted whole in the cost (not reused).
-        advanced = run_stages(staged, [dataclasses.replace(states[p], reused=False) for p in missing], progress,
+        advanced = run_stages(staged, [states[p].continued() for p in missing], progress,
                               range(done, resume_index - 1), announce)
         for position, state in zip(missing, advanced):
             states[position] = state
@@ -195,7 +194,7 @@ def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan,
              for state in states]
     reused_states += sum(entry is not None for entry in found)
     missing = [position for position, entry in enumerate(found) if entry is None]
-    advanced = run_stages(staged, [dataclasses.replace(states[p], reused=False) for p in missing], progress,
+    advanced = run_stages(staged, [states[p].continued() for p in missing], progress,
                           range(done, len(staged.stages)), announce,
                           on_finished=(lambda state: saved.save_round_state(ends, state)) if saved is not None else None)
     continuing = [entry[0] if entry is not None else None for entry in found]

@@ -31,6 +31,9 @@ class CandidateState:
     cache_inactive_reason: str | None = None
     # Read from an earlier run's saved drafts (``saved_drafts``) instead of sampled.
     reused: bool = False
+    # Continued from a state read back: the computed calls and seconds it came with (``Draft.reused_calls``).
+    reused_calls: int = 0
+    reused_seconds: float = 0.0
 
     def draft(self) -> Draft:
         return Draft(
@@ -38,7 +41,16 @@ class CandidateState:
             calls_computed=sum(calls.computed for calls in self.stage_calls),
             calls_skipped=sum(calls.skipped for calls in self.stage_calls),
             stage_calls=self.stage_calls, cache_inactive_reason=self.cache_inactive_reason, reused=self.reused,
+            reused_calls=self.reused_calls, reused_seconds=self.reused_seconds,
         )
+
+    def continued(self) -> CandidateState:
+        """The state to sample on from: a state read back becomes one whose calls and seconds so far were read back
+        (the search pays only what it computes from here)."""
+        if not self.reused:
+            return self
+        return dataclasses.replace(self, reused=False, reused_calls=self.draft().calls_computed,
+                                   reused_seconds=self.seconds)
 
 
 class SearchProgress:

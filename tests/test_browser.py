@@ -459,7 +459,7 @@ def assert_live_search_and_pick(seen: dict, sampler_panel_live: bool = True) -> 
         summary = next(panel for panel in seen["panels"] if panel.startswith("3 drafts, "))
         # short sentences with the cost model's numbers; the rest is on the doc page the summary links to
         # an earlier run of this graph on this server saved its drafts on disk: a later run reads them back
-        reused = (f"{cost['reused_drafts']} of 3 drafts reused from an earlier run (saved on disk). "
+        reused = (f"{cost['reused_drafts']} of 3 drafts reused from an earlier run (saved on disk), at no cost. "
                   if cost.get("reused_drafts") else "")
         drafts_cost = (f"per draft. {reused}The drafts cost {int(100 * cost['calls_ratio'] + 0.5)}% of full best-of-3 "
                        f"({cost['search_calls']} of {cost['full_calls']} transformer calls). A commit adds ")

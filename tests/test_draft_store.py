@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from cachedsearch_core import Draft, SearchCost, StageCalls
+from cachedsearch_core.cost import ExtraWork
 from cachedsearch_core.draft_store import DraftStore, draft_key
 from cachedsearch_core.saved_rollouts import SavedRollout, SavedRollouts
 from cachedsearch_core.saved_work import INDEX_FILE
@@ -175,3 +176,15 @@ def test_a_draft_record_out_of_range_is_dropped_and_reported(tmp_path):
     assert again.get(draft_key("s", 0)) is None
     (problem,) = again.problems
     assert "out of range" in problem and "the draft is computed again" in problem
+
+
+def test_a_draft_continued_from_a_saved_state_costs_only_what_was_computed_after_it():
+    continued = dataclasses.replace(drafted(0), reused_calls=4, reused_seconds=1.0)  # 7 computed, 4 read back
+    dropped = dataclasses.replace(drafted(1), reused=True)  # a pruned candidate read back whole
+    cost = SearchCost.of_search([continued, drafted(2)], ExtraWork.of_drafts([dropped]), width=3)
+    assert cost.search_calls == (7 - 4) + 7 and cost.read_back_calls == 4 + 7
+    assert cost.search_seconds == pytest.approx((1.5 - 1.0) + 3.5)
+    assert cost.mean_draft_seconds == pytest.approx((1.5 + 3.5) / 2)  # a draft still measures a whole draft
+    assert cost.reuse_line() == "11 transformer calls of candidates resumed from states an earlier run saved (on " \
+        "disk), at no cost"
+    assert "(11 calls read back at 0)" in cost.calls_line() and cost.as_dict()["reuse_line"] == cost.reuse_line()

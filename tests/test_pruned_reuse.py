@@ -57,7 +57,15 @@ def test_a_pruned_search_cancelled_after_its_round_resumes_computing_only_the_su
     assert torch.equal(resumed.candidates.draft_latents, alone.candidates.draft_latents)
     assert [c.draft.calls_computed for c in resumed.pruned] == [c.draft.calls_computed for c in alone.pruned]
     assert all(c.draft.reused for c in resumed.pruned)
+    # the cost line counts only what this run computed, as the forward hook counted it; the rest was read back
+    assert alone.candidates.cost().search_calls == alone_calls
+    resumed_cost = resumed.candidates.cost()
+    assert resumed_cost.search_calls == calls and resumed_cost.read_back_calls == alone_calls - calls
+    assert resumed_cost.reuse_line() == (f"{alone_calls - calls} transformer calls of candidates resumed from states "
+                                         "an earlier run saved (on disk), at no cost")
 
     again, _, calls = run(engine, wan, saved)
     assert calls == 0
     assert torch.equal(again.candidates.draft_latents, alone.candidates.draft_latents)
+    again_cost = again.candidates.cost()
+    assert again_cost.search_calls == 0 and again_cost.reused_drafts == 2 and again_cost.read_back_calls == 2 * 3

@@ -50,10 +50,10 @@ function strip(node, rows, watchable, dropping) {
   return [figures, status];
 }
 
-// How many drafts this search read back from the drafts an earlier run saved on disk (they cost nothing now).
+// What this search read back from the drafts an earlier run saved on disk (it cost nothing now), as the payload
+// words it.
 function reuseLine(cost) {
-  const reused = cost?.reused_drafts;
-  return reused ? ` ${reused} of ${cost.finished_drafts} drafts reused from an earlier run (saved on disk).` : "";
+  return typeof cost?.reuse_line === "string" ? ` ${cost.reuse_line}.` : "";
 }
 
 export function renderDrafts(node, output) {
