@@ -210,5 +210,9 @@ def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan,
         return PrunedSearch(candidates_from_states(recipe, continuing, pruning=outcome))
     if announce is not None and reused_states:
         announce(f"{reused_states} candidate states saved by an earlier pruned search, reused")
+    # Every state a re-executed search reads back is on disk: each round's candidates at it, the survivors' ends.
+    cuts_of = [(plan.round_steps[: number + 1], record.scored) for number, record in enumerate(records)]
+    on_disk = all(saved.store.get(saved.round_key(seeds[index], cuts)) is not None
+                  for cuts, scored in [*cuts_of, (ends, tuple(running))] for index in scored)
     return PrunedSearch(candidates_from_states(recipe, continuing, pruning=outcome,
-                                               notes=tuple(saved.store.problems)))
+                                               notes=tuple(saved.store.problems), drafts_saved=on_disk))

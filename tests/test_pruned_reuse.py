@@ -67,5 +67,6 @@ def test_a_pruned_search_cancelled_after_its_round_resumes_computing_only_the_su
     again, _, calls = run(engine, wan, saved)
     assert calls == 0
     assert torch.equal(again.candidates.draft_latents, alone.candidates.draft_latents)
+    assert again.candidates.drafts_saved and resumed.candidates.drafts_saved and not alone.candidates.drafts_saved
     again_cost = again.candidates.cost()
     assert again_cost.search_calls == 0 and again_cost.reused_drafts == 2 and again_cost.read_back_calls == 2 * 3
