@@ -327,15 +327,16 @@ def check_ui(server, tmp_path, frontend: str, full: bool, vue_nodes: bool, live_
     shipped = [str(REPO_ROOT / "workflows" / f"{name}.json") for name in SHIPPED]
     # The missing-node check must see what this server lacks: an unknown type, and ComfyUI-Distributed's collector
     # (not installed on these servers).
+    distributed = str(REPO_ROOT / "workflows" / "03 Wan 2.1 on several GPUs.json")
     missing_node_probes = {str(tmp_path / "unknown_node.json"): [UNKNOWN_NODE_TYPE],
-                           str(REPO_ROOT / "workflows" / "03 Wan 2.1 on several GPUs.json"):
-                               ["DistributedCollector"]}
+                           distributed: ["DistributedCollector"]}
     config = {"workflows": shipped, "after_run": checks,
               "tiny_workflow": str(tmp_path / "tiny.json"), "tiny_workflow_fixed": str(tmp_path / "tiny_fixed.json"),
               "stored_workflow": str(tmp_path / "stored.json"),
               "stored_rounds": {"workflow": str(tmp_path / "stored_rounds.json"),
                                 "screenshot": str(ARTIFACTS / f"rounds_{combination}.png")},
               "missing_node_probes": list(missing_node_probes),
+              "distributed_workflow": distributed,
               "candidates": CANDIDATES, "first_seed": FIRST_SEED,
               "full": full, "live_pick": True,
               "screenshot": str(ARTIFACTS / f"verifier_ranking_{combination}.png")}

@@ -562,7 +562,7 @@ try {
   }
   // what an artist without ComfyUI-Distributed sees on opening the distributed workflow: the frontend's warning
   // and, on frontends with a "View details" panel, the missing packs it names (from the nodes' cnr_id)
-  const distributed = config.missing_node_probes.find((path) => path.endsWith("_distributed.json"));
+  const distributed = config.missing_node_probes.find((path) => path === config.distributed_workflow);
   if (distributed) {
     await page.evaluate((data) => window.app.loadGraphData(data), JSON.parse(readFileSync(distributed, "utf8")));
     await settled(page, "the missing-node warning");
