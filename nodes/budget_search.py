@@ -42,8 +42,8 @@ def run_budget_search(recipe: StagedRecipe, seed: int, plan: BudgetPlan, announc
             if reused is not None:
                 draft = reused.draft()
                 ledger.replay_draft(draft.calls_computed, draft.calls_skipped, draft.seconds)
-                with progress.stage(recipe.steps):
-                    state = reused
+                progress.skip(recipe.steps)
+                state = reused
             else:
                 ledger.start_draft(clock())
                 (state,) = run_stages(recipe, [CandidateState(candidate_seed, recipe.latent)], progress,

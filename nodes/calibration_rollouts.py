@@ -162,8 +162,7 @@ class Rollouts:
         found = self.saved.rollouts.get(key) if key is not None else None
         if found is not None:
             self.reused += 1
-            with self.progress.stage(recipe.steps):
-                pass
+            self.progress.skip(recipe.steps)
             self.announce(f"rollout {self.done} / {self.total}: {label}seed {seed}: saved by an earlier run, reused "
                           f"({self.reused} so far)")
             return found

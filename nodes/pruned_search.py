@@ -125,6 +125,18 @@ def split_recipe(recipe: StagedRecipe, steps: tuple[int, ...]) -> SplitRecipe:
     return SplitRecipe(split, tuple(split.stage_starts.index(step) for step in steps), tuple(origins))
 
 
+def _read_back_or_run(saved: SavedDrafts | None, cuts, staged: StagedRecipe, states: list[CandidateState], progress,
+                      stages: range, announce, on_finished=None) -> tuple[list[CandidateState], list]:
+    """``states`` after ``cuts``: each read back as an earlier pruned search saved it there, else run on through
+    ``stages`` from where it is (continued: it pays only what it computes). Also returns, per state, what was read
+    back ((state, x0 estimate)) or None where it ran."""
+    found = [saved.reused_round_state(state.seed, cuts, staged.latent) if saved is not None else None
+             for state in states]
+    missing = [state.continued() for state, entry in zip(states, found) if entry is None]
+    advanced = iter(run_stages(staged, missing, progress, stages, announce, on_finished=on_finished))
+    return [entry[0] if entry is not None else next(advanced) for entry in found], found
+
+
 def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan, score_previews,
                       announce=None, saved: SavedDrafts | None = None) -> PrunedSearch:
     """Run every seed to the first round's step, score them with ``score_previews(x0_estimates)`` (the sampler's
@@ -148,14 +160,9 @@ def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan,
     reused_states = 0
     for number, (prune_round, resume_index) in enumerate(zip(plan.rounds, split.resume_indices)):
         cuts = plan.round_steps[: number + 1]
-        found = [saved.reused_round_state(state.seed, cuts, staged.latent) if saved is not None else None
-                 for state in states]
+        states, found = _read_back_or_run(saved, cuts, staged, states, progress, range(done, resume_index - 1),
+                                          announce)
         reused_states += sum(entry is not None for entry in found)
-        missing = [position for position, entry in enumerate(found) if entry is None]
-        advanced = run_stages(staged, [states[p].continued() for p in missing], progress,
-                              range(done, resume_index - 1), announce)
-        for position, state in zip(missing, advanced):
-            states[position] = state
         # The last stage before the round's step runs on a clone that keeps the sampler's x0 estimate (the denoised
         # output of its last call), one candidate at a time so each candidate's estimate is its own.
         estimates = []
@@ -163,9 +170,8 @@ def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan,
         head_recipe = dataclasses.replace(staged, stages=(*staged.stages[: resume_index - 1], head))
         previews = []
         for position, state in enumerate(states):
-            if found[position] is not None:
-                states[position], x0 = found[position]
-                previews.append(x0)
+            if found[position] is not None:  # read back at the round's step, with its estimate there
+                previews.append(found[position][1])
                 continue
             if announce is not None:
                 announce(f"draft {position + 1} / {len(states)} (seed {state.seed}) to step {prune_round.step}")
@@ -190,16 +196,10 @@ def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan,
                 dropped[running[position]] = PrunedCandidate(draft, preview_scores[position])
         states, running, done = [states[p] for p in kept], [running[p] for p in kept], resume_index
     ends = (*plan.round_steps, recipe.steps)
-    found = [saved.reused_round_state(state.seed, ends, staged.latent) if saved is not None else None
-             for state in states]
+    continuing, found = _read_back_or_run(
+        saved, ends, staged, states, progress, range(done, len(staged.stages)), announce,
+        on_finished=(lambda state: saved.save_round_state(ends, state)) if saved is not None else None)
     reused_states += sum(entry is not None for entry in found)
-    missing = [position for position, entry in enumerate(found) if entry is None]
-    advanced = run_stages(staged, [states[p].continued() for p in missing], progress,
-                          range(done, len(staged.stages)), announce,
-                          on_finished=(lambda state: saved.save_round_state(ends, state)) if saved is not None else None)
-    continuing = [entry[0] if entry is not None else None for entry in found]
-    for position, state in zip(missing, advanced):
-        continuing[position] = state
     continuing = [dataclasses.replace(state, stage_calls=split.merged_calls(state.stage_calls))
                   for state in continuing]
     first, *later = records

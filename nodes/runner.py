@@ -89,6 +89,10 @@ class SearchProgress:
             comfy.utils.set_progress_bar_global_hook(outer)
         self.done = offset + step_count
 
+    def skip(self, step_count: int) -> None:
+        """Steps read back instead of sampled: their place on the bar is passed, nothing is sent."""
+        self.done += step_count
+
     def finish(self):
         """Fill the bar when the search ends before its widest width (a budget stopped it)."""
         hook = comfy.utils.PROGRESS_BAR_HOOK

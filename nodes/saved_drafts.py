@@ -111,14 +111,8 @@ class SavedDrafts:
     def reused_state(self, seed: int, latent: dict) -> CandidateState | None:
         """The candidate as its saved draft finished, its latent read now; None when none is saved (or it did not
         read back)."""
-        key = self.key(seed)
-        saved = self.store.get(key)
-        samples = self.store.latent(key) if saved is not None else None
-        if samples is None:
-            return None
-        draft: Draft = saved.draft
-        return CandidateState(seed, {**latent, "samples": samples}, draft.seconds, draft.stage_calls,
-                              draft.cache_inactive_reason, reused=True)
+        read = self._read(self.key(seed), latent)
+        return None if read is None else read[0]
 
     def save(self, state: CandidateState) -> None:
         self.save_draft(state.draft(), state.latent["samples"])
@@ -137,15 +131,19 @@ class SavedDrafts:
     def reused_round_state(self, seed: int, cuts, latent: dict) -> tuple[CandidateState, torch.Tensor | None] | None:
         """The candidate as an earlier pruned search saved it after ``cuts``, with its saved x0 estimate (None for a
         survivor's end); None when none is saved (or it did not read back)."""
-        key = self.round_key(seed, cuts)
+        read = self._read(self.round_key(seed, cuts), latent)
+        return None if read is None else (read[0], read[1].get("x0"))
+
+    def _read(self, key: str, latent: dict) -> tuple[CandidateState, dict] | None:
+        """The state saved under ``key`` (its latent in ``latent``'s entries) and every tensor saved with it; None
+        when none is saved (or it did not read back)."""
         saved = self.store.get(key)
         tensors = self.store.tensors(key) if saved is not None else None
         if tensors is None:
             return None
         draft: Draft = saved.draft
-        state = CandidateState(seed, {**latent, "samples": tensors["samples"]}, draft.seconds, draft.stage_calls,
-                               draft.cache_inactive_reason, reused=True)
-        return state, tensors.get("x0")
+        return CandidateState(draft.seed, {**latent, "samples": tensors["samples"]}, draft.seconds, draft.stage_calls,
+                              draft.cache_inactive_reason, reused=True), tensors
 
     def save_round_state(self, cuts, state: CandidateState, x0: torch.Tensor | None = None) -> None:
         """Saves a pruned search's candidate as it is after ``cuts`` (with its x0 estimate at a round's step)."""
