@@ -116,6 +116,9 @@ class SearchCost:
         calls and seconds are not in search_calls and search_seconds; they still measure a draft and a rollout).
     read_back_calls: the computed calls of other work read back from saved drafts (a pruned search's candidates at a
         round, whether dropped there or continued), likewise not in search_calls.
+    reused_draft_calls: the calls the reused finished drafts computed when an earlier run drafted them; with
+        search_calls and read_back_calls, what the search cost whenever it was computed (``drafted_calls``), which a
+        pick that reads the drafts back from disk still shows as the search's cost.
     """
 
     width: int
@@ -134,6 +137,7 @@ class SearchCost:
     stage_calls: tuple[tuple[str, int, int], ...] = ()
     reused_drafts: int = 0
     read_back_calls: int = 0
+    reused_draft_calls: int = 0
 
     def __post_init__(self):
         if not 1 <= self.finished_drafts <= self.width:
@@ -175,6 +179,7 @@ class SearchCost:
             reused_drafts=sum(draft.reused for draft in drafts),
             read_back_calls=sum(draft.reused_calls for draft in drafts if not draft.reused)
             + sum(work.read_back_calls for work in extra),
+            reused_draft_calls=sum(draft.calls_computed for draft in drafts if draft.reused),
         )
 
     def after_commit(self, calls: int, seconds: float) -> SearchCost:
@@ -228,6 +233,21 @@ class SearchCost:
     def calls_ratio_with_commit(self) -> float:
         """The drafts' and the commit's calls against full best-of-N's: the search's cost as delivered."""
         return share_of_full_best_of(self.total_calls, self.width, self.rollout_calls)
+
+    @property
+    def drafted_calls(self) -> int:
+        """The search's calls whichever run computed them: this run's and those read back from saved drafts."""
+        return self.search_calls + self.read_back_calls + self.reused_draft_calls
+
+    @property
+    def drafted_ratio(self) -> float:
+        """``drafted_calls`` against full best-of-N's: the search's cost however much of it this run read back."""
+        return share_of_full_best_of(self.drafted_calls, self.width, self.rollout_calls)
+
+    @property
+    def drafted_ratio_with_commit(self) -> float:
+        """The search's calls (``drafted_calls``) and the commit's against full best-of-N's."""
+        return share_of_full_best_of(self.drafted_calls + self.commit_calls, self.width, self.rollout_calls)
 
     @property
     def full_rollout_seconds(self) -> float | None:
@@ -357,6 +377,8 @@ class SearchCost:
                 "skipped_share": self.skipped_share, "fewer_calls_factor": self.fewer_calls_factor,
                 "mean_draft_seconds": self.mean_draft_seconds, "reused_drafts": self.reused_drafts,
                 "read_back_calls": self.read_back_calls, "reuse_line": self.reuse_line(),
+                "drafted_calls": self.drafted_calls, "drafted_ratio": self.drafted_ratio,
+                "drafted_ratio_with_commit": self.drafted_ratio_with_commit,
                 "stage_skipped_shares": [{"stage": name, "share": skipped_share(skipped, calls)}
                                          for name, skipped, calls in self.stage_calls],
                 "note": self.line()}

@@ -1,24 +1,51 @@
-"""Decoded frames for the result panels: a few small temp images per candidate (ComfyUI's temp folder, which the
-frontend reads through /view), from frames the graph decodes anyway or, on request, from the drafts."""
+"""Decoded frames for the result panels: a few small images per candidate, from frames the graph decodes anyway or,
+on request, from the drafts. The frontend reads them through /view.
+
+They are saved under ComfyUI's output folder (``PANEL_FOLDER``), each named by a digest of its pixels: ComfyUI
+empties its temp folder when it starts and then reuses the same names, so a panel kept in a saved workflow or an open
+tab would show another draft's frame after a restart. A name that is a digest of its content never names another
+picture; a frame deleted since shows as missing, never as a different one."""
 
 from __future__ import annotations
 
+import hashlib
+import io as byte_io
+import pathlib
+
 import comfy.model_management
+import folder_paths
+import numpy as np
 import torch
-from comfy_api.latest import io, ui
+from PIL import Image
 
 from ..cachedsearch_core.panels import spread_evenly, thumbnails
+from ..cachedsearch_core.safe_files import write_atomically
 from .candidates import draft_rows
 
-FILENAME_PREFIX = "cachedsearch_panel"
+PANEL_FOLDER = "cachedsearch_panels"  # under ComfyUI's output folder, which it never empties
+DIGEST_CHARACTERS = 24  # 96 bits of SHA-256: two different frames never share a name in practice
+
+
+def _saved_frame(pixels: np.ndarray, folder: pathlib.Path) -> dict:
+    """``pixels`` [H, W, 3] uint8 saved as ``<digest>.png`` (kept when a frame of that digest is already there);
+    its /view reference."""
+    digest = hashlib.sha256(f"{pixels.shape}".encode() + pixels.tobytes()).hexdigest()[:DIGEST_CHARACTERS]
+    path = folder / f"{digest}.png"
+    if not path.exists():
+        encoded = byte_io.BytesIO()
+        Image.fromarray(pixels).save(encoded, format="PNG", compress_level=1)
+        write_atomically(path, encoded.getvalue())
+    return {"filename": path.name, "subfolder": PANEL_FOLDER, "type": "output"}
 
 
 def save_panel_frames(frames: torch.Tensor) -> list[dict]:
-    """At most ``PANEL_FRAMES`` evenly spaced of ``frames`` [F, H, W, 3], shrunk to thumbnails and saved as temp
-    PNGs; returns their /view references ({"filename", "subfolder", "type"})."""
+    """At most ``PANEL_FRAMES`` evenly spaced of ``frames`` [F, H, W, 3], shrunk to thumbnails and saved as PNGs
+    named by their content (as ComfyUI saves images: uint8, truncated); returns their /view references
+    ({"filename", "subfolder", "type"})."""
     picked = thumbnails(frames[spread_evenly(range(frames.shape[0]))])
-    saved = ui.ImageSaveHelper.save_images(picked, FILENAME_PREFIX, io.FolderType.temp, None, compress_level=1)
-    return [dict(result) for result in saved]
+    folder = pathlib.Path(folder_paths.get_output_directory()) / PANEL_FOLDER
+    pixels = (255.0 * picked.numpy()).clip(0, 255).astype(np.uint8)
+    return [_saved_frame(frame, folder) for frame in pixels]
 
 
 def decode_draft_frames(vae, candidates, announce=None) -> dict[int, list[dict]]:
@@ -35,19 +62,24 @@ def decode_draft_frames(vae, candidates, announce=None) -> dict[int, list[dict]]
     return frames
 
 
+def _of_seed(references: list[dict], seed: int) -> list[dict]:
+    return [{**reference, "seed": seed} for reference in references]
+
+
 def panel_rows(candidates, ranking=None, frames: dict[int, list[dict]] | None = None) -> list[dict]:
     """``draft_rows`` with decoded frames: a finished draft's from ``frames`` (keyed by candidate number), a pruned
     candidate's from its Pruning Plan preview; every candidate of a pruned search also gets its preview's frames as
-    "preview_frames"."""
+    "preview_frames". Each frame's reference names the seed it shows ("seed"), so that a panel refuses a frame
+    that is not its row's."""
     previews = {index + 1: list(saved) for index, saved in enumerate(candidates.pruning_previews)}
     frames = frames or {}
     rows = []
     for row in draft_rows(candidates, ranking):
         number = row["candidate"]
         if number in previews:
-            row["preview_frames"] = previews[number]
+            row["preview_frames"] = _of_seed(previews[number], row["seed"])
         shown = previews.get(number) if row.get("pruned") else frames.get(number)
         if shown:
-            row["frames"] = shown
+            row["frames"] = _of_seed(shown, row["seed"])
         rows.append(row)
     return rows

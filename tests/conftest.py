@@ -187,6 +187,27 @@ def draft_tiny_wan(engine):
 
 
 @pytest.fixture(scope="session")
+def tiny_ltx2(engine):
+    """The tiny LTX-2 graph's sampler inputs (model through UNETLoader, positive, negative, the packed video + audio
+    latent), as the official graph makes them: LTXVConditioning and LTXVConcatAVLatent of an empty LTX video latent
+    and an audio latent. Stand-ins: synthetic conditioning of the processed Gemma width (two 64-wide captions) and
+    the audio latent without the audio VAE. Skipped where the runtime has no LTX-2 (LTXAV) model."""
+    import comfy.supported_models
+
+    missing = [name for name in ("LTXVConcatAVLatent", "LTXVSeparateAVLatent") if name not in engine.nodes]
+    if not hasattr(comfy.supported_models, "LTXAV") or missing:
+        pytest.skip("LTX-2: this ComfyUI has no LTXAV model" + (f" nor {', '.join(missing)}" if missing else ""))
+    model = engine.one("UNETLoader", unet_name=tiny_models.LTX2_FILE, weight_dtype="default")
+    width = 2 * tiny_models.LTX2_TINY_CONFIG["caption_channels"]
+    positive, negative = (engine.one("CachedSearchTestConditioning", text_seed=seed, tokens=6, pooled=False,
+                                     width=width) for seed in (1, 2))
+    positive, negative = engine.run("LTXVConditioning", positive=positive, negative=negative, frame_rate=25.0)
+    video = engine.one("EmptyLTXVLatentVideo", width=64, height=64, length=9, batch_size=1)
+    audio = engine.one("CachedSearchTestEmptyLatentAudio", frames_number=9, frame_rate=25.0, batch_size=1)
+    return model, positive, negative, engine.one("LTXVConcatAVLatent", video_latent=video, audio_latent=audio)
+
+
+@pytest.fixture(scope="session")
 def base_with_models(tmp_path_factory, tiny_models_dir):
     """Makes a fresh ComfyUI base directory with this extension and the tiny models, for tests that start their own
     servers (imported from here, ``tests`` would resolve to ComfyUI's own tests package)."""
@@ -247,13 +268,13 @@ class InProcessComfy:
 
     @staticmethod
     def read_panel_frames(references):
-        """The temp images a panel row refers to ({"filename", "subfolder", "type": "temp"}), as uint8 arrays."""
+        """The images a panel row refers to ({"filename", "subfolder", "type": "output"}), as uint8 arrays."""
         import folder_paths
         import numpy as np
         from PIL import Image
 
-        assert all(reference["type"] == "temp" for reference in references)
-        folder = pathlib.Path(folder_paths.get_temp_directory())
+        assert all(reference["type"] == "output" for reference in references)
+        folder = pathlib.Path(folder_paths.get_output_directory())
         return [np.asarray(Image.open(folder / reference["subfolder"] / reference["filename"]))
                 for reference in references]
 

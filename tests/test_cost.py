@@ -1,6 +1,7 @@
 """One search's cost in transformer calls and seconds against full best-of-N, for every kind of search and delivery
 (no ComfyUI)."""
 
+import dataclasses
 import json
 import math
 import re
@@ -75,6 +76,23 @@ def test_a_commit_measures_the_full_rollout_and_counts_its_calls():
         "seconds measured on this machine: the search 3.00 s, full rollout 2.00 s (the commit): 50.0 % of full "
         "best-of-3, with the commit (2.00 s) 83.3 %; gamma (mean draft / full rollout) 0.50, break-even width "
         "N* = 2.00")
+
+
+def test_a_search_read_back_from_disk_keeps_its_cost_with_the_picks_commit_beside_it():
+    """A pick after ComfyUI dropped the drafts (or a restart) reads every draft back from disk: this run computed
+    none of them, yet the search still cost what it did when drafted, and the commit is added to that."""
+    drafts = cached_drafts()
+    drafted = SearchCost.of_search(drafts).after_commit(50, 2.0)
+    read_back = SearchCost.of_search([dataclasses.replace(draft, reused=True) for draft in drafts]).after_commit(50, 2.0)
+    assert read_back.search_calls == 0 and read_back.calls_ratio == 0  # what this run computed
+    assert read_back.drafted_calls == drafted.drafted_calls == drafted.search_calls == 72
+    assert read_back.drafted_ratio == drafted.calls_ratio == pytest.approx(72 / 150)
+    assert read_back.drafted_ratio_with_commit == drafted.calls_ratio_with_commit == pytest.approx(122 / 150)
+    shown = read_back.as_dict()
+    assert (shown["drafted_calls"], shown["drafted_ratio_with_commit"]) == (72, pytest.approx(122 / 150))
+    # half of them resumed: the search's cost is the same whichever run computed its drafts
+    resumed = SearchCost.of_search([dataclasses.replace(drafts[0], reused=True), *drafts[1:]])
+    assert (resumed.search_calls, resumed.drafted_calls) == (48, 72)
 
 
 def test_a_free_commit_costs_nothing_and_the_drafts_that_skipped_nothing_measure_the_full_rollout():

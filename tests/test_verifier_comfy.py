@@ -52,11 +52,30 @@ def test_verifier_output_ui_shows_scored_frames_and_scores(engine, drafted):
     assert rows[order[2]]["margin"] < rows[order[1]]["margin"] < 0
     (described,) = output.ui["cachedsearch_verifier"]
     assert described["name"] == "ImageReward" and described["higher_is_better"] and described["scale"]
-    # Each row shows the 8 frames the verifier scored (of 9: frame_indices), saved small as temp images.
+    # Each row shows the 8 frames the verifier scored (of 9: frame_indices), saved small in the output folder
+    # (ComfyUI empties its temp folder at start and reuses the names), each reference naming its row's seed.
     for index, row in enumerate(rows):
         frames = engine.read_panel_frames(row["frames"])
         expected = engine.as_saved(images[[9 * index + pick for pick in (0, 1, 2, 3, 5, 6, 7, 8)]])
         assert len(frames) == 8 and all((a == b).all() for a, b in zip(frames, expected))
+        assert {(frame["seed"], frame["subfolder"]) for frame in row["frames"]} == {(row["seed"], "cachedsearch_panels")}
+
+
+def test_panel_frames_are_named_by_their_content_so_a_name_never_shows_another_picture(engine):
+    """The same frames saved again (the same draft, after a restart) get the same names and no new files; other
+    frames get other names, so a reference a saved panel keeps never comes to show another draft."""
+    import folder_paths
+
+    panel_frames = engine.extension.nodes.panel_frames
+    save_panel_frames = panel_frames.save_panel_frames
+    frames = torch.rand(4, 16, 16, 3, generator=torch.Generator().manual_seed(1))
+    first = save_panel_frames(frames)
+    folder = pathlib.Path(folder_paths.get_output_directory()) / panel_frames.PANEL_FOLDER
+    files = sorted(folder.iterdir())
+    assert save_panel_frames(frames.clone()) == first and sorted(folder.iterdir()) == files
+    other = save_panel_frames(frames.flip(0) * 0.5)
+    assert not {frame["filename"] for frame in other} & {frame["filename"] for frame in first}
+    assert [(a == b).all() for a, b in zip(engine.read_panel_frames(first), engine.as_saved(frames))] == [True] * 4
 
 
 @pytest.mark.parametrize("cut, prompt, message", [
