@@ -1,0 +1,89 @@
+// Resume after a cancel (#53 item 3) in headless Debian Chromium against a real ComfyUI server: a search whose seed
+// control is randomize is queued as the Run button does and cancelled during a draft; the Sampler then offers to
+// resume it, and one click queues it again with that run's seed. Counts the drafts each run computed from the
+// progress bar (a computed draft moves it over its steps, a reused one moves nothing). Prints one JSON object with
+// what it saw. Usage: node check_resume.mjs URL CONFIG.json
+import { readFileSync } from "node:fs";
+import { openChromium, recordExtensionErrors, settled } from "./chromium.mjs";
+
+const [url, configPath] = process.argv.slice(2);
+const config = JSON.parse(readFileSync(configPath, "utf8"));
+const result = { frontend: null, vueNodes: null, extensionErrors: [] };
+
+const { context, page } = await openChromium();
+recordExtensionErrors(page, result.extensionErrors);
+
+// Queues the graph as the Run button does (or `click`s the given selector) and resolves with {outcome, promptId,
+// drafts: the drafts the sampler computed}; cancels the run once the sampler's progress passes `cancelAt`.
+const run = (sampler, steps, cancelAt, click) => page.evaluate(({ sampler, steps, cancelAt, click }) =>
+  new Promise((resolve) => {
+    const api = window.comfyAPI.api.api;
+    const drafts = new Set();
+    let promptId;
+    const started = ({ detail }) => { promptId ??= detail?.prompt_id; };
+    const progress = ({ detail }) => {
+      if (String(detail?.node) !== sampler || !(detail.value > 0)) return;
+      drafts.add(Math.floor((detail.value - 1) / steps));
+      if (cancelAt !== null && detail.value > cancelAt) api.interrupt();
+    };
+    const events = { execution_success: "success", execution_interrupted: "interrupted", execution_error: "error" };
+    const ended = (event) => {
+      if (event.detail?.prompt_id !== promptId) return;
+      for (const name of Object.keys(events)) api.removeEventListener(name, ended);
+      api.removeEventListener("progress", progress);
+      api.removeEventListener("execution_start", started);
+      resolve({ outcome: events[event.type], promptId, drafts: drafts.size });
+    };
+    for (const name of Object.keys(events)) api.addEventListener(name, ended);
+    api.addEventListener("progress", progress);
+    api.addEventListener("execution_start", started);
+    if (click) document.querySelector(click).click();
+    else window.app.queuePrompt(0, 1);
+  }), { sampler, steps, cancelAt, click });
+
+const seedState = (sampler) => page.evaluate((sampler) => {
+  const node = window.app.graph.getNodeById(Number(sampler));
+  const value = (name) => node.widgets.find((w) => w.name === name)?.value;
+  return { seed: value("seed"), control: value("control_after_generate") };
+}, sampler);
+
+async function showSampler(sampler) {
+  await page.evaluate((sampler) => {
+    const node = window.app.graph.getNodeById(Number(sampler));
+    const canvas = window.app.canvas;
+    canvas.ds.scale = 1;
+    canvas.ds.offset = [80 - node.pos[0], 120 - node.pos[1]];
+    canvas.setDirty(true, true);
+  }, sampler);
+  await settled(page, "the view on the Sampler");
+}
+
+try {
+  await page.goto(url);
+  await page.waitForFunction(() => window.app?.graph && window.LiteGraph, null, { timeout: 120000 });
+  result.frontend = await page.evaluate(() => window.__COMFYUI_FRONTEND_VERSION__ ?? null);
+  result.vueNodes = await page.evaluate(() => window.app.extensionManager?.setting?.get?.("Comfy.VueNodes.Enabled") ?? null);
+  await page.evaluate((data) => window.app.loadGraphData(data), JSON.parse(readFileSync(config.workflow, "utf8")));
+  await settled(page, "the workflow");
+  const sampler = config.sampler;
+  result.cancelled = await run(sampler, config.steps, config.cancel_at, null);
+  result.afterCancel = await seedState(sampler);
+  result.offered = await page.waitForSelector(".cachedsearch-resume button", { timeout: 60000 })
+    .then(() => page.$eval(".cachedsearch-resume", (line) => ({ seed: Number(line.dataset.seed), text: line.textContent })))
+    .catch(() => null);
+  if (result.offered) {
+    await showSampler(sampler);
+    await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_offer.png") });
+    result.resumed = await run(sampler, config.steps, null, ".cachedsearch-resume button");
+    result.afterResume = await seedState(sampler);
+    await page.waitForFunction(() => !document.querySelector(".cachedsearch-resume button"), null, { timeout: 30000 });
+    await page.waitForFunction(() => document.querySelector(".cachedsearch-summary"), null, { timeout: 60000 });
+    await settled(page, "the panels after the resume");
+    result.summaries = await page.$$eval(".cachedsearch-summary", (lines) => lines.map((line) => line.textContent));
+    await showSampler(sampler);
+    await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_resumed.png") });
+  }
+} finally {
+  await context.close();
+}
+console.log(JSON.stringify(result));
