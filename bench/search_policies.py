@@ -7,9 +7,10 @@ on the other (docs/pruning-and-budget.md, "Search policies").
    with every step's preview (x0 of the cached draft, x0 of the full rollout, the two-step lookahead).
 2. The preview curves: per prune step and preview kind, the rank correlation of the preview with the final
    full-compute score, and how often the best final seed is in the preview's top k (N = 16).
-3. Replays a grid of policies (``bench.policy_replay``: width N, one or two rounds, fixed keep or a margin from the
-   previews' measured noise, x0 or lookahead previews, widths bought from a call budget at the measured skip rate) on
-   the selection half (prompts 0-17), and chooses for each goal:
+3. Replays a grid of policies (the core's replay, ``cachedsearch_core.search_policy``: width N, one or two rounds,
+   fixed keep or a margin from the previews' measured noise, x0 or lookahead previews, widths bought from a call
+   budget at the measured skip rate) on the selection half (prompts 0-17), and chooses for each goal with the core's
+   chooser (``cachedsearch_core.policy_chooser``):
    - better at equal cost: exploration and commit within full best-of-8's calls on every prompt, the highest mean
      delivered score;
    - cheaper at equal quality: capture >= 0.93 of full best-of-8's gain, the fewest exploration calls.
@@ -33,12 +34,14 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from bench.audit import TRAINED_MODEL, ShapesBackend  # noqa: E402
-from bench.policy_replay import (  # noqa: E402
-    PREVIEW_KINDS, Policy, Replay, Rollouts, Round, best_in_top, full_best_of, preview_noise, replay, spearman,
-)
+from bench.policy_replay import PREVIEW_KINDS, best_in_top, load_rollouts, preview_noise, spearman  # noqa: E402
 from bench.policy_rollouts import LOOKAHEAD_STEPS, RolloutStore, collect  # noqa: E402
+from cachedsearch_core.policy_chooser import best_within, cheapest_capturing  # noqa: E402
 from cachedsearch_core.pruning import PruningSchedule  # noqa: E402
 from cachedsearch_core.search_audit import _bootstrap  # noqa: E402
+from cachedsearch_core.search_policy import (  # noqa: E402
+    Policy, Replay, Rollouts, Round, full_best_of, replay, replay_all, replay_block, widest_width,
+)
 
 BASE_WIDTH = 8
 CURVE_WIDTH = 16
@@ -75,13 +78,6 @@ def preview_curves(rollouts: Rollouts, width: int) -> list[str]:
     return lines
 
 
-def mean_costs(rollouts: Rollouts, step: int) -> tuple[float, float]:
-    """Measured computed calls of a cached draft before ``step`` and from there to the end (the skip rate a
-    Calibrate run measures), per candidate."""
-    computed = rollouts.computed
-    return float(computed[..., :step].sum(-1).mean()), float(computed[..., step:].sum(-1).mean())
-
-
 def policy_grid(rollouts: Rollouts, seeds: int, budget: float) -> list[Policy]:
     """Fixed widths with one or two rounds, fixed keep or margin keep, x0 or lookahead; and per schedule the width a
     call budget buys at the measured skip rate."""
@@ -104,7 +100,7 @@ def policy_grid(rollouts: Rollouts, seeds: int, budget: float) -> list[Policy]:
                 if width > first.keep:
                     policies.append(Policy(f"N = {width}, {label}", width, rounds, kind))
             if first.margin is None:
-                width = budget_width(rollouts, rounds, kind, budget)
+                width = widest_width(rollouts, rounds, budget, kind)
                 if first.keep < width <= seeds:
                     policies.append(Policy(f"budget {budget:g} calls: N = {width}, {label}", width, rounds, kind))
     return policies
@@ -117,23 +113,6 @@ def describe(rounds: tuple[Round, ...], kind: str) -> str:
             f"keep within {prune.margin:.4f} of the leader (at most {prune.cap})"
         parts.append(f"step {prune.step}: {keep}")
     return "; ".join(parts) + ("" if kind == PREVIEW_KINDS[0] else f" ({kind} preview)")
-
-
-def budget_width(rollouts: Rollouts, rounds: tuple[Round, ...], kind: str, budget: float) -> int:
-    """The widest N whose expected exploration calls, at the measured skip rate, fit ``budget``: N drafts to the
-    first step (plus a lookahead's calls each), the kept ones to the later steps and the end."""
-    from bench.policy_rollouts import LOOKAHEAD_CALLS
-
-    first = rounds[0]
-    before, _ = mean_costs(rollouts, first.step)
-    per_candidate = before + (LOOKAHEAD_CALLS if kind == PREVIEW_KINDS[2] else 0)
-    fixed, reaching = 0.0, first.keep
-    for prune, later in itertools.zip_longest(rounds, rounds[1:]):
-        end = later.step if later is not None else rollouts.steps
-        segment = float(rollouts.computed[..., prune.step:end].sum(-1).mean())
-        fixed += reaching * segment
-        reaching = later.keep if later is not None else reaching
-    return int((budget - fixed) // per_candidate)
 
 
 def summarise(rollouts: Rollouts, outcome: Replay, commit: float) -> dict:
@@ -155,22 +134,19 @@ def summarise(rollouts: Rollouts, outcome: Replay, commit: float) -> dict:
 def choose(selection: Rollouts, policies: list[Policy]) -> dict[str, Policy]:
     """The goals' winners on the selection half, among all policies, those on x0 previews, and those a Pruning Plan
     can set today (x0 previews, fixed keeps: a width and a schedule)."""
-    steps, full_calls = selection.steps, BASE_WIDTH * selection.steps
+    commit, full_calls = selection.full_calls, BASE_WIDTH * selection.full_calls
     mean_seed = selection.full.mean(1)
     best_gain = (full_best_of(selection, BASE_WIDTH).delivered - mean_seed).mean()
     families = {"": lambda policy: True,
                 ", x0 previews": lambda policy: policy.preview == PREVIEW_KINDS[0],
                 ", settable today": lambda policy: policy.preview == PREVIEW_KINDS[0]
                 and all(prune.margin is None for prune in policy.rounds)}
-    replays, chosen = [(policy, replay(selection, policy)) for policy in policies], {}
+    replays, chosen = list(zip(policies, replay_all(selection, policies))), {}
     for family, member in families.items():
         scored = [(policy, outcome) for policy, outcome in replays if member(policy)]
-        within = [(p, r) for p, r in scored if r.worst.max() + steps <= full_calls]
-        chosen[f"better at equal cost{family}"] = max(
-            within, key=lambda pr: (pr[1].delivered.mean(), -pr[1].calls.mean()))[0]
-        capturing = [(p, r) for p, r in scored if (r.delivered - mean_seed).mean() / best_gain >= CAPTURE_TARGET]
-        chosen[f"cheaper at equal quality{family}"] = min(
-            capturing, key=lambda pr: (pr[1].calls.mean(), -pr[1].delivered.mean()))[0]
+        chosen[f"better at equal cost{family}"] = best_within(scored, commit, full_calls)[0]
+        chosen[f"cheaper at equal quality{family}"] = cheapest_capturing(scored, mean_seed, best_gain,
+                                                                         CAPTURE_TARGET)[0]
     return chosen
 
 
@@ -206,7 +182,7 @@ def main() -> None:
                 log=lambda line: print(f"{line} ({time.perf_counter() - start:.0f} s)", flush=True))
     if args.collect_only:
         return
-    rollouts = Rollouts.load(store, args.prompts)
+    rollouts = load_rollouts(store, args.prompts)
     seeds = rollouts.full.shape[1]
     half = args.prompts // 2
     selection, held_out = rollouts.subset(slice(0, half)), rollouts.subset(slice(half, args.prompts))
@@ -274,7 +250,6 @@ def verdicts(outcomes: dict[str, dict], best_of_16: dict | None, full_calls: flo
 def runner_check(backend, held_out: Rollouts, chosen: dict[str, Policy], prompts: range, args) -> list[str]:
     """The chosen x0 policies through ``run_pruned_search`` on the held-out prompts: calls and winners against the
     replay's."""
-    from bench.policy_replay import replay_prompt
     from bench.prune_rounds import pruned_search
 
     lines = ["Runner check (held-out half, the extension's `run_pruned_search`, margin keep replayed as its fixed "
@@ -285,12 +260,13 @@ def runner_check(backend, held_out: Rollouts, chosen: dict[str, Policy], prompts
         if policy.preview != PREVIEW_KINDS[0]:
             continue
         replayed, ran, same, worst, delivered = 0.0, 0, 0, 0, [0.0, 0.0]
+        outcome = replay_block(held_out, policy)  # seeds 0..N-1, as the runner
         for local, prompt in enumerate(prompts):
-            winner, calls, _ = replay_prompt(held_out, local, policy)  # seeds 0..N-1, as the runner
-            # Rounds that drop nobody are left out (a schedule's rounds keep fewer each time).
+            winner, calls = int(outcome.winner[local]), float(outcome.calls[local])
+            # Rounds that drop nobody are left out (a schedule's rounds keep fewer each time); a margin keep's
+            # count is per prompt.
             schedule, reaching = [], policy.width
-            for prune, keep in zip(policy.rounds, kept_counts(held_out.block(np.arange(policy.width)), local,
-                                                               policy)):
+            for prune, keep in zip(policy.rounds, outcome.kept[local]):
                 if keep < reaching:
                     schedule.append(f"{prune.step}:{keep}")
                     reaching = keep
@@ -306,16 +282,6 @@ def runner_check(backend, held_out: Rollouts, chosen: dict[str, Policy], prompts
         lines.append(f"| {policy.name} | {replayed / len(prompts):.2f} | {ran / len(prompts):.2f} ({worst}) | "
                      f"{same} of {len(prompts)} | {delivered[0]:.3f}; {delivered[1]:.3f} |")
     return lines
-
-
-def kept_counts(rollouts: Rollouts, prompt: int, policy: Policy) -> list[int]:
-    """How many candidates each round keeps on ``prompt`` (a margin keep's count is per prompt)."""
-    running, counts = np.arange(policy.width), []
-    for prune in policy.rounds:
-        kept = running[prune.kept(rollouts.preview(PREVIEW_KINDS[0], prune.step)[prompt, running])]
-        counts.append(len(kept))
-        running = kept
-    return counts
 
 
 if __name__ == "__main__":

@@ -140,7 +140,8 @@ def test_search_policies_records_what_the_pruned_search_sees_and_computes(engine
     transformer's patch embedding; its recorded preview at the step before the prune against the runner's preview
     scores; the replay's survivors, winner and calls against ``run_pruned_search`` on the same model (a prune at a
     step every draft computed)."""
-    from bench.policy_replay import Policy, Rollouts, Round, replay_prompt
+    from bench.policy_replay import load_rollouts
+    from cachedsearch_core.search_policy import DRAFT_PREVIEW, Policy, Round, replay_block
     from bench import policy_rollouts
     from bench.policy_rollouts import RolloutStore, collect
     from bench.prune_rounds import pruned_search
@@ -164,13 +165,15 @@ def test_search_policies_records_what_the_pruned_search_sees_and_computes(engine
     seeds = 4
     with torch.inference_mode():
         collect(world, store, range(1), range(seeds), steps, 0.1, log=lambda line: None)
-    rollouts = Rollouts.load(RolloutStore(store.path), 1)
+    rollouts = load_rollouts(RolloutStore(store.path), 1)
     assert rollouts.seeds == seeds
     prune = next(step for step in range(2, steps - 1) if rollouts.computed[0, :, step].all())
     with torch.inference_mode():
         real = pruned_search(world, steps, 0.1, 0, seeds, f"{prune}:2")
-    assert real["rounds"][0]["preview_scores"] == pytest.approx(list(rollouts.draft_previews[0, :, prune - 1]))
-    winner, calls, _ = replay_prompt(rollouts, 0, Policy("", seeds, (Round(prune, 2),)))
-    assert list(real["survivors"]) == sorted(np.argsort(-rollouts.draft_previews[0, :, prune - 1])[:2])
+    previews = rollouts.preview(DRAFT_PREVIEW, prune)[0]
+    assert real["rounds"][0]["preview_scores"] == pytest.approx(list(previews))
+    outcome = replay_block(rollouts, Policy("", seeds, (Round(prune, 2),)))
+    winner, calls = outcome.winner[0], outcome.calls[0]
+    assert list(real["survivors"]) == sorted(np.argsort(-previews)[:2])
     assert real["survivors"][int(np.argmax(real["finals"]))] == winner
     assert real["computed"] == calls

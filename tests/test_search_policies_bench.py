@@ -1,56 +1,34 @@
-"""bench.search_policies' replay counts a policy's calls, keeps candidates and averages seed blocks as stated (that
-its recorded rollouts match the extension's pruned search: tests/test_pruning_bench.py)."""
-
+"""bench.search_policies reads its recorded rollouts into the core's replay tables (the replay itself:
+tests/test_search_policy.py; that the recorded rollouts match the extension's pruned search:
+tests/test_pruning_bench.py)."""
 
 import numpy as np
 import pytest
 
 
+def test_the_bench_loader_puts_each_preview_at_its_prune_step_and_charges_the_lookahead(tmp_path):
+    from bench.policy_replay import PREVIEW_KINDS, load_rollouts
+    from bench.policy_rollouts import LOOKAHEAD_CALLS, LOOKAHEAD_STEPS, RolloutStore
+    from cachedsearch_core.search_policy import Policy, Round, replay_block
 
-def synthetic(previews: np.ndarray, computed: np.ndarray, full: np.ndarray, draft: np.ndarray):
-    from bench.policy_replay import Rollouts
-
-    prompts, seeds, steps = previews.shape
-    return Rollouts(full, previews, draft, previews, computed, np.zeros((prompts, seeds, 4)))
-
-
-def test_the_replay_counts_a_two_round_policys_calls_and_delivers_the_best_final_draft():
-    from bench.policy_replay import Policy, Round, replay_prompt
-
-    steps, seeds = 8, 4
-    computed = np.ones((1, seeds, steps), dtype=bool)
-    computed[0, :, 3] = computed[0, :, 5] = False  # each draft skips steps 3 and 5: 6 computed
-    previews = np.zeros((1, seeds, steps))
-    previews[0, :, 2] = [0.1, 0.4, 0.3, 0.2]  # at step 3: keep seeds 1, 2
-    previews[0, :, 4] = [0.0, 0.1, 0.5, 0.0]  # at step 5: keep seed 2
-    full, draft = np.array([[0.0, 0.9, 0.5, 0.1]]), np.array([[0.0, 0.9, 0.5, 0.1]])
-    winner, calls, survived = replay_prompt(synthetic(previews, computed, full, draft), 0,
-                                            Policy("", seeds, (Round(3, 2), Round(5, 1))))
-    # Dropped at 3: seeds 0 and 3, 3 calls each (steps 0-2); dropped at 5: seed 1, steps 0-4 less step 3; seed 2:
-    # all 6.
-    assert (winner, calls, survived) == (2, 3 + 3 + 4 + 6, False)
-
-
-def test_a_margin_keeps_every_candidate_near_the_leader_within_its_cap_and_at_least_keep():
-    from bench.policy_replay import Round
-
-    scores = np.array([0.50, 0.49, 0.40, 0.48, 0.30])
-    assert list(Round(3, 1, 0.025, 8).kept(scores)) == [0, 1, 3]
-    assert list(Round(3, 1, 0.025, 2).kept(scores)) == [0, 1]
-    assert list(Round(3, 4, 0.001, 8).kept(scores)) == [0, 1, 2, 3]
-    assert list(Round(3, 2).kept(scores)) == [0, 1]
-
-
-def test_best_of_and_policies_average_over_disjoint_seed_blocks():
-    from bench.policy_replay import Policy, blocks, full_best_of, replay
-
-    full = np.array([[0.1, 0.3, 0.2, 0.0, 0.5, 0.4]])
-    rollouts = synthetic(np.zeros((1, 6, 4)), np.ones((1, 6, 4), dtype=bool), full, full)
-    drawn = [block.full[0] for block in blocks(rollouts, 2)]
-    assert len(drawn) == 9 and [list(d) for d in drawn[:3]] == [[0.1, 0.3], [0.2, 0.0], [0.5, 0.4]]
-    for order in range(3):  # each order's three blocks hold every seed once
-        assert sorted(np.concatenate(drawn[3 * order:3 * order + 3])) == sorted(full[0])
-    assert full_best_of(rollouts, 2).delivered == pytest.approx([np.mean([d.max() for d in drawn])])
-    outcome = replay(rollouts, Policy("", 2, ()))
-    assert outcome.delivered == pytest.approx(full_best_of(rollouts, 2).delivered)
-    assert outcome.calls == pytest.approx([8.0])
+    steps, seeds = 8, 3
+    store = RolloutStore(tmp_path / "rollouts.jsonl")
+    for seed in range(seeds):
+        # Call s's x0 estimate is the preview at prune step s + 1: 10 seed + s, so step 3 reads 10 seed + 2.
+        store.add({"kind": "full", "prompt": 0, "seed": seed, "final": float(seed),
+                   "previews": [100.0 * seed + call for call in range(steps)]})
+        store.add({"kind": "cached", "prompt": 0, "seed": seed, "final": 0.5 * seed,
+                   "previews": [10.0 * seed + call for call in range(steps)], "computed_steps": [0, 1, 2, 4, 7],
+                   "lookahead": {str(step): float(-seed * step) for step in LOOKAHEAD_STEPS}})
+    rollouts = load_rollouts(RolloutStore(store.path), 1)
+    assert (rollouts.seeds, rollouts.steps, rollouts.full_calls) == (seeds, steps, steps)
+    assert list(rollouts.preview(PREVIEW_KINDS[0], 3)[0]) == [2.0, 12.0, 22.0]
+    assert list(rollouts.preview(PREVIEW_KINDS[1], 3)[0]) == [2.0, 102.0, 202.0]
+    assert list(rollouts.preview(PREVIEW_KINDS[2], 3)[0]) == [0.0, -3.0, -6.0]
+    assert rollouts.preview(PREVIEW_KINDS[2], 5) is None
+    assert list(rollouts.computed[0, 0]) == [True, True, True, False, True, False, False, True]
+    # A lookahead at step 3 keeps seed 0 (the best lookahead): 3 x 2 lookahead calls, seeds 1 and 2 drop with 3
+    # computed calls each, seed 0 computes its 5.
+    outcome = replay_block(rollouts, Policy("", seeds, (Round(3, 1),), PREVIEW_KINDS[2]))
+    assert (outcome.winner[0], outcome.calls[0]) == (0, pytest.approx(seeds * LOOKAHEAD_CALLS + 3 + 3 + 5))
+    assert np.isnan(rollouts.previews[PREVIEW_KINDS[2]][0, 0, 4])
