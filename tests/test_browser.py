@@ -462,8 +462,10 @@ def assert_live_search_and_pick(seen: dict, sampler_panel_live: bool = True) -> 
         # an earlier run of this graph on this server saved its drafts on disk: a later run reads them back
         reused = (f"{cost['reused_drafts']} of 3 drafts reused from an earlier run (saved on disk), at no cost. "
                   if cost.get("reused_drafts") else "")
-        drafts_cost = (f"per draft. {reused}The drafts cost {int(100 * cost['calls_ratio'] + 0.5)}% of full best-of-3 "
-                       f"({cost['search_calls']} of {cost['full_calls']} transformer calls). A commit adds ")
+        # the search's cost whichever run computed its drafts, and what this run computed where some were read back
+        this_run = f"; this run computed {cost['search_calls']}" if cost["drafted_calls"] != cost["search_calls"] else ""
+        drafts_cost = (f"per draft. {reused}The drafts cost {int(100 * cost['drafted_ratio'] + 0.5)}% of full best-of-3 "
+                       f"({cost['drafted_calls']} of {cost['full_calls']} transformer calls{this_run}). A commit adds ")
         assert drafts_cost in summary and summary.endswith("cost details"), summary
     # before a click the note says what is known then, in the cost model's numbers: a commit's calls (none where
     # every draft already is full compute) and, should ComfyUI no longer hold the drafts, the search's calls

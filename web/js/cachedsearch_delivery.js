@@ -4,7 +4,7 @@
 import { element, wrappedLines } from "./cachedsearch_dom.js";
 import { FONT, LINE_HEIGHT, PANEL, show, STORED } from "./cachedsearch_panel.js";
 import { queuePick, waiting } from "./cachedsearch_pick.js";
-import { budgetLine, CALLS_TITLE, chooserLine, overFullText } from "./cachedsearch_rows.js";
+import { budgetLine, CALLS_TITLE, chooserLine, draftedCost, overFullText } from "./cachedsearch_rows.js";
 
 export function renderDelivery(node, output) {
   const delivery = output.cachedsearch_delivery?.[0];
@@ -14,20 +14,29 @@ export function renderDelivery(node, output) {
   // relative_cost (time) on the delivery itself, or the time only.
   const given = delivery.cost ??
     { calls_ratio_with_commit: delivery.calls_ratio, seconds_ratio_with_commit: delivery.relative_cost };
-  const seconds = given.seconds_ratio_with_commit;
+  // The search's calls whichever run computed them, with this delivery's commit beside them: a pick that read the
+  // drafts back from disk still shows what the search cost. Its seconds are this run's only, so they show only
+  // where this run drafted everything.
+  const drafted = draftedCost(given);
+  const ratio = typeof given.drafted_ratio_with_commit === "number" ? given.drafted_ratio_with_commit
+    : given.calls_ratio_with_commit;
+  const seconds = drafted.calls !== given.search_calls ? undefined : given.seconds_ratio_with_commit;
   const time = typeof seconds === "number" ? `${(100 * seconds).toFixed(1)}%` : "";
   const best = `full best-of-${delivery.num_candidates}`;
+  const percent = (share) => `${(100 * share).toFixed(1)}%`;
   let cost = "no commit: drafts only";
-  if (typeof given.calls_ratio_with_commit === "number") {
-    cost = `search cost ${(100 * given.calls_ratio_with_commit).toFixed(1)}% of ${best}'s transformer calls` +
-      (given.kept ? ", no commit" : "") + (time ? ` (${time} in time measured on this machine)` : "");
+  if (typeof ratio === "number") {
+    const parts = typeof drafted.ratio === "number" && !given.kept
+      ? ` (the drafts ${percent(drafted.ratio)}, this commit ${percent(ratio - drafted.ratio)})` : "";
+    cost = `search cost ${percent(ratio)} of ${best}'s transformer calls${parts}` + (given.kept ? ", no commit" : "") +
+      (time ? ` (${time} in time measured on this machine)` : "");
   } else if (time) {
     cost = `search cost ${time} of ${best} in time`;
   }
   const budget = budgetLine(delivery.budget, delivery.budget?.measured_commit);
   const chooser = chooserLine(delivery);
-  const withCommit = typeof given.calls_ratio_with_commit === "number" && typeof given.full_calls === "number"
-    ? Math.round(given.calls_ratio_with_commit * given.full_calls) : undefined;
+  const withCommit = typeof ratio === "number" && typeof given.full_calls === "number"
+    ? Math.round(ratio * given.full_calls) : undefined;
   const text = `delivered seed ${delivery.seed} (candidate ${delivery.candidate}, ${delivery.mode})` +
     `${chooser ? `; ${chooser}` : ""}; ${cost}${budget ? `; ${budget}` : ""}.${overFullText(given, withCommit)}`;
   // The delivered video itself shows where the workflow decodes and saves it (its Save Video node).

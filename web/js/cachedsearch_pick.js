@@ -3,6 +3,7 @@
 // verifier and only the Recommit runs. A Recommit that waits for a pick (wait_for_pick) is answered through
 // POST /cachedsearch/pick instead. Public API only: api.fetchApi, api events, api.clientId. Exports only: ComfyUI
 // loads every script under web/ as an extension, and this one registers nothing.
+import { app } from "../../../scripts/app.js";
 import { api } from "../../../scripts/api.js";
 import { cachedNodes, onRunStarted } from "./cachedsearch_cached_runs.js";
 import { findRun, recentRuns, samplerOf } from "./cachedsearch_history.js";
@@ -107,9 +108,9 @@ async function answerWait(wait, candidate, mode) {
 }
 
 // Queues the pick of candidate `candidate` (1-based) from the drafts that node `source.nodeId` showed for run
-// `source.promptId`; source.among: the search's number of candidates; source.samplerId: the graph's sampler
-// node behind them where the panel shows its newest drafts. Returns {text: what happened, promptId and samplerId
-// of the run it queued (none where it answered a wait)}.
+// `source.promptId`; source.among: the search's number of candidates; source.firstSeed: candidate 1's seed;
+// source.samplerId: the graph's sampler node behind them where the panel shows its newest drafts. Returns {text:
+// what happened, promptId and samplerId of the run it queued (none where it answered a wait)}.
 export async function queuePick(source, candidate, mode) {
   const run = await findRun(source.promptId);
   const prompt = structuredClone(run?.prompt ?? {});
@@ -117,15 +118,39 @@ export async function queuePick(source, candidate, mode) {
   const recommits = sampler ? recommitsOf(prompt, sampler) : [];
   const wait = waitFor(source.promptId, recommits.length ? recommits : undefined, source.samplerId);
   if (wait) return answerWait(wait, candidate, mode);
-  if (!run) {
-    throw new Error("the server no longer has the run that made these drafts (restarted or history cleared): " +
-      "queue the graph again with its seed set to candidate 1's and pick from the new drafts");
-  }
-  if (recommits.length === 0) throw new Error("no Recommit node takes these candidates: connect one to pick a draft");
+  if (!run) return queueFromGraph(source, candidate, mode);
+  if (recommits.length === 0) throw new Error(NO_RECOMMIT);
   for (const id of recommits) Object.assign(prompt[id].inputs, { pick: candidate, pick_among: source.among, mode });
+  return queuePrompt(prompt, run.extraData, candidate, mode, sampler);
+}
+
+const NO_RECOMMIT = "no Recommit node takes these candidates: connect one to pick a draft";
+
+// After a restart (or a cleared history) the server no longer has the run that made the drafts, but the graph is in
+// the tab and the Sampler saved the drafts on disk: the tab's graph is queued with the Sampler's seed and width set
+// to those of the drafts shown (source.firstSeed: candidate 1's, source.among) and the Recommit's pick, so the
+// Sampler reads its drafts back (where the graph's set-up is unchanged) and only the commit runs.
+async function queueFromGraph(source, candidate, mode) {
+  const { output: prompt, workflow } = await app.graphToPrompt();
+  const sampler = samplerOf(prompt, String(source.nodeId));
+  const recommits = sampler ? recommitsOf(prompt, sampler) : [];
+  if (recommits.length === 0) throw new Error(NO_RECOMMIT);
+  const inputs = prompt[sampler].inputs;
+  if (typeof inputs.seed !== "number" || typeof source.firstSeed !== "number") {
+    throw new Error("the server no longer has the run that made these drafts and the Sampler's seed comes from " +
+      `another node: set it to candidate 1's seed${source.firstSeed === undefined ? "" : ` (${source.firstSeed})`} ` +
+      "and queue the graph to pick from its drafts");
+  }
+  inputs.seed = source.firstSeed;
+  if (typeof inputs.num_candidates === "number") inputs.num_candidates = source.among;
+  for (const id of recommits) Object.assign(prompt[id].inputs, { pick: candidate, pick_among: source.among, mode });
+  return queuePrompt(prompt, { extra_pnginfo: { workflow } }, candidate, mode, sampler);
+}
+
+async function queuePrompt(prompt, extraData, candidate, mode, sampler) {
   const response = await api.fetchApi("/prompt", {
     method: "POST", headers: { "Content-Type": "application/json" },
-    body: JSON.stringify({ client_id: api.clientId, prompt, extra_data: run.extraData }),
+    body: JSON.stringify({ client_id: api.clientId, prompt, extra_data: extraData }),
   });
   const answer = await response.json().catch(() => ({}));
   if (!response.ok) {

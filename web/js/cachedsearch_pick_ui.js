@@ -9,6 +9,7 @@ import { renderDelivery, showNoDelivery } from "./cachedsearch_delivery.js";
 import { element, fitNode } from "./cachedsearch_dom.js";
 import { rendererOf, STORED, STORED_PROMPT } from "./cachedsearch_panel.js";
 import { showLarge } from "./cachedsearch_player.js";
+import { showStopped } from "./cachedsearch_stopped.js";
 import { earlierRuns, queuePick, reusedInRun, waitFor } from "./cachedsearch_pick.js";
 import { describe, framesOf } from "./cachedsearch_rows.js";
 
@@ -22,13 +23,19 @@ function graphSampler(node) {
   return upstream ? graphSampler(upstream) : undefined;
 }
 
+// Candidate 1's seed (a pick after a restart queues the graph from it); undefined when no row says it.
+function firstSeed(rows) {
+  const seed = Number(rows.find((row) => row.candidate === 1)?.seed);
+  return Number.isSafeInteger(seed) ? seed : undefined;
+}
+
 // Where a pick on this panel goes: {promptId, nodeId, among, samplerId (where the panel shows its newest drafts)};
 // undefined when the node has not run in this server's history.
 function pickSource(node, rows) {
   const promptId = node.cachedsearchView?.promptId ?? node.properties?.[STORED_PROMPT];
   if (!promptId) return undefined;
   const samplerId = node.cachedsearchView ? undefined : graphSampler(node)?.id;
-  return { promptId, nodeId: String(node.id), among: rows.length, samplerId };
+  return { promptId, nodeId: String(node.id), among: rows.length, samplerId, firstSeed: firstSeed(rows) };
 }
 
 // "waiting" where a click answers a run that waits for the pick, else "queue": the click queues a run.
@@ -118,11 +125,17 @@ export function enlarge(node, rows, row, status, what) {
 
 // Every panel of this graph as run `runs[index]` left it (index 0: the newest), so the drafts, the ranking and
 // the delivery shown are one run's. A node that showed nothing in that run keeps what it shows (ComfyUI reused
-// it), except a Recommit of a run that was cancelled or failed: it delivered nothing there, and says so.
+// it), except a Recommit of a run that was cancelled or failed: it delivered nothing there, and says so. A run
+// stopped before some panels' nodes ran (cachedsearch_stopped.js, always runs[0]) names them in `notRun`.
 function showRun(runs, index) {
-  const { promptId, outputs, stopped } = runs[index];
+  const { promptId, outputs, stopped, notRun } = runs[index];
   for (const node of app.graph?.nodes ?? []) {
     const renderer = rendererOf(node);
+    if (renderer && notRun?.has(String(node.id))) {
+      node.cachedsearchView = undefined;
+      showStopped(node);
+      continue;
+    }
     const output = outputs[String(node.id)];
     if (!renderer || (!output && !(stopped && renderer === renderDelivery))) continue;
     node.cachedsearchView = index === 0 ? undefined : { runs, index, promptId };
@@ -135,10 +148,14 @@ function showRun(runs, index) {
 export function runNavigation(node) {
   const line = element("div", undefined, "cachedsearch-line cachedsearch-runs");
   const view = node.cachedsearchView;
-  const label = element("span", view ? `earlier run ${view.index} of ${view.runs.length - 1}` : "newest run");
+  // after a run that stopped before this node, the newest run is that one, with nothing to show here
+  const stopped = view ? undefined : node.cachedsearchStopped;
+  const newest = stopped ? `${stopped.failed ? "failed" : "cancelled"} run` : "newest run";
+  const label = element("span", view ? `earlier run ${view.index} of ${view.runs.length - 1}` : newest);
   const step = async (by) => {
     try {
-      const runs = view?.runs ?? (await earlierRuns(String(node.id), node.comfyClass ?? node.type, app.graph?.id));
+      const runs = view?.runs ?? [...(stopped ? [stopped.run] : []),
+        ...(await earlierRuns(String(node.id), node.comfyClass ?? node.type, app.graph?.id))];
       const index = (view?.index ?? 0) + by;
       if (index < 0 || index >= runs.length) return;
       showRun(runs, index);

@@ -1,11 +1,16 @@
 // Drafts you can watch: a row's decoded frames play as a small looping video, and open in a large view with
-// play/pause and frame stepping. Frames are the temp images the nodes list in their UI payloads.
+// play/pause and frame stepping. Frames are the images the nodes list in their UI payloads; one the server no
+// longer has (deleted, or an older CachedSearch's temp image after a restart) is said to be missing, in its place.
 import { api } from "../../../scripts/api.js";
 
 const FRAME_MILLISECONDS = 125; // 8 frames a second: a draft's 8 evenly spaced frames loop once a second
 
 const STYLE = `
 .cachedsearch-player { display: block; height: 36px; max-width: 64px; object-fit: contain; cursor: zoom-in; }
+.cachedsearch-missing { display: block; width: 64px; height: 36px; font: 9px sans-serif; line-height: 11px;
+  white-space: normal; text-align: center; overflow: hidden; opacity: 0.7; border: 1px dashed currentColor;
+  box-sizing: border-box; }
+.cachedsearch-overlay .cachedsearch-missing-large { font: 16px sans-serif; padding: 40px; border: 1px dashed #eee; }
 .cachedsearch-overlay { position: fixed; inset: 0; background: rgba(0, 0, 0, 0.85); display: flex;
   flex-direction: column; align-items: center; justify-content: center; gap: 8px; z-index: 10000; color: #eee;
   font: 14px sans-serif; }
@@ -22,6 +27,8 @@ export function ensurePlayerStyle() {
   style.textContent = STYLE;
   document.head.append(style);
 }
+
+export const FRAME_MISSING = "frame not available after restart";
 
 export function frameUrl(frame) {
   const query = new URLSearchParams({ filename: frame.filename, subfolder: frame.subfolder ?? "", type: frame.type ?? "temp" });
@@ -66,6 +73,15 @@ export function createPlayer(frames, title) {
       element.dataset.frame = this.index;
     },
   };
+  // A missing frame: the player gives way to a note the same size (nothing to play or enlarge).
+  element.addEventListener("error", () => {
+    playing.delete(player);
+    const missing = document.createElement("div");
+    missing.className = "cachedsearch-missing";
+    missing.textContent = FRAME_MISSING;
+    missing.title = `${FRAME_MISSING}: the server no longer has this draft's frame (${title.split(":")[0]})`;
+    element.replaceWith(missing);
+  }, { once: true });
   player.show(0);
   if (urls.length > 1) startTicker(player);
   return element;
@@ -91,6 +107,19 @@ export function showLarge(frames, caption, actions = []) {
   overlay.className = "cachedsearch-overlay";
   const picture = document.createElement("img");
   picture.className = "cachedsearch-large";
+  const missing = document.createElement("div");
+  missing.className = "cachedsearch-missing-large";
+  missing.textContent = FRAME_MISSING;
+  missing.hidden = true;
+  // a frame the server lacks shows the note instead of a broken picture; the next frame that loads shows again
+  picture.addEventListener("error", () => {
+    picture.hidden = true;
+    missing.hidden = false;
+  });
+  picture.addEventListener("load", () => {
+    picture.hidden = false;
+    missing.hidden = true;
+  });
   const counter = document.createElement("span");
   counter.className = "cachedsearch-frame-counter";
   let index = 0;
@@ -149,7 +178,7 @@ export function showLarge(frames, caption, actions = []) {
   captionLine.textContent = caption;
   const closeButton = button("✕", "Close (Esc)", close);
   closeButton.className = "cachedsearch-close";
-  overlay.append(closeButton, picture, controls, captionLine, picks);
+  overlay.append(closeButton, picture, missing, controls, captionLine, picks);
   overlay.addEventListener("click", (event) => event.target === overlay && close());
   document.addEventListener("keydown", onKey, true);
   document.body.append(overlay);

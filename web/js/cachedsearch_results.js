@@ -54,7 +54,8 @@ onWaitingChanged(() => {
   // the drafts' pick notes say whether a pick answers a wait or queues a run
   for (const node of app.graph?.nodes ?? []) {
     const stored = node.properties?.[STORED];
-    if (stored && rendererOf(node) && rendererOf(node) !== renderDelivery && !node.cachedsearchView) {
+    if (stored && rendererOf(node) && rendererOf(node) !== renderDelivery && !node.cachedsearchView &&
+      !node.cachedsearchStopped) {
       rendererOf(node)(node, stored);
     }
   }

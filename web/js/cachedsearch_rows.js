@@ -18,8 +18,11 @@ export function describe(row) {
   return `candidate ${row.candidate ?? "?"} (seed ${row.seed})`;
 }
 
+// A row's frames; a frame whose reference names another seed than the row's is refused (a panel never shows a
+// picture as a seed it is not). References of an older CachedSearch name no seed.
 export function framesOf(row) {
-  return Array.isArray(row.frames) ? row.frames.filter((frame) => frame?.filename) : [];
+  const ours = (frame) => frame?.seed === undefined || String(frame.seed) === String(row.seed);
+  return Array.isArray(row.frames) ? row.frames.filter((frame) => frame?.filename && ours(frame)) : [];
 }
 
 // Rows of a ranking or a draft list, candidates numbered in seed order (pruned ones included). Payloads of an
@@ -104,17 +107,28 @@ export function savingText(cost) {
     `(~${cost.fewer_calls_factor.toFixed(2)}x fewer)`;
 }
 
+// The search's calls whichever run computed them, and their share of full best-of-N: a run that read its drafts
+// back from disk (a pick after ComfyUI dropped them, or a restart) computed none, yet the search cost what it did.
+// An older payload has only this run's.
+export function draftedCost(cost) {
+  const calls = typeof cost?.drafted_calls === "number" ? cost.drafted_calls : cost?.search_calls;
+  const ratio = typeof cost?.drafted_ratio === "number" ? cost.drafted_ratio : cost?.calls_ratio;
+  return { calls, ratio };
+}
+
 // The search's cost from the one cost model, in two short sentences; the seconds and why calls lead are on the
 // node's doc page.
 export function costLine(cost) {
   if (!cost || typeof cost.calls_ratio !== "number") return "";
-  const calls = typeof cost.search_calls === "number" && typeof cost.full_calls === "number"
-    ? ` (${cost.search_calls} of ${cost.full_calls} transformer calls)` : "";
+  const drafted = draftedCost(cost);
+  const thisRun = drafted.calls !== cost.search_calls ? `; this run computed ${cost.search_calls}` : "";
+  const calls = typeof drafted.calls === "number" && typeof cost.full_calls === "number"
+    ? ` (${drafted.calls} of ${cost.full_calls} transformer calls${thisRun})` : "";
   const commit = cost.commit_free ? " A commit adds nothing: every draft already is full compute."
     : typeof cost.commit_calls === "number" ? ` A commit adds ${cost.commit_calls} calls.` : "";
-  const withCommit = typeof cost.search_calls === "number" && (cost.commit_free || typeof cost.commit_calls === "number")
-    ? cost.search_calls + (cost.commit_free ? 0 : cost.commit_calls) : undefined;
-  return ` The drafts cost ${Math.round(100 * cost.calls_ratio)}% of full best-of-${cost.num_candidates ?? "N"}` +
+  const withCommit = typeof drafted.calls === "number" && (cost.commit_free || typeof cost.commit_calls === "number")
+    ? drafted.calls + (cost.commit_free ? 0 : cost.commit_calls) : undefined;
+  return ` The drafts cost ${Math.round(100 * drafted.ratio)}% of full best-of-${cost.num_candidates ?? "N"}` +
     `${calls}.${commit}${overFullText(cost, withCommit)}`;
 }
 
