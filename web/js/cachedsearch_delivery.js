@@ -2,6 +2,7 @@
 // payload's ratios) and the budget's prediction; while the Recommit waits for the artist, the wait instead.
 // Exports only: ComfyUI loads every script under web/ as an extension, and this one registers nothing.
 import { element, wrappedLines } from "./cachedsearch_dom.js";
+import { executionIdOf } from "./cachedsearch_graph_nodes.js";
 import { FONT, LINE_HEIGHT, PANEL, show, STORED } from "./cachedsearch_panel.js";
 import { queuePick, waiting } from "./cachedsearch_pick.js";
 import { budgetLine, CALLS_TITLE, chooserLine, draftedCost, overFullText } from "./cachedsearch_rows.js";
@@ -63,7 +64,8 @@ export function showNoDelivery(node) {
 // a delivery (Cancel), the panel says nothing was delivered (the drafts shown are that run's), and so does the
 // saved workflow; a delivery that ends the wait replaces it at once.
 export function showWaiting(node) {
-  const wait = [...waiting.values()].find((entry) => entry.node === String(node.id));
+  const id = executionIdOf(node);
+  const wait = [...waiting.values()].find((entry) => entry.node === id);
   const panel = node.widgets?.find((w) => w.name === PANEL)?.element;
   if (!wait) {
     if (panel?.querySelector(".cachedsearch-wait")) {
@@ -80,7 +82,7 @@ export function showWaiting(node) {
   if (wait.preselected) {
     const deliver = element("button", `commit candidate ${wait.preselected}`, "cachedsearch-wait-commit");
     deliver.title = `Deliver candidate ${wait.preselected} at full compute: answers the run that waits for your pick`;
-    deliver.addEventListener("click", () => queuePick({ promptId: wait.prompt_id, nodeId: String(node.id),
+    deliver.addEventListener("click", () => queuePick({ promptId: wait.prompt_id, nodeId: id,
       among: wait.candidates }, wait.preselected, "commit").catch((error) => banner.append(` ${error.message}`)));
     banner.append(deliver);
   }

@@ -7,6 +7,7 @@ import { app } from "../../../scripts/app.js";
 import { api } from "../../../scripts/api.js";
 import { renderDelivery, showNoDelivery } from "./cachedsearch_delivery.js";
 import { element, fitNode } from "./cachedsearch_dom.js";
+import { executionIdOf, workflowNodes } from "./cachedsearch_graph_nodes.js";
 import { rendererOf, STORED, STORED_PROMPT } from "./cachedsearch_panel.js";
 import { showLarge } from "./cachedsearch_player.js";
 import { showStopped } from "./cachedsearch_stopped.js";
@@ -34,8 +35,9 @@ function firstSeed(rows) {
 function pickSource(node, rows) {
   const promptId = node.cachedsearchView?.promptId ?? node.properties?.[STORED_PROMPT];
   if (!promptId) return undefined;
-  const samplerId = node.cachedsearchView ? undefined : graphSampler(node)?.id;
-  return { promptId, nodeId: String(node.id), among: rows.length, samplerId, firstSeed: firstSeed(rows) };
+  const sampler = node.cachedsearchView ? undefined : graphSampler(node);
+  return { promptId, nodeId: executionIdOf(node), among: rows.length, samplerId: sampler && executionIdOf(sampler),
+    firstSeed: firstSeed(rows) };
 }
 
 // "waiting" where a click answers a run that waits for the pick, else "queue": the click queues a run.
@@ -47,7 +49,7 @@ function pickState(source) {
 function searchCost(node) {
   const sampler = graphSampler(node);
   const outputs = node.cachedsearchView?.runs[node.cachedsearchView.index].outputs;
-  const output = outputs ? outputs[String(sampler?.id)] : sampler?.properties?.[STORED];
+  const output = outputs ? outputs[sampler && executionIdOf(sampler)] : sampler?.properties?.[STORED];
   return output?.cachedsearch_cost?.[0];
 }
 
@@ -82,7 +84,7 @@ export function pickStatus(node) {
 
 // What a pick did is said until another run starts.
 api.addEventListener("execution_start", ({ detail }) => {
-  for (const node of app.graph?.nodes ?? []) {
+  for (const { node } of workflowNodes()) {
     if (node.cachedsearchPicked && node.cachedsearchPicked.promptId !== detail?.prompt_id) delete node.cachedsearchPicked;
   }
 });
@@ -129,14 +131,14 @@ export function enlarge(node, rows, row, status, what) {
 // stopped before some panels' nodes ran (cachedsearch_stopped.js, always runs[0]) names them in `notRun`.
 function showRun(runs, index) {
   const { promptId, outputs, stopped, notRun } = runs[index];
-  for (const node of app.graph?.nodes ?? []) {
+  for (const { node, id } of workflowNodes()) {
     const renderer = rendererOf(node);
-    if (renderer && notRun?.has(String(node.id))) {
+    if (renderer && notRun?.has(id)) {
       node.cachedsearchView = undefined;
       showStopped(node);
       continue;
     }
-    const output = outputs[String(node.id)];
+    const output = outputs[id];
     if (!renderer || (!output && !(stopped && renderer === renderDelivery))) continue;
     node.cachedsearchView = index === 0 ? undefined : { runs, index, promptId };
     if (output) renderer(node, output);
@@ -155,7 +157,7 @@ export function runNavigation(node) {
   const step = async (by) => {
     try {
       const runs = view?.runs ?? [...(stopped ? [stopped.run] : []),
-        ...(await earlierRuns(String(node.id), node.comfyClass ?? node.type, app.graph?.id))];
+        ...(await earlierRuns(executionIdOf(node), node.comfyClass ?? node.type, app.graph?.id))];
       const index = (view?.index ?? 0) + by;
       if (index < 0 || index >= runs.length) return;
       showRun(runs, index);

@@ -9,6 +9,7 @@ import { api } from "../../../scripts/api.js";
 import { fitNode } from "./cachedsearch_dom.js";
 import { renderDelivery, showWaiting } from "./cachedsearch_delivery.js";
 import { renderDrafts } from "./cachedsearch_drafts.js";
+import { workflowNodes } from "./cachedsearch_graph_nodes.js";
 import {
   ensureResultsStyle, rendererOf, setRenderer, STORED, STORED_PROMPT,
 } from "./cachedsearch_panel.js";
@@ -48,11 +49,12 @@ api.addEventListener("progress_text", ({ detail }) => {
   if (node && rendererOf(node)) requestAnimationFrame(() => fitNode(node));
 });
 onWaitingChanged(() => {
-  for (const node of app.graph?.nodes ?? []) {
+  const nodes = workflowNodes().map((entry) => entry.node);
+  for (const node of nodes) {
     if ((node.comfyClass ?? node.type) === "CachedSearchRecommit") showWaiting(node);
   }
   // the drafts' pick notes say whether a pick answers a wait or queues a run
-  for (const node of app.graph?.nodes ?? []) {
+  for (const node of nodes) {
     const stored = node.properties?.[STORED];
     if (stored && rendererOf(node) && rendererOf(node) !== renderDelivery && !node.cachedsearchView &&
       !node.cachedsearchStopped) {

@@ -5,9 +5,9 @@
 // once the run succeeds the panel shows the result of the newest run in the history in which the same node ran on
 // the same inputs. Exports only: ComfyUI loads every script under web/ as an extension, and this one registers
 // nothing.
-import { app } from "../../../scripts/app.js";
 import { api } from "../../../scripts/api.js";
 import { cachedNodes } from "./cachedsearch_cached_runs.js";
+import { executionIdOf, nodeByExecutionId } from "./cachedsearch_graph_nodes.js";
 import { findRun, recentRuns } from "./cachedsearch_history.js";
 
 const renderers = new Map(); // node class -> render(node, output, promptId)
@@ -44,26 +44,28 @@ export function showResultsOn(nodeType, classType, render, storedKeys, whenReuse
 // stand above its results as if it were still running: the widget showing the text the server sent this node
 // last is removed.
 function removeProgressText(node) {
-  const text = progressTexts.get(String(node.id));
-  progressTexts.delete(String(node.id));
+  const id = executionIdOf(node);
+  const text = progressTexts.get(id);
+  progressTexts.delete(id);
   const widget = text === undefined ? undefined : node.widgets?.find((candidate) => candidate.value === text);
   if (!widget) return;
   node.removeWidget(widget);
   node.setDirtyCanvas?.(true, true);
 }
 
+// The node a server event names by its execution id ("18:12" inside a subgraph).
 export function graphNode(id) {
-  return app.graph?.getNodeById?.(Number(id)) ?? app.graph?.getNodeById?.(id);
+  return nodeByExecutionId(id);
 }
 
 async function showReusedResults(promptId, nodeIds) {
-  const nodes = [...nodeIds].map(graphNode).filter((node) => node && renderers.has(node.comfyClass ?? node.type));
+  const nodes = [...nodeIds].map((id) => ({ id: String(id), node: graphNode(id) }))
+    .filter(({ node }) => node && renderers.has(node.comfyClass ?? node.type));
   if (nodes.length === 0) return;
   const current = (await findRun(promptId))?.prompt;
   if (!current) return;
   const runs = (await recentRuns(64)).filter((run) => run.promptId !== promptId);
-  for (const node of nodes) {
-    const id = String(node.id);
+  for (const { id, node } of nodes) {
     if (!current[id]) continue;
     const inputs = JSON.stringify(current[id].inputs);
     const made = runs.find((run) => run.outputs[id] && run.prompt[id]?.class_type === current[id].class_type &&

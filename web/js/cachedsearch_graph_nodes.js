@@ -1,0 +1,44 @@
+// The workflow's nodes across subgraphs, by the id a prompt gives them. A queued prompt names a node inside a
+// subgraph by its execution id, the path of node ids from the top-level graph ("18:12": node 12 inside the subgraph
+// node 18; a top-level node by its own id), and the server's events (executed, progress_text, execution_cached, a
+// Recommit's wait) and the history use that id; a node's own `id` is local to the graph it is in. Public frontend
+// pieces only: app.graph (the top-level graph), graph.nodes, graph.getNodeById, node.isSubgraphNode() and
+// node.subgraph (the graph inside a subgraph node). A subgraph used by two subgraph nodes holds one set of nodes:
+// their panels show the first of them. Exports only: ComfyUI loads every script under web/ as an extension, and
+// this one registers nothing.
+import { app } from "../../../scripts/app.js";
+
+// Every node of the workflow with its execution id, [{node, id}], subgraphs' nodes after their subgraph node.
+export function workflowNodes(graph = app.graph, prefix = "") {
+  const found = [];
+  for (const node of graph?.nodes ?? []) {
+    const id = `${prefix}${node.id}`;
+    found.push({ node, id });
+    if (node.isSubgraphNode?.() && node.subgraph) found.push(...workflowNodes(node.subgraph, `${id}:`));
+  }
+  return found;
+}
+
+// The node that execution id `executionId` names; undefined when the workflow has none.
+export function nodeByExecutionId(executionId) {
+  let graph = app.graph;
+  let node;
+  for (const part of String(executionId).split(":")) {
+    node = graph?.getNodeById?.(Number(part)) ?? graph?.getNodeById?.(part);
+    if (!node) return undefined;
+    graph = node.subgraph;
+  }
+  return node;
+}
+
+// The execution id of `node` (its own id where it is in the top-level graph or in no graph).
+export function executionIdOf(node) {
+  if (!node?.graph || node.graph === app.graph) return String(node?.id);
+  return workflowNodes().find((entry) => entry.node === node)?.id ?? String(node.id);
+}
+
+// The subgraph nodes that hold `node`, outermost first ([] for a top-level node).
+export function enclosingNodes(node) {
+  const id = executionIdOf(node).split(":");
+  return id.slice(0, -1).map((_, index) => nodeByExecutionId(id.slice(0, index + 1).join(":"))).filter(Boolean);
+}
