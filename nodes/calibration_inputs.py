@@ -89,12 +89,17 @@ def plan_message(make_plan) -> str | bool:
 
 def window_message(*windows) -> str | bool:
     """validate_inputs' answer for the cache windows of a calibration's stages, each (the stage's steps, warmup,
-    cooldown, the inputs' suffix, whose steps): True when each leaves a step to skip or a value is not known yet."""
+    cooldown, the inputs' suffix, whose steps): True when each leaves a step to skip or a value is not known yet.
+
+    ComfyUI files a refusal from validate_inputs once under every input the method reads (execution.py's
+    custom_validation_failed, one per argument, on 0.3.75 and 0.33 alike), so the node's one check shows as one
+    error per input; the message says which two inputs to change (docs/gui.md)."""
     for steps, warmup, cooldown, suffix, whose in windows:
         problem = None if None in (steps, warmup, cooldown) else cache_window_problem(steps, warmup, cooldown,
                                                                                          suffix, whose)
         if problem:
-            return problem
+            return (f"{problem}. Only warmup_steps{suffix} and cooldown_steps{suffix} need changing (when queued, "
+                    "ComfyUI files this under each input the node checks)")
     return True
 
 

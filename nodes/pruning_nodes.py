@@ -190,3 +190,9 @@ class PruningPlanNode(io.ComfyNode):
 def _schedule(text: str | None) -> PruningSchedule | None:
     """The schedule typed on the node, or None when empty (one prune)."""
     return PruningSchedule(text) if text and text.strip() else None
+
+
+def schedule_rounds(text: str | None) -> int:
+    """How many rounds a valid schedule prunes in (0 when empty: one prune as the other widgets say)."""
+    schedule = _schedule(text)
+    return 0 if schedule is None else len(schedule.rounds)

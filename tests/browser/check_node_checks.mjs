@@ -1,0 +1,95 @@
+// What the nodes say before a run (#53 items 6 and 7) in headless Debian Chromium against a real ComfyUI server:
+// the Pruning Plan says on the node, as it is typed, that it would refuse a schedule whose rounds fall, and the line
+// goes once the schedule is fixed; Calibrate's refused cache window, queued as the Run button does, as the server
+// answers it. Prints one JSON object with what it saw. Usage: node check_node_checks.mjs URL CONFIG.json
+import { readFileSync } from "node:fs";
+import { openChromium, recordExtensionErrors, setWidget as setWidgetOf, settled } from "./chromium.mjs";
+
+const [url, configPath] = process.argv.slice(2);
+const config = JSON.parse(readFileSync(configPath, "utf8"));
+const result = { frontend: null, vueNodes: null, extensionErrors: [], failed: {} };
+
+const { context, page } = await openChromium();
+recordExtensionErrors(page, result.extensionErrors);
+
+async function loadWorkflow(path) {
+  await page.evaluate((data) => window.app.loadGraphData(data), JSON.parse(readFileSync(path, "utf8")));
+  await settled(page, `the workflow ${path}`);
+}
+
+const setWidget = (type, name, value) => setWidgetOf(page, type, name, value);
+
+async function showNode(type) {
+  await page.evaluate((type) => {
+    const node = window.app.graph.nodes.find((n) => n.type === type);
+    const canvas = window.app.canvas;
+    canvas.ds.scale = 1;
+    canvas.ds.offset = [300 - node.pos[0], 200 - node.pos[1]];
+    canvas.setDirty(true, true);
+  }, type);
+  await settled(page, `the view on ${type}`);
+}
+
+// Queues the loaded graph as the Run button does; the server's node errors (null when it queued).
+const queueRefusal = () => page.evaluate(async () => {
+  const api = window.comfyAPI.api.api;
+  const { output } = await window.app.graphToPrompt();
+  try {
+    const body = await api.queuePrompt(0, { output, workflow: {} });
+    return body?.node_errors && Object.keys(body.node_errors).length ? body.node_errors : null;
+  } catch (error) {
+    return error.response?.node_errors ?? { thrown: String(error.message ?? error) };
+  }
+});
+
+async function section(name, checks) {
+  try {
+    await checks();
+  } catch (error) {
+    result.failed[name] = String(error.message ?? error).split("\n")[0].slice(0, 300);
+  }
+}
+
+const checkLine = () => page.$eval(".cachedsearch-schedule-check", (line) => line.textContent).catch(() => null);
+
+try {
+  await page.goto(url);
+  await page.waitForFunction(() => window.app?.graph && window.LiteGraph, null, { timeout: 120000 });
+  result.frontend = await page.evaluate(() => window.__COMFYUI_FRONTEND_VERSION__ ?? null);
+  result.vueNodes = await page.evaluate(() => window.app.extensionManager?.setting?.get?.("Comfy.VueNodes.Enabled") ?? null);
+
+  await section("item 7", async () => {
+    const plan = "CachedSearchPruningPlan";
+    await loadWorkflow(config.pruned_workflow);
+    result.lineBefore = await checkLine();
+    await setWidget(plan, "schedule", "10:4, 5:2");
+    await page.waitForSelector(".cachedsearch-schedule-check", { timeout: 15000 });
+    await settled(page, "the refused schedule said");
+    result.fallingLine = await checkLine();
+    result.fallingTitle = await page.evaluate((type) => window.app.graph.nodes.find((n) => n.type === type).title, plan);
+    await showNode(plan);
+    await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_plan_refused.png") });
+    await setWidget(plan, "schedule", "20%:4, 40%:2");
+    await page.waitForFunction(() => !document.querySelector(".cachedsearch-schedule-check"), null, { timeout: 15000 });
+    await settled(page, "the fixed schedule");
+    result.fixedLine = await checkLine();
+    await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_plan_fixed.png") });
+  });
+
+  await section("item 6", async () => {
+    await loadWorkflow(config.calibrate_workflow);
+    for (const [name, value] of [["steps", 8], ["warmup_steps", 5], ["cooldown_steps", 5]]) {
+      await setWidget("CachedSearchCalibrate", name, value);
+    }
+    const calibrate = await page.evaluate(() => String(window.app.graph.nodes.find((n) => n.type === "CachedSearchCalibrate").id));
+    const errors = await queueRefusal();
+    result.windowErrors = errors?.[calibrate]?.errors ?? errors;
+    await page.evaluate(() => window.app.queuePrompt(0, 1)); // as the Run button: the frontend shows the refusal
+    await settled(page, "the refusal shown");
+    await showNode("CachedSearchCalibrate");
+    await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_calibrate_refused.png") });
+  });
+} finally {
+  await context.close();
+}
+console.log(JSON.stringify(result));
