@@ -10,6 +10,8 @@ calibration's saved rollouts (``saved_rollouts``), the search's saved drafts (``
   in, oldest first.
 - The file is compacted (rewritten atomically with one line per key, bad lines dropped) when it is loaded with bad
   or repeated lines, and when records are dropped (``drop``: a store's own cap).
+- A file several processes share (``saved_work``) is changed under their lock, each change starting with ``reload``:
+  what another process appended or rewrote is read first, so a rewrite never drops it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import pathlib
 from collections.abc import Callable, Hashable
 
@@ -54,9 +57,29 @@ class JsonlStore:
         self.records: dict[Hashable, object] = {}
         self.problems: list[str] = []
         self._ends_mid_line = False  # a run stopped mid-write: the next record must start on a line of its own
+        self._seen = None  # the file as this store last read or wrote it (``_signature``)
         self._load()
 
+    def reload(self) -> None:
+        """Reads the file again if it changed on disk since this store last read or wrote it (another process
+        appended to it or rewrote it)."""
+        if self._signature() == self._seen:
+            return
+        self.records = {}
+        self._ends_mid_line = False
+        self._load()
+
+    def _signature(self):
+        """What changes when the file does: an append changes its size, a rewrite (a new file renamed over it) its
+        inode."""
+        try:
+            status = self.path.stat()
+        except FileNotFoundError:
+            return None
+        return status.st_ino, status.st_size, status.st_mtime_ns
+
     def _load(self) -> None:
+        self._seen = self._signature()
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
@@ -115,23 +138,37 @@ class JsonlStore:
         """Rewrites the file with the header and one line per key."""
         lines = [_line(self.format.header)]
         lines += [_line(self.format.write(key, value)) for key, value in self.records.items()]
-        write_atomically(self.path, "".join(lines).encode("utf-8"))
+        try:
+            write_atomically(self.path, "".join(lines).encode("utf-8"))
+        except BaseException:
+            self._seen = None  # the records in memory are not the file's: the next ``reload`` reads it again
+            raise
         self._ends_mid_line = False
+        self._seen = self._signature()
 
     def get(self, key: Hashable):
         return self.records.get(key)
 
     def add(self, key: Hashable, value) -> None:
-        """Appends the record to the file at once (the header first, in a new file)."""
+        """Appends the record to the file at once (the header first, in a new file). A write that fails (a full disk)
+        leaves the file as it was."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         line = _line(self.format.write(key, value))
         if self._is_new_file():
             line = _line(self.format.header) + line
         elif self._ends_mid_line:
             line = "\n" + line
-        with self.path.open("a", encoding="utf-8") as file:
-            file.write(line)  # one write: a crash leaves at most this line torn
+        with self.path.open("ab", buffering=0) as file:
+            end = file.seek(0, os.SEEK_END)
+            rest = memoryview(line.encode("utf-8"))
+            try:
+                while rest:  # one write, unless the disk fills part-way: a crash leaves at most this line torn
+                    rest = rest[file.write(rest):]
+            except OSError:
+                file.truncate(end)  # what part of the line was written: a torn line the next load would report
+                raise
         self._ends_mid_line = False
+        self._seen = self._signature()
         self.records.pop(key, None)
         self.records[key] = value
 

@@ -7,20 +7,30 @@ draft's latent), one safetensors file named after its key. An index record is th
 "rollout"), when it was saved, its bytes on disk and its file, with the kind's own fields; those are read by the
 kind's view when an entry is used, so a kind this version does not know is kept as it is, not dropped.
 
-The entries together (their tensor files and index lines) stay under ``max_bytes`` (``DEFAULT_MAX_BYTES`` unless
-the caller says otherwise): adding one that would go over it first deletes the oldest entries, of any kind. A
-tensor file that is missing or does not read back is set aside (when present), its entry dropped and the problem
-reported; the work is computed again.
+Several ComfyUI processes share the folder (ComfyUI-Distributed's local workers, one instance per GPU): every read
+and change of the index is made under one lock file beside it (``filelock``: the OS's own lock, released when a
+process dies, on Linux, macOS and Windows alike) and starts from the index as it is on disk then, so no process
+rewrites away what another appended. A save writes its tensor file (atomically: a write stopped part-way is never
+read back) before its record, so a process killed between the two leaves a file no record names; opening the store
+deletes such files (and stopped writes' temporary files) once they are older than ``SWEEP_GRACE_SECONDS``.
+
+Everything in the folder the store keeps (the index, header included, and the tensor files its records name) stays
+under ``max_bytes`` (``DEFAULT_MAX_BYTES`` unless the caller says otherwise), measured on disk: adding an entry
+that would go over it first deletes the oldest entries, of any kind and any process. A tensor file that is missing
+or does not read back is set aside (when present), its entry dropped and the problem reported; the work is computed
+again. A save that fails (a full disk, a read-only folder) raises OSError and leaves nothing half-written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
 import pathlib
 import time
 
+import filelock
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save
@@ -34,6 +44,13 @@ INDEX_FILE = "index.jsonl"
 # Wan 2.1 at 480p, 81 frames: a draft's latent is about 2.5 MB (16 x 21 x 60 x 104 float32), so 4 GiB keeps some
 # 1,600 drafts, at 720p about 700; a calibration rollout's record is about 200 bytes. Oldest first beyond it.
 DEFAULT_MAX_BYTES = 4 * 1024**3
+LOCK_FILE = "index.lock"
+# A process saves a file and then its record under the lock, so another process never sees one without the other;
+# the grace keeps a file a process is writing without the lock (an older version of this extension sharing the
+# folder) from being taken from under it.
+SWEEP_GRACE_SECONDS = 15 * 60
+# Every holder of the lock keeps it for one save or read (milliseconds); one held longer is stuck.
+LOCK_TIMEOUT_SECONDS = 60
 _ENTRY_FIELDS = ("key", "kind", "saved_at", "size", "file")
 
 
@@ -76,25 +93,75 @@ WORK_FORMAT = JsonlFormat(FORMAT, VERSION, read=_read, write=_write, item="saved
 
 class SavedWork:
     """The entries saved in one folder. ``problems`` lists what was found wrong (on opening, with a tensor file
-    that did not read back, with an entry its view could not read), to report."""
+    that did not read back, with an entry its view could not read, with a save that failed), to report."""
 
-    def __init__(self, folder, max_bytes: int = DEFAULT_MAX_BYTES):
+    def __init__(self, folder, max_bytes: int = DEFAULT_MAX_BYTES, grace_seconds: float = SWEEP_GRACE_SECONDS):
         if max_bytes < 1:
             raise ValueError(f"max_bytes: got {max_bytes}; use at least 1 byte")
         self.folder = pathlib.Path(folder)
         self.max_bytes = max_bytes
-        self.index = JsonlStore(self.folder / INDEX_FILE, WORK_FORMAT)
-        self.problems: list[str] = list(self.index.problems)
+        self._lock = filelock.FileLock(str(self.folder / LOCK_FILE), timeout=LOCK_TIMEOUT_SECONDS)
+        with self._locked(writing=False):
+            self.index = JsonlStore(self.folder / INDEX_FILE, WORK_FORMAT)
+            self.problems: list[str] = self.index.problems  # one list: what a later reload finds is reported too
+            self._sweep(grace_seconds)
+
+    @contextlib.contextmanager
+    def _locked(self, writing: bool):
+        """Holds the folder's lock. A folder that is missing, or read-only (no lock file can be made), is read
+        without it (no process can change it); ``writing`` makes the folder and raises OSError when it cannot."""
+        if writing:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        elif not self.folder.is_dir():  # nothing saved yet: the folder is made by the first save
+            yield
+            return
+        try:
+            self._lock.acquire()
+        except filelock.Timeout as error:
+            raise OSError(f"{self.folder}: another process has held {LOCK_FILE} for over {LOCK_TIMEOUT_SECONDS} s; "
+                          "if no ComfyUI is saving there, delete that file") from error
+        except OSError:
+            if writing:
+                raise
+            yield
+            return
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    @contextlib.contextmanager
+    def _current(self, writing: bool = False):
+        """The lock held (``_locked``) and the index as it is on disk now: what other processes saved or evicted."""
+        with self._locked(writing):
+            self.index.reload()
+            yield
+
+    def _sweep(self, grace_seconds: float) -> None:
+        """Deletes the tensor files no record names and the temporary files of stopped writes, older than
+        ``grace_seconds`` (a process killed between a file and its record, or mid-write)."""
+        named = {entry.file for entry in self.index.records.values()}
+        before = time.time() - grace_seconds
+        with contextlib.suppress(FileNotFoundError):
+            for path in list(self.folder.iterdir()):
+                name = path.name
+                if (name.endswith(".safetensors") and name not in named) or \
+                        (name.startswith(".") and name.endswith(".tmp")):
+                    with contextlib.suppress(OSError):  # gone already, or a read-only folder: a later opening
+                        if path.stat().st_mtime < before:
+                            path.unlink()
 
     def get(self, key: str, kind: str) -> Entry | None:
-        entry = self.index.get(key)
+        with self._current():
+            entry = self.index.get(key)
         return entry if entry is not None and entry.kind == kind else None
 
     def tensors(self, key: str, required: str) -> dict[str, torch.Tensor] | None:
         """The entry's tensors, read from its file now; None when there is no such entry, it has no file, or the
         file is missing, unreadable or lacks the ``required`` tensor (then set aside, the entry dropped and the
         problem reported)."""
-        entry = self.index.get(key)
+        with self._current():
+            entry = self.index.get(key)
         if entry is None or entry.file is None:
             return None
         path = self.folder / entry.file
@@ -104,49 +171,104 @@ class SavedWork:
             if required not in tensors:
                 raise KeyError(required)
         except FileNotFoundError:
-            self.drop(key, f"{path}: missing; {again}")
+            self._forget(key, entry, lambda: f"{path}: missing; {again}")
             return None
         except (OSError, SafetensorError, KeyError, RuntimeError, ValueError) as error:
-            self.drop(key, set_aside(path, f"it is not a saved {entry.kind}'s tensors ({type(error).__name__})",
-                                     again))
+            why = f"it is not a saved {entry.kind}'s tensors ({type(error).__name__})"
+            self._forget(key, entry, lambda: set_aside(path, why, again))
             return None
         return tensors
 
     def drop(self, key: str, problem: str) -> None:
         """Forgets an entry found unusable (its file, if any, already gone or set aside) and reports why."""
-        self.problems.append(problem)
-        self.index.drop([key])
+        with self._current():
+            entry = self.index.get(key)
+        if entry is not None:
+            self._forget(key, entry, lambda: problem)
+
+    def _forget(self, key: str, entry: Entry, problem) -> None:
+        """Drops ``entry`` and reports ``problem()`` (which may set its file aside), unless another process has
+        replaced or evicted it meanwhile (then it is no problem of this one)."""
+        try:
+            with self._current(writing=True):
+                if self.index.get(key) != entry:
+                    return
+                self.problems.append(problem())
+                self.index.drop([key])
+        except OSError as error:  # a read-only folder: the entry stays, this process computes the work again
+            self.problems.append(f"{self.folder}: a saved {entry.kind} that did not read back could not be "
+                                 f"dropped ({error})")
 
     def add(self, key: str, kind: str, fields: dict, tensors: dict[str, torch.Tensor] | None = None) -> None:
         """Saves the entry at once: its tensor file first (if any), then its index record; the oldest entries
-        deleted first when the new one would take the folder over ``max_bytes``."""
+        deleted first when the new one would take the folder over ``max_bytes``. Raises OSError when it cannot be
+        written (nothing of it is left); an entry larger than the cap is not saved (reported)."""
         data = None if not tensors else save({name: tensor.detach().to("cpu").contiguous()
                                               for name, tensor in tensors.items()})
         file = None if data is None else f"{key}.safetensors"
-        line = json.dumps(_write(key, Entry(kind, fields, file, 0, time.time())))
-        size = (0 if data is None else len(data)) + len(line) + 1
-        self._make_room(size)
-        if data is not None:
-            write_atomically(self.folder / file, data)
-        self.index.add(key, Entry(kind, fields, file, size, time.time()))
+        with self._current(writing=True):
+            entry = _sized(key, Entry(kind, fields, file, 0, time.time()), data)
+            if entry.size + len(_header()) > self.max_bytes:
+                self.problems.append(f"a {kind} of {entry.size:,} bytes is not saved in {self.folder}: it is larger "
+                                     f"than the cap on saved work ({self.max_bytes:,} bytes)")
+                return
+            self._make_room(entry.size)
+            if data is not None:
+                write_atomically(self.folder / file, data)
+            try:
+                self.index.add(key, entry)
+            except BaseException:
+                if file is not None:
+                    (self.folder / file).unlink(missing_ok=True)
+                raise
 
     @property
     def size(self) -> int:
-        """The bytes of the saved entries (tensor files and index lines)."""
-        return sum(entry.size for entry in self.index.records.values())
+        """The bytes on disk of the saved work: the index (header included) and the tensor files it names."""
+        with self._current():
+            return self._bytes_on_disk()
+
+    def _bytes_on_disk(self) -> int:
+        files = {entry.file for entry in self.index.records.values() if entry.file is not None}
+        return sum(_file_size(self.folder / name) for name in (INDEX_FILE, *files))
 
     def _make_room(self, needed: int) -> None:
-        total, evicted = self.size, []
-        for key, entry in self.index.records.items():  # oldest first
+        """Evicts the oldest entries until ``needed`` more bytes fit under the cap: their records first, then their
+        files (a process stopped between the two leaves files no record names, which are swept)."""
+        total, evicted = self._bytes_on_disk(), []
+        for key, entry in self.index.records.items():  # oldest first, of every process
             if total + needed <= self.max_bytes:
                 break
             total -= entry.size
             evicted.append(key)
-        for key in evicted:
-            if (file := self.index.records[key].file) is not None:
-                (self.folder / file).unlink(missing_ok=True)
-        if evicted:
-            self.index.drop(evicted)
+        if not evicted:
+            return
+        files = [file for key in evicted if (file := self.index.records[key].file) is not None]
+        self.index.drop(evicted)  # rewritten from the index as it is on disk now (reloaded under the lock)
+        for file in files:
+            (self.folder / file).unlink(missing_ok=True)
+
+
+def _header() -> str:
+    return json.dumps(WORK_FORMAT.header) + "\n"
+
+
+def _sized(key: str, entry: Entry, data: bytes | None) -> Entry:
+    """``entry`` with its size: its tensor file's bytes and its index line's (which holds the size itself)."""
+    size = -1
+    while True:
+        line = json.dumps(_write(key, dataclasses.replace(entry, size=max(size, 0)))) + "\n"
+        measured = (0 if data is None else len(data)) + len(line.encode("utf-8"))
+        if measured == size:
+            return dataclasses.replace(entry, size=size)
+        size = measured
+
+
+def _file_size(path: pathlib.Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 class SavedKind:

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from cachedsearch_core.saved_rollouts import SavedRollout, SavedRollouts, fingerprint, rollout_key
-from cachedsearch_core.saved_work import FORMAT, INDEX_FILE
+from cachedsearch_core.saved_work import FORMAT, INDEX_FILE, LOCK_FILE
 
 ROLLOUT = SavedRollout(scores=(0.25, 1.5), seconds=3.0, calls=20, skipped=8)
 
@@ -138,7 +138,7 @@ def test_a_failed_rewrite_leaves_the_index_as_it_was_and_no_temporary_file(tmp_p
     monkeypatch.setattr(os, "replace", disk_full)
     with pytest.raises(OSError, match="No space left"):
         saved.work.index.drop(["k0"])  # what the cap's eviction does
-    assert path.read_bytes() == before and [entry.name for entry in tmp_path.iterdir()] == [INDEX_FILE]
+    assert path.read_bytes() == before and sorted(entry.name for entry in tmp_path.iterdir()) == [INDEX_FILE, LOCK_FILE]
     monkeypatch.undo()
     assert list(SavedRollouts(tmp_path).work.index.records) == [f"k{index}" for index in range(5)]
 
