@@ -10,9 +10,11 @@ Layers, each importing only the ones below it (type-only imports included), from
    verifiers and the judge: ``clip_score``, ``video_score``, ``judge`` (the one frame rule), ``combine``; what
    stores and ships records: ``seed_slices``, ``draft_exchange``, ``audit``, ``saved_rollouts``, ``draft_store``,
    ``calibration_memory``
-3. plans with their own formulas: ``pruning`` (the pruned search's steps), ``budget``, ``pruned_budget``;
-   calibration: ``calibration``, ``calibration_chart``, ``calibration_results``, ``calibration_experts``
-4. reports: ``search_report`` (the search's report and its cost), ``panels``, ``pick``, ``search_audit``
+3. plans with their own formulas: ``pruning`` (the pruned search's steps), ``budget``, ``pruned_budget``,
+   ``search_policy`` (search policies replayed on recorded rollouts); calibration: ``calibration``,
+   ``calibration_chart``, ``calibration_results``, ``calibration_experts``
+4. reports: ``search_report`` (the search's report and its cost), ``panels``, ``pick``, ``search_audit``,
+   ``policy_chooser`` (the search policy a budget buys, from recorded rollouts)
 
 This top level re-exports the step cache, the records, the search's cost model and report, which need torch and
 the standard library only; the other modules are imported by name and may need numpy, safetensors (the draft
