@@ -7,6 +7,11 @@ relative drift ``||x - x_ref|| / ||x_ref||``; while ``a <= tau`` the call is
 skipped and ``x + delta`` returned, otherwise ``F(x)`` is computed and the
 branch re-anchored.
 
+A transformer that denoises several latents at once (LTX-2: video and
+audio) takes and returns a list of parts. Each part of each branch keeps its
+own ``x_ref``, ``delta`` and accumulator; the call still runs or is skipped as
+a whole, so it skips only when every part of every branch may skip.
+
 This module is framework-free: it wraps any callable and knows nothing of
 ComfyUI. The adapter in ``nodes/`` maps ComfyUI's model calls onto
 :meth:`TransformationVectorCache.__call__`.
@@ -27,6 +32,19 @@ BranchKey = tuple[str, Hashable]
 
 The identity must tell apart everything whose state may not mix: branches of
 one conditioning computed on different devices get different identities."""
+
+Latent = torch.Tensor | Sequence[torch.Tensor]
+"""A transformer's latent input or output: one tensor, or a list of parts (LTX-2's [video, audio])."""
+
+
+def latent_parts(x: Latent) -> tuple[torch.Tensor, ...]:
+    return (x,) if isinstance(x, torch.Tensor) else tuple(x)
+
+
+def part_key(branch_key: BranchKey, part: int, parts: int) -> BranchKey:
+    """The state key of one part of one branch: the branch's own key when the latent is one tensor."""
+    label, identity = branch_key
+    return branch_key if parts == 1 else (label, (identity, f"part {part}"))
 
 INACTIVE_PREFIX = "cache inactive on this model: "
 
@@ -190,20 +208,25 @@ class CacheStatistics:
 
 @dataclasses.dataclass
 class _CallPlan:
-    """What the cache decided for one call before the transformer runs (or instead of it)."""
+    """What the cache decided for one call before the transformer runs (or instead of it).
+
+    ``states``, ``chunks`` and ``skipping_accumulators`` run over the parts of the latent and, within each part,
+    over the branches (for a one-tensor latent: one entry per branch)."""
 
     step: int
     labels: list[str]
     states: list[BranchState] | None = None  # None: nothing to anchor (mode off, inactive cache)
     chunks: tuple[torch.Tensor, ...] | None = None
-    cached_output: torch.Tensor | None = None
-    # Per branch, the accumulator it would take if it skipped alone (None: it must compute).
+    cached_output: Latent | None = None
+    # Per part of each branch, the accumulator it would take if it skipped alone (None: it must compute).
     skipping_accumulators: list[float | None] = dataclasses.field(default_factory=list)
 
     @property
     def skips_forgone(self) -> int:
-        """Branches that may skip but are computed with one that may not."""
-        return sum(value is not None for value in self.skipping_accumulators)
+        """Branches every part of which may skip, computed with one that may not."""
+        branches = len(self.labels)
+        return sum(all(value is not None for value in self.skipping_accumulators[branch::branches])
+                   for branch in range(branches)) if self.skipping_accumulators else 0
 
 
 class TransformationVectorCache:
@@ -290,17 +313,19 @@ class TransformationVectorCache:
     @torch.compiler.disable(recursive=False)
     def __call__(
         self,
-        compute: Callable[[], torch.Tensor],
-        x: torch.Tensor,
+        compute: Callable[[], Latent],
+        x: Latent,
         sigma: float | torch.Tensor,
         branch_keys: Sequence[BranchKey],
-    ) -> torch.Tensor:
+    ) -> Latent:
         """Return ``compute()`` or its cached approximation for input ``x``.
 
-        ``x`` holds one equal-sized chunk per entry of ``branch_keys`` on its
-        batch axis, in that order, and has the shape of ``compute()``'s output.
-        ``sigma`` may be a one-element tensor on the model's device: it is read
-        in the same host sync as the drifts.
+        ``x`` (a tensor, or a list of parts: one per latent the transformer
+        denoises together) holds one equal-sized chunk per entry of
+        ``branch_keys`` on the batch axis of each part, in that order, and has
+        the shape of ``compute()``'s output, part for part. ``sigma`` may be a
+        one-element tensor on the model's device: it is read in the same host
+        sync as the drifts.
         """
         plan = self._plan(x, sigma, branch_keys)
         if plan.cached_output is not None:
@@ -314,8 +339,9 @@ class TransformationVectorCache:
         labels = [key[0] for key in branch_keys]
         if self.config.mode is CacheMode.OFF or not self.active:
             return _CallPlan(self.step_index(float(sigma)), labels)
-        states = self._states(branch_keys)
-        chunks = x.chunk(len(states))
+        parts = latent_parts(x)
+        states = self._states([part_key(key, part, len(parts)) for part in range(len(parts)) for key in branch_keys])
+        chunks = tuple(chunk for latent in parts for chunk in latent.chunk(len(branch_keys)))
         anchored = [s.delta is not None and s.delta.shape == c.shape for s, c in zip(states, chunks)]
         drifts: list[float | None] = [None] * len(states)
         if any(anchored) and self.config.mode is CacheMode.ADAPTIVE:
@@ -333,26 +359,29 @@ class TransformationVectorCache:
         step = self.step_index(float(sigma))
         accumulators = [self._skipping_accumulator(step, state, drift) if ready else None
                         for state, drift, ready in zip(states, drifts, anchored)]
-        # Branches batched in one call are computed together: skip only if every one may skip.
+        # Branches batched in one call, and the parts of a latent, are computed together: skip only if every one may.
         if all(value is not None for value in accumulators):
             for state, value in zip(states, accumulators):
                 state.accumulated = value
             self._record(step, labels, computed=False)
-            cached = torch.cat([chunk + state.delta for chunk, state in zip(chunks, states)])
-            return _CallPlan(step, labels, cached_output=cached)
+            branches = len(branch_keys)
+            cached = [torch.cat([chunk + state.delta for chunk, state in
+                                 zip(chunks[start:start + branches], states[start:start + branches])])
+                      for start in range(0, len(chunks), branches)]
+            return _CallPlan(step, labels, cached_output=cached[0] if isinstance(x, torch.Tensor) else cached)
         return _CallPlan(step, labels, states, chunks, skipping_accumulators=accumulators)
 
     @torch.compiler.disable
-    def _after_compute(self, plan: _CallPlan, x: torch.Tensor, output: torch.Tensor) -> None:
+    def _after_compute(self, plan: _CallPlan, x: Latent, output: Latent) -> None:
         self._record(plan.step, plan.labels, computed=True, skips_forgone=plan.skips_forgone)
         if plan.states is None:
             return
-        if not isinstance(output, torch.Tensor) or output.shape != x.shape:
-            shape = tuple(output.shape) if isinstance(output, torch.Tensor) else type(output).__name__
-            self.deactivate(f"the transformer's output {shape} does not have the shape of its latent input "
-                            f"{tuple(x.shape)}")
+        if _shapes(output) != _shapes(x):
+            self.deactivate(f"the transformer's output {_shapes(output)} does not have the shape of its latent input "
+                            f"{_shapes(x)}")
             return
-        for chunk, out_chunk, state in zip(plan.chunks, output.chunk(len(plan.states)), plan.states):
+        out_chunks = [chunk for latent in latent_parts(output) for chunk in latent.chunk(len(plan.labels))]
+        for chunk, out_chunk, state in zip(plan.chunks, out_chunks, plan.states):
             state.anchor(chunk, out_chunk)
 
     def _skipping_accumulator(self, step: int, state: BranchState, drift: float | None) -> float | None:
@@ -372,3 +401,12 @@ class TransformationVectorCache:
             f"TransformationVectorCache(mode={self.config.mode.value}, tau={self.config.tau}, "
             f"steps={self.total_steps}, branches={len(self.branches)})"
         )
+
+
+def _shapes(latent) -> tuple | str:
+    """A latent's shape, or its parts' shapes; the type's name for anything else."""
+    if isinstance(latent, torch.Tensor):
+        return tuple(latent.shape)
+    if isinstance(latent, (list, tuple)) and all(isinstance(part, torch.Tensor) for part in latent):
+        return tuple(tuple(part.shape) for part in latent)
+    return type(latent).__name__

@@ -4,9 +4,12 @@ OUTER_SAMPLE creates a fresh TransformationVectorCache for every sampling run
 (each KSampler call, each stage of a two-stage Wan 2.2 graph) and drops it in a
 ``finally``; DIFFUSION_MODEL routes every transformer call through it.
 
-Models the cache cannot serve (inputs that are not one latent tensor, a model
-whose forward never calls the DIFFUSION_MODEL wrapper) run uncached, with one
-log line and the reason in the run's statistics, which the search report shows.
+A model that denoises several latents together (LTX-2 on ComfyUI 0.33: the
+transformer gets and returns the list [video, audio]) is cached part by part.
+Models the cache cannot serve (inputs that are neither a latent tensor nor a
+list of them, a model whose forward never calls the DIFFUSION_MODEL wrapper)
+run uncached, with one log line and the reason in the run's statistics, which
+the search report shows.
 """
 
 from __future__ import annotations
@@ -101,7 +104,7 @@ def _outer_sample_wrapper(executor, noise, latent_image, sampler, sigmas, *args,
 
 class _Route(NamedTuple):
     cache: TransformationVectorCache
-    x: torch.Tensor | None
+    x: torch.Tensor | list[torch.Tensor] | None
     sigma: torch.Tensor
     labels: list[str]
     branch_keys: list | None  # None: run this call uncached
@@ -126,17 +129,33 @@ def _route(args, kwargs) -> _Route | None:
     x = args[0] if args else kwargs.get("x")
     labels = [_BRANCH_LABELS[index] for index in options["cond_or_uncond"]]
     sigma = options["sigmas"][0]
-    if not isinstance(x, torch.Tensor) or x.is_nested:
+    parts = _latent_parts(x, run.latent_channels)
+    if parts is None:
         _deactivate(run.cache, f"its latent input is a {type(x).__name__} (several latents in one, e.g. video with "
-                    "audio), not one tensor")
+                    "audio), not one tensor nor a list of them")
     if not run.cache.active:
         return _Route(run.cache, None, sigma, labels, None)
     # Keyed by device (conds that run on several devices in threads) and by context window (ComfyUI's context
     # window nodes call the model once per window): each gets its own state.
     window = options.get("context_window")
     window_frames = tuple(window.index_list) if window is not None else None
-    branch_keys = [(label, (uuid, x.device, window_frames)) for label, uuid in zip(labels, options["uuids"])]
-    return _Route(run.cache, x[:, : run.latent_channels], sigma, labels, branch_keys)
+    device = (parts if isinstance(parts, torch.Tensor) else parts[0]).device
+    branch_keys = [(label, (uuid, device, window_frames)) for label, uuid in zip(labels, options["uuids"])]
+    return _Route(run.cache, parts, sigma, labels, branch_keys)
+
+
+def _latent_parts(x, latent_channels: int) -> torch.Tensor | list[torch.Tensor] | None:
+    """What the cache sees of a transformer's latent input: the latent channels of one tensor (the input may carry
+    image-to-video concat channels after them), a list of latents as they are (LTX-2's [video, audio], nothing
+    concatenated), None for anything else (ComfyUI's NestedTensor is not a torch tensor). LTX-2 given a video
+    latent alone gets a list of one and returns the tensor: the cache sees the tensor."""
+    if isinstance(x, list) and len(x) == 1:
+        x = x[0]
+    if isinstance(x, torch.Tensor) and not x.is_nested:
+        return x[:, :latent_channels]
+    if isinstance(x, list) and x and all(isinstance(part, torch.Tensor) and not part.is_nested for part in x):
+        return x
+    return None
 
 
 # Under torch.compile (TorchCompileModel) this frame and the cache's decisions run eagerly: traced, they would be

@@ -56,6 +56,8 @@ HUNYUAN15_T2V_FP8_FILE = "hunyuanvideo1.5_720p_t2v_fp8_scaled.safetensors"
 HUNYUAN15_SR_FILE = "hunyuanvideo1.5_1080p_sr_distilled_fp16.safetensors"
 HUNYUAN15_UPSAMPLER_FILE = "hunyuanvideo15_latent_upsampler_1080p.safetensors"
 LTXV_FILE = "ltx-video-2b-v0.9.5.safetensors"
+# LTX-2.3's transformer alone (the official file is a whole checkpoint; the transformer loads through UNETLoader)
+LTX2_FILE = "ltx-2.3-22b-dev.safetensors"
 KANDINSKY5_T2V_FILE = "kandinsky5lite_t2v_sft_5s.safetensors"
 
 QWEN_VL_WIDTH = 3584  # qwen2.5-vl-7b hidden size (HunyuanVideo 1.5, Kandinsky 5)
@@ -309,6 +311,31 @@ def ltxv_state_dict(seed: int = 6) -> dict[str, torch.Tensor]:
     return _fill_deterministically(model, seed)
 
 
+# LTX-2 (ComfyUI's LTXAV): its widths are not all readable from the tensor shapes, so the official files carry them in
+# the safetensors metadata ("config" -> "transformer"), which ComfyUI's detection reads. The tiny ones: video 32 heads
+# of 4 (detection reads the head width as attn2.to_k rows / 32), audio 4 heads of 16, 64-wide captions, text
+# connectors of one layer; LTX-2's rope settings. Audio latents are 8 channels x 16 frequency bins = 128 inputs.
+LTX2_TINY_CONFIG = {
+    "num_layers": 2, "attention_head_dim": 4, "num_attention_heads": 32, "cross_attention_dim": 128,
+    "audio_attention_head_dim": 16, "audio_num_attention_heads": 4, "audio_cross_attention_dim": 64,
+    "caption_channels": 64, "connector_attention_head_dim": 16, "connector_num_attention_heads": 4,
+    "connector_num_layers": 1, "rope_type": "split", "frequencies_precision": "float64",
+}
+
+
+def ltx2_checkpoint(seed: int = 22) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """LTX-2 (LTXAV, ComfyUI 0.33 and later): the state dict and the metadata that tells detection its widths."""
+    import json
+
+    import comfy.ldm.lightricks.av_model
+    import comfy.ops
+
+    with torch.device("meta"):
+        model = comfy.ldm.lightricks.av_model.LTXAVModel(in_channels=128, audio_in_channels=128,
+                                                         operations=comfy.ops.disable_weight_init, **LTX2_TINY_CONFIG)
+    return _fill_deterministically(model, seed), {"config": json.dumps({"transformer": LTX2_TINY_CONFIG})}
+
+
 def kandinsky5_state_dict(seed: int = 7) -> dict[str, torch.Tensor]:
     """Kandinsky 5 (ComfyUI 0.33 and later): width 128 = 2 heads of the default 64-wide rope axes."""
     import comfy.ldm.kandinsky5.model
@@ -438,11 +465,16 @@ def write_tiny_models(models_dir: pathlib.Path) -> dict[str, pathlib.Path]:
     }
     if runtime_has("comfy.ldm.kandinsky5.model", "Kandinsky5"):
         targets["kandinsky5_t2v"] = (models_dir / "diffusion_models" / KANDINSKY5_T2V_FILE, kandinsky5_state_dict)
+    if runtime_has("comfy.ldm.lightricks.av_model", "LTXAVModel"):
+        targets["ltx2"] = (models_dir / "diffusion_models" / LTX2_FILE, ltx2_checkpoint)
     for path, build in targets.values():
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             partial = path.with_suffix(".partial")
-            save_file(build(), str(partial))
+            built = build()
+            # A builder returns the state dict, or the state dict and the file's metadata.
+            state, metadata = built if isinstance(built, tuple) else (built, None)
+            save_file(state, str(partial), metadata=metadata)
             partial.rename(path)
     gguf_targets = wan_gguf_targets(models_dir)
     for path, build, quantization in gguf_targets.values():

@@ -1,8 +1,9 @@
 """Write the "works with" table of docs/works-with.md (family and file format x ComfyUI version) from runs of tests/test_families.py.
 
-Run the family tests once per runtime with a JUnit report, then give every report to this script:
+Run the family tests (and LTX-2's, tests/test_ltx2.py, whose packed video + audio latent needs its own tests) once
+per runtime with a JUnit report, then give every report to this script:
 
-    python -m pytest tests/test_families.py --junitxml=families-0.3.75.xml     # in each runtime's venv
+    python -m pytest tests/test_families.py tests/test_ltx2.py --junitxml=families-0.3.75.xml  # in each runtime's venv
     python -m scripts.works_with families-0.3.75.xml families-0.33.0.xml    # rewrites docs/works-with.md
 
 Each report names its ComfyUI version (the tests record it). A family works on a version when all its
@@ -89,15 +90,22 @@ def replace_block(text: str, table: str) -> str:
     return f"{head}{START_MARKER}\n{table}\n{END_MARKER}{tail}"
 
 
+# The test modules that define families, each a FAMILIES dict (test_ltx2 imports test_families: listed after it).
+FAMILY_MODULES = ("test_families", "test_ltx2")
+
+
 def _families() -> dict:
-    """The families the test module defines."""
+    """The families the test modules define."""
     import importlib.util
     import sys
 
-    spec = importlib.util.spec_from_file_location("test_families", REPO_ROOT / "tests" / "test_families.py")
-    module = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))
-    spec.loader.exec_module(module)
-    return module.FAMILIES
+    families = {}
+    for name in FAMILY_MODULES:
+        spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "tests" / f"{name}.py")
+        module = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))
+        spec.loader.exec_module(module)
+        families |= module.FAMILIES
+    return families
 
 
 def family_labels() -> dict[str, str]:

@@ -69,6 +69,7 @@ def test_labels_come_from_the_family_tests():
     formats = works_with.family_file_formats()
     assert formats["wan21_t2v"] == "fp16 / bf16" and formats["wan21_t2v_fp8"] == "fp8-scaled"
     assert formats["wan22_a14b_t2v_high_fp8"] == formats["hunyuan15_t2v_fp8"] == "fp8-scaled"
+    assert labels["ltx2"] == "LTX-2.3 (video + audio)"  # LTX-2's row comes from its own test module
 
 
 def test_the_docs_page_holds_the_generated_table():
