@@ -56,5 +56,6 @@ def run_budget_search(recipe: StagedRecipe, seed: int, plan: BudgetPlan, announc
     progress.finish()
     if saved is None:
         return candidates_from_states(recipe, finished, budget=ledger.outcome())
-    return candidates_from_states(recipe, finished, budget=ledger.outcome(), notes=tuple(saved.store.problems),
-                                  drafts_saved=saved.holds(state.seed for state in finished))
+    return candidates_from_states(recipe, finished, budget=ledger.outcome(), notes=saved.notes(),
+                                  drafts_saved=saved.holds(state.seed for state in finished),
+                                  drafts_not_kept=saved.not_kept_line())

@@ -69,6 +69,8 @@ class SearchCandidates:
     notes: tuple[str, ...] = ()
     # Every draft is saved on disk (``saved_drafts``): a re-executed search reads them back, a pick never re-drafts.
     drafts_saved: bool = False
+    # Set when drafts could not be written to disk (``SavedDrafts.not_kept_line``), for the Sampler's panel.
+    drafts_not_kept: str | None = None
 
     @property
     def seeds(self) -> list[int]:
@@ -150,8 +152,8 @@ def run_search(recipe: StagedRecipe, seeds: list[int], announce=None,
     by_seed = {**reused, **{state.seed: state for state in computed}}
     if saved is None:
         return candidates_from_states(recipe, [by_seed[seed] for seed in seeds])
-    return candidates_from_states(recipe, [by_seed[seed] for seed in seeds], notes=tuple(saved.store.problems),
-                                  drafts_saved=saved.holds(seeds))
+    return candidates_from_states(recipe, [by_seed[seed] for seed in seeds], notes=saved.notes(),
+                                  drafts_saved=saved.holds(seeds), drafts_not_kept=saved.not_kept_line())
 
 
 def draft_rows(candidates: SearchCandidates, ranking: Ranking | None = None) -> list[dict]:

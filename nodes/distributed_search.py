@@ -156,7 +156,7 @@ def _assemble(like: SearchCandidates, collected: dict, notes: list[str]) -> Dist
         recipe=like.recipe, drafts=tuple(collected[seed][0] for seed in seeds),
         draft_latents=torch.cat([collected[seed][1] for seed in seeds]), cache_description=like.cache_description,
         latent_entries=like.latent_entries, drafted_by=tuple(collected[seed][2] for seed in seeds),
-        notes=tuple(notes), drafts_saved=like.drafts_saved,
+        notes=tuple(notes), drafts_saved=like.drafts_saved, drafts_not_kept=like.drafts_not_kept,
     )
 
 

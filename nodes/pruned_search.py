@@ -215,4 +215,5 @@ def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan,
     on_disk = all(saved.store.get(saved.round_key(seeds[index], cuts)) is not None
                   for cuts, scored in [*cuts_of, (ends, tuple(running))] for index in scored)
     return PrunedSearch(candidates_from_states(recipe, continuing, pruning=outcome,
-                                               notes=tuple(saved.store.problems), drafts_saved=on_disk))
+                                               notes=saved.notes(), drafts_saved=on_disk,
+                                               drafts_not_kept=saved.not_kept_line()))

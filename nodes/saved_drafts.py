@@ -81,6 +81,8 @@ class SavedDrafts:
 
     store: DraftStore
     setup: str
+    # The drafts (seed, why) this search could not write (a full disk, a read-only folder): it delivers them anyway.
+    not_kept: list[tuple[int, str]] = dataclasses.field(default_factory=list, compare=False)
 
     @classmethod
     def for_node(cls, hidden, save: bool, *contents, not_drafting: tuple[str, ...] = ()) -> SavedDrafts | None:
@@ -154,10 +156,20 @@ class SavedDrafts:
         try:
             self.store.add(key, draft, samples, extras)
         except OSError as error:
-            problem = f"draft of seed {draft.seed} not saved in {self.store.folder}: {error}"
-            logger.warning("CachedSearch: %s", problem)
-            if problem not in self.store.problems:
-                self.store.problems.append(problem)
+            logger.warning("CachedSearch: draft of seed %s not saved in %s: %s", draft.seed, self.store.folder, error)
+            self.not_kept.append((draft.seed, error.strerror or str(error)))
+
+    def not_kept_line(self) -> str | None:
+        """One line for the panel when drafts could not be written; None when every one was."""
+        if not self.not_kept:
+            return None
+        seeds = sorted({seed for seed, _ in self.not_kept})
+        return (f"{len(seeds)} draft{'s' if len(seeds) > 1 else ''} not kept on disk ({self.not_kept[0][1]}, "
+                f"{self.store.folder}): this search delivered them; the next run saves them once there is room")
+
+    def notes(self) -> tuple[str, ...]:
+        """What the report says of the store: what was found wrong in it, and the drafts not kept."""
+        return (*self.store.problems, *filter(None, [self.not_kept_line()]))
 
     def announcement(self, reused: int, width: int) -> str:
         return " ".join([f"{reused} of {width} drafts saved by an earlier run, reused ({width - reused} to compute)",

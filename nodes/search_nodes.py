@@ -94,7 +94,8 @@ def search_output(candidates: SearchCandidates, preview_vae=None, announce=None)
     frames = decode_draft_frames(preview_vae, candidates, announce) if preview_vae is not None else None
     shown = {"text": (report,), "cachedsearch_drafts": panel_rows(candidates, frames=frames),
              "cachedsearch_cost": [{**cost.as_dict(), "cache": candidates.cache_description,
-                                    "drafts_saved": candidates.drafts_saved}]}
+                                    "drafts_saved": candidates.drafts_saved,
+                                    "drafts_not_kept": candidates.drafts_not_kept}]}
     if candidates.pruning is not None:
         shown["cachedsearch_pruned"] = pruned_rows(candidates)
         shown["cachedsearch_pruning"] = [candidates.pruning.as_dict()]

@@ -56,6 +56,11 @@ function reuseLine(cost) {
   return typeof cost?.reuse_line === "string" ? ` ${cost.reuse_line}.` : "";
 }
 
+// Drafts this search could not write to disk (a full disk, a read-only folder), as the payload words it.
+function notKeptLine(cost) {
+  return typeof cost?.drafts_not_kept === "string" ? ` ${cost.drafts_not_kept}.` : "";
+}
+
 export function renderDrafts(node, output) {
   const given = output.cachedsearch_drafts;
   if (!Array.isArray(given) || given.length === 0) return false;
@@ -66,7 +71,7 @@ export function renderDrafts(node, output) {
   const mean = typeof cost?.mean_draft_seconds === "number" ? `mean ${cost.mean_draft_seconds.toFixed(2)} s per draft` : "";
   const budget = budgetLine(output.cachedsearch_budget?.[0]);
   const text = `${[draftsText(rows, rounds, dropping), savingText(cost), mean].filter(Boolean).join(", ")}.` +
-    `${reuseLine(cost)}${costLine(cost)}${cacheText(cost)}${budget ? ` ${budget[0].toUpperCase()}${budget.slice(1)}.` : ""}`;
+    `${reuseLine(cost)}${notKeptLine(cost)}${costLine(cost)}${cacheText(cost)}${budget ? ` ${budget[0].toUpperCase()}${budget.slice(1)}.` : ""}`;
   const content = element("div");
   const summary = element("div", text, "cachedsearch-summary");
   summary.title = CALLS_TITLE;
