@@ -2,7 +2,7 @@
 search stopped by Cancel, an error or a restart, re-queued or widened, computes only the drafts it lacks, and a pick
 never drafts again.
 
-A draft is saved under the digest of everything that determines it (``draft_key``: the search's setup as the graph
+A draft is saved under the digest of everything that determines it (``saved_keys.draft_key``: the search's setup as the graph
 builds it, and its seed): its latent exactly as sampled (with any extra tensors, e.g. a pruned search's x0 estimate
 at a round) in a safetensors file of its own, and its record (seed, seconds, transformer calls per stage) in the
 store's index. A record is read when the store opens; its latent only when the draft is used (``latent``), so a
@@ -13,8 +13,6 @@ reported; the draft is computed again.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import math
 
 import torch
@@ -23,12 +21,6 @@ from .records import Draft, StageCalls
 from .saved_work import SavedKind
 
 KIND = "draft"
-
-
-def draft_key(setup: str, seed: int) -> str:
-    """The digest a draft is saved under: its search's setup fingerprint (everything but the seed that makes the
-    draft, the stage recipe included) and its seed."""
-    return hashlib.sha256(json.dumps([setup, seed]).encode()).hexdigest()
 
 
 def draft_fields(draft: Draft) -> dict:
@@ -43,10 +35,8 @@ def draft_of(fields: dict) -> Draft:
     """Raises ValueError when ``fields`` are not a complete draft record."""
     try:
         stages = tuple(StageCalls(int(computed), int(skipped)) for computed, skipped in fields["stage_calls"])
-        draft = Draft(seed=int(fields["seed"]), seconds=float(fields["seconds"]),
-                      calls_computed=sum(stage.computed for stage in stages),
-                      calls_skipped=sum(stage.skipped for stage in stages), stage_calls=stages,
-                      cache_inactive_reason=fields.get("cache_inactive_reason") or None)
+        draft = Draft.of_stages(int(fields["seed"]), float(fields["seconds"]), stages,
+                                cache_inactive_reason=fields.get("cache_inactive_reason") or None)
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(f"incomplete record ({error})") from None
     if not (math.isfinite(draft.seconds) and draft.seconds >= 0 and stages

@@ -58,6 +58,12 @@ class Draft:
     reused_calls: int = 0
     reused_seconds: float = 0.0
 
+    @classmethod
+    def of_stages(cls, seed: int, seconds: float, stage_calls: tuple[StageCalls, ...], **rest) -> Draft:
+        """The draft whose calls in all are its stages' (the one place they are summed)."""
+        return cls(seed=seed, seconds=seconds, calls_computed=sum(stage.computed for stage in stage_calls),
+                   calls_skipped=sum(stage.skipped for stage in stage_calls), stage_calls=tuple(stage_calls), **rest)
+
     @property
     def paid_calls(self) -> int:
         """The calls this search computed for the draft."""

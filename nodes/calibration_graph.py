@@ -138,13 +138,3 @@ def remember(hidden, calibration, key_of, *model_inputs) -> list[str]:
     except OSError as error:  # the calibration's outputs stand; only remembering it failed
         return ["", *memory.problems, f"Not remembered for {key}: {error}"]
     return ["", *memory.problems, f"Remembered for {key}: Apply Cache on this setup shows it."]
-
-
-def upstream(prompt: dict, value):
-    """An input of the API prompt as the graph makes it: a link replaced by the node it comes from (its class and
-    inputs, upstream links followed), a plain value as it is."""
-    if not (isinstance(value, list) and len(value) == 2 and str(value[0]) in prompt):
-        return value
-    node = prompt[str(value[0])]
-    return {"class_type": node.get("class_type"), "output": value[1],
-            "inputs": {name: upstream(prompt, inner) for name, inner in sorted(node.get("inputs", {}).items())}}

@@ -19,12 +19,14 @@ from ..cachedsearch_core.calibration import OUR_ENGINE, CalibrationPlan, prompt_
 from ..cachedsearch_core.calibration_experts import ExpertsPlan
 from ..cachedsearch_core.combine import VerifierCombination
 from ..cachedsearch_core.judge import FrameJudge
-from ..cachedsearch_core.saved_rollouts import SavedRollout, SavedRollouts, fingerprint, rollout_key
+from ..cachedsearch_core.saved_keys import fingerprint, rollout_key
+from ..cachedsearch_core.saved_rollouts import SavedRollout, SavedRollouts
 from ..cachedsearch_core.video_score import AVERAGE
 from .cache_patch import attach_step_cache
-from .calibration_graph import EXPERT_INPUTS, upstream
+from .calibration_graph import EXPERT_INPUTS
 from .calibration_inputs import COMFYUI_CACHE_WINDOW, thresholds_input
 from .full_compute import full_compute_model
+from .prompt_graph import upstream
 from .runner import CandidateState, FullComputeCheck, SearchProgress, progress_text_sender, run_stages
 from .saved_drafts import saved_folder
 from .stages import StagedRecipe

@@ -36,13 +36,9 @@ class CandidateState:
     reused_seconds: float = 0.0
 
     def draft(self) -> Draft:
-        return Draft(
-            seed=self.seed, seconds=self.seconds,
-            calls_computed=sum(calls.computed for calls in self.stage_calls),
-            calls_skipped=sum(calls.skipped for calls in self.stage_calls),
-            stage_calls=self.stage_calls, cache_inactive_reason=self.cache_inactive_reason, reused=self.reused,
-            reused_calls=self.reused_calls, reused_seconds=self.reused_seconds,
-        )
+        return Draft.of_stages(self.seed, self.seconds, self.stage_calls,
+                               cache_inactive_reason=self.cache_inactive_reason, reused=self.reused,
+                               reused_calls=self.reused_calls, reused_seconds=self.reused_seconds)
 
     def continued(self) -> CandidateState:
         """The state to sample on from: a state read back becomes one whose calls and seconds so far were read back

@@ -19,12 +19,10 @@ import comfy.model_management
 import folder_paths
 import torch
 
-import nodes as comfy_nodes
-
-from ..cachedsearch_core.draft_store import DraftStore, draft_key
+from ..cachedsearch_core.draft_store import DraftStore
 from ..cachedsearch_core.records import Draft
-from ..cachedsearch_core.saved_rollouts import fingerprint
-from .calibration_graph import upstream
+from ..cachedsearch_core.saved_keys import draft_key, fingerprint
+from .prompt_graph import upstream, with_defaults
 from .runner import CandidateState
 
 logger = logging.getLogger(__name__)
@@ -56,25 +54,6 @@ def _runtime() -> str:
     return f"ComfyUI {comfyui}, torch {torch.__version__}, {comfy.model_management.get_torch_device_name(device)}"
 
 
-def _with_defaults(node):
-    """``upstream``'s graph with every input a node leaves out at its default (the frontend writes each widget's
-    value, an API prompt may leave an optional one out: the same graph either way)."""
-    if not (isinstance(node, dict) and "class_type" in node):
-        return node
-    inputs = {name: _with_defaults(value) for name, value in node["inputs"].items()}
-    node_class = comfy_nodes.NODE_CLASS_MAPPINGS.get(node["class_type"])
-    try:
-        declared = node_class.INPUT_TYPES() if node_class is not None else {}
-    except Exception:  # a node pack's INPUT_TYPES that fails here: its inputs as given
-        declared = {}
-    for section in ("required", "optional"):
-        for name, spec in (declared.get(section) or {}).items():
-            options = spec[1] if isinstance(spec, (list, tuple)) and len(spec) > 1 else None
-            if name not in inputs and isinstance(options, dict) and "default" in options:
-                inputs[name] = options["default"]
-    return {**node, "inputs": dict(sorted(inputs.items()))}
-
-
 @dataclasses.dataclass(frozen=True)
 class SavedDrafts:
     """One search's view of the draft store: the store and its setup's fingerprint."""
@@ -94,7 +73,7 @@ class SavedDrafts:
         if not save or not prompt or node_id not in prompt:
             return None
         inputs = prompt[node_id].get("inputs", {})
-        graph = {name: _with_defaults(upstream(prompt, value)) for name, value in inputs.items()
+        graph = {name: with_defaults(upstream(prompt, value)) for name, value in inputs.items()
                  if name not in _NOT_IN_THE_KEY and name not in not_drafting}
         setup = fingerprint([graph, list(contents), _runtime()])
         try:

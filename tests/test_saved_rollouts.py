@@ -10,7 +10,8 @@ import re
 import pytest
 import torch
 
-from cachedsearch_core.saved_rollouts import SavedRollout, SavedRollouts, fingerprint, rollout_key
+from cachedsearch_core.saved_keys import fingerprint, rollout_key
+from cachedsearch_core.saved_rollouts import SavedRollout, SavedRollouts
 from cachedsearch_core.saved_work import FORMAT, INDEX_FILE, LOCK_FILE
 
 ROLLOUT = SavedRollout(scores=(0.25, 1.5), seconds=3.0, calls=20, skipped=8)

@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from cachedsearch_core import Draft, StageCalls
-from cachedsearch_core.draft_store import DraftStore, draft_key
+from cachedsearch_core.draft_store import DraftStore
+from cachedsearch_core.saved_keys import draft_key
 from cachedsearch_core.saved_work import INDEX_FILE, SWEEP_GRACE_SECONDS
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -25,7 +26,8 @@ PROCESSES, SAVES, KILLED_AFTER = 4, 30, 10
 # (the save's record is newer than it).
 WORKER = """
 import sys, time, torch
-from cachedsearch_core.draft_store import DraftStore, draft_key
+from cachedsearch_core.draft_store import DraftStore
+from cachedsearch_core.saved_keys import draft_key
 from cachedsearch_core.records import Draft, StageCalls
 folder, name, saves, cap = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 store = DraftStore(folder, max_bytes=cap)
@@ -107,7 +109,8 @@ def test_four_processes_and_a_killed_fifth_keep_the_cap_on_disk_and_lose_no_reco
 HALF_WRITE = """
 import os, signal, sys, torch
 from cachedsearch_core import safe_files
-from cachedsearch_core.draft_store import DraftStore, draft_key
+from cachedsearch_core.draft_store import DraftStore
+from cachedsearch_core.saved_keys import draft_key
 from cachedsearch_core.records import Draft, StageCalls
 
 opened = os.fdopen
