@@ -16,6 +16,7 @@ of its last call before p (index p - 1 of a preview table; NaN where none was sc
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 from collections.abc import Iterable, Mapping
@@ -145,6 +146,11 @@ class Rollouts:
                               {DRAFT_PREVIEW: previews}, full_calls)
         return tables
 
+    @functools.cached_property
+    def spent(self) -> np.ndarray:
+        """[prompt, seed, p]: the calls a draft computed before step p (p = 0..T)."""
+        return np.concatenate([np.zeros(self.computed.shape[:2] + (1,)), np.cumsum(self.computed, axis=-1)], axis=-1)
+
     @property
     def steps(self) -> int:
         return self.computed.shape[-1]
@@ -235,7 +241,6 @@ def replay_block(rollouts: Rollouts, policy: Policy) -> BlockOutcome:
     if policy.width > rollouts.seeds:
         raise ValueError(f"width {policy.width}: only {rollouts.seeds} seeds recorded")
     full, draft = rollouts.full[:, :policy.width], rollouts.draft[:, :policy.width]
-    computed = rollouts.computed[:, :policy.width]
     alive = np.ones(full.shape, dtype=bool)
     stop = np.full(full.shape, rollouts.steps)
     calls, kept = np.zeros(len(full)), []
@@ -249,8 +254,7 @@ def replay_block(rollouts: Rollouts, policy: Policy) -> BlockOutcome:
         stop[alive & ~survivors] = prune.step
         alive = survivors
         kept.append(alive.sum(-1))
-    spent = np.concatenate([np.zeros(computed.shape[:2] + (1,)), np.cumsum(computed, axis=-1)], axis=-1)
-    calls += np.take_along_axis(spent, stop[..., None], axis=-1)[..., 0].sum(-1)
+    calls += np.take_along_axis(rollouts.spent[:, :policy.width], stop[..., None], axis=-1)[..., 0].sum(-1)
     winner = np.argmax(np.where(alive, draft, -np.inf), axis=-1)
     survived = np.take_along_axis(alive, np.argmax(full, axis=-1)[:, None], axis=-1)[:, 0]
     return BlockOutcome(winner, calls, survived, np.array(kept, dtype=int).T.reshape(len(full), -1))
