@@ -72,7 +72,7 @@ def test_the_loop_inside_a_subgraph_and_a_nested_one(request, tmp_path, frontend
     # candidates")
     target = seen["commitTarget"]
     assert seen["commit"]["end"] == "execution_success", seen["commit"]
-    assert seen["commit"]["status"].startswith(f"queued: commit candidate {target['candidate']}"), seen["commit"]
+    assert f"commit candidate {target['candidate']} (seed {target['seed']})" in seen["commit"]["status"], seen["commit"]
     assert (seen["commit"]["delivered"]["seed"], seen["commit"]["delivered"]["candidate"]) == \
         (target["seed"], target["candidate"])
     assert delivered(seen["commit"]["delivery"]) == (target["seed"], target["candidate"], "commit")
@@ -96,6 +96,11 @@ def test_the_loop_inside_a_subgraph_and_a_nested_one(request, tmp_path, frontend
     # from outside, the subgraph node says a search ran inside and where to look, and that it waits for a pick
     assert "waits for your pick" in (seen["outsideWaiting"] or ""), seen["outsideWaiting"]
     outside = seen["outsideAfter"] or ""
-    assert "CachedSearch Verifier ranked 3 drafts" in outside and "on its panels: open the subgraph" in outside, outside
+    assert "CachedSearch Verifier ranked 3 drafts" in outside and "on its panels:" in outside and "open the subgraph" in outside, outside
+    # resume of a cancelled search inside the nested subgraph: the same seeds, the saved drafts reused
+    assert seen["resumeCancelled"]["end"] == "execution_interrupted", seen["resumeCancelled"]
+    assert seen["resumed"]["end"] == "execution_success" and seen["resumed"]["seed"] == seen["resumeCancelled"]["seed"], \
+        seen["resumed"]
+    assert 1 <= seen["resumed"]["cost"]["reused_drafts"] < 3, seen["resumed"]["cost"]
     # Calibrate inside a subgraph shows its table after a run
     assert seen["calibrateRun"] == "execution_success" and seen["calibrateRows"] >= 2, seen

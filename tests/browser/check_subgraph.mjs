@@ -256,6 +256,8 @@ try {
       status: await statusText("CachedSearchVerifier"), delivery: await panelText("CachedSearchRecommit") };
     await setWidget("CachedSearchRecommit", "wait_for_pick", false);
     // "‹ earlier" on the Verifier: every panel shows the run before (the nested search's without the wait)
+    await page.waitForFunction(() => window.csPanel("CachedSearchVerifier")?.querySelector("button.cachedsearch-earlier")
+      ?.disabled === false, null, { timeout: 30000 }).catch(() => {}); // enabled once the history shows a run before
     await clickInPanel("CachedSearchVerifier", "button.cachedsearch-earlier");
     await page.waitForFunction(() => window.csPanel("CachedSearchVerifier")?.querySelector(".cachedsearch-runs span")
       ?.textContent.startsWith("earlier run"), null, { timeout: 30000 }).catch(() => {});
@@ -269,6 +271,36 @@ try {
     result.outsideAfter = await outsideText(outer);
     await zoomTo("subgraph");
     await shot("outside");
+  });
+
+  await section("resume", async () => {
+    // a search in the nested subgraph cancelled during its second draft: the Sampler inside offers to resume it,
+    // and the click queues that search's seed again (the seed widgets were moved meanwhile, as randomize does)
+    const seed = await page.evaluate(() => window.csFind("CachedSearchSampler").node.widgets.find((w) => w.name === "seed").value);
+    await setWidget("CachedSearchSampler", "seed", seed + 100);
+    await showGraph([outer, inner]);
+    const sampler = await page.evaluate(() => window.csFind("CachedSearchSampler").id);
+    const steps = await page.evaluate(() => window.csFind("CachedSearchSampler").node.widgets.find((w) => w.name === "steps").value);
+    const cancelled = nextRun(() => page.evaluate(({ sampler, steps }) => {
+      const api = window.comfyAPI.api.api;
+      const progress = ({ detail }) => {
+        if (String(detail?.node) !== sampler || !(detail.value > steps + 1)) return;
+        api.removeEventListener("progress", progress);
+        api.interrupt();
+      };
+      api.addEventListener("progress", progress);
+      window.app.queuePrompt(0, 1);
+    }, { sampler, steps }));
+    result.resumeCancelled = { end: (await cancelled).end, seed: seed + 100 };
+    await page.waitForFunction(() => window.csFind("CachedSearchSampler").node.widgets
+      .find((w) => w.name === "cachedsearch_resume")?.element.querySelector("button"), null, { timeout: 60000 });
+    await setWidget("CachedSearchSampler", "seed", seed + 200);
+    await zoomTo("CachedSearchSampler");
+    await shot("resume_offer");
+    const resumed = await nextRun(() => page.evaluate(() => window.csFind("CachedSearchSampler").node.widgets
+      .find((w) => w.name === "cachedsearch_resume").element.querySelector("button").click()));
+    result.resumed = { end: resumed.end, seed: resumed.seed,
+      cost: resumed.executed?.[sampler]?.cachedsearch_cost?.[0] ?? null };
   });
 
   await section("calibrate", async () => {

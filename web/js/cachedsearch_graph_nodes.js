@@ -8,6 +8,9 @@
 // this one registers nothing.
 import { app } from "../../../scripts/app.js";
 
+// The id a subgraph's links give its input node (the saved format's `origin_id` of a link from a subgraph input).
+const SUBGRAPH_INPUT = -10;
+
 // Every node of the workflow with its execution id, [{node, id}], subgraphs' nodes after their subgraph node.
 export function workflowNodes(graph = app.graph, prefix = "") {
   const found = [];
@@ -41,4 +44,19 @@ export function executionIdOf(node) {
 export function enclosingNodes(node) {
   const id = executionIdOf(node).split(":");
   return id.slice(0, -1).map((_, index) => nodeByExecutionId(id.slice(0, index + 1).join(":"))).filter(Boolean);
+}
+
+// The widgets whose value a prompt takes for `node`'s widget `name`: its own and, where that input is linked to its
+// subgraph's input (converting to a subgraph promotes a seed so on frontend 1.58), the subgraph node's widget of
+// that input, outward. Setting them all sets what the next run uses.
+export function widgetsSetting(node, name) {
+  const own = (node.widgets ?? []).filter((widget) => widget.name === name);
+  const input = node.inputs?.find((slot) => slot.widget?.name === name);
+  const graph = node.graph;
+  const link = input?.link == null ? undefined
+    : graph?.getLink?.(input.link) ?? graph?.links?.get?.(input.link) ?? graph?.links?.[input.link];
+  if (Number(link?.origin_id) !== SUBGRAPH_INPUT) return own; // a string on frontend 1.58
+  const holder = enclosingNodes(node).at(-1);
+  const outer = holder?.inputs?.[link.origin_slot]?.widget?.name;
+  return outer ? [...own, ...widgetsSetting(holder, outer)] : own;
 }

@@ -6,6 +6,7 @@
 import { app } from "../../../scripts/app.js";
 import { api } from "../../../scripts/api.js";
 import { element, ensureStyle, fitNode, panelElement, wrappedLines } from "./cachedsearch_dom.js";
+import { widgetsSetting, workflowNodes } from "./cachedsearch_graph_nodes.js";
 import { findRun } from "./cachedsearch_history.js";
 
 const SAMPLERS = ["CachedSearchSampler", "CachedSearchSamplerAdvanced", "CachedSearchSamplerExperts"];
@@ -17,7 +18,8 @@ const STYLE = `
   overflow-wrap: anywhere; }
 .cachedsearch-resume button { font: 11px sans-serif; padding: 1px 6px; margin-right: 6px; cursor: pointer; }`;
 
-const samplers = () => (app.graph?.nodes ?? []).filter((node) => SAMPLERS.includes(node.comfyClass ?? node.type));
+// The workflow's samplers, subgraphs' included, as [{node, id}] (id: the execution id a prompt gives it).
+const samplers = () => workflowNodes().filter(({ node }) => SAMPLERS.includes(node.comfyClass ?? node.type));
 
 // The stopped run's search as its prompt held it: {seed, candidates}; undefined when the seed came from a link.
 function stoppedSearch(prompt, id) {
@@ -35,10 +37,12 @@ function seedWidgets(node) {
 
 // Queues the graph with node's seed at `seed`, its control "fixed" for this queue only.
 async function resume(node, offer, button) {
-  const { seed, control } = seedWidgets(node);
+  const { control } = seedWidgets(node);
   button.disabled = true;
-  seed.value = offer.seed;
-  seed.callback?.(offer.seed);
+  for (const widget of widgetsSetting(node, "seed")) { // inside a subgraph, a promoted seed too
+    widget.value = offer.seed;
+    widget.callback?.(offer.seed);
+  }
   const before = control?.value;
   if (control) control.value = "fixed";
   try {
@@ -83,12 +87,12 @@ function withdraw(node) {
 // A run that ended cancelled or failed: each sampler of this graph that it held and did not finish offers to resume.
 async function runStopped({ detail }, failed) {
   const finished = new Set((detail?.executed ?? []).map(String));
-  const waiting = samplers().filter((node) => !finished.has(String(node.id)));
+  const waiting = samplers().filter(({ id }) => !finished.has(id));
   if (!detail?.prompt_id || waiting.length === 0) return;
   const run = await findRun(detail.prompt_id);
-  for (const node of waiting) {
-    const offer = run && stoppedSearch(run.prompt, String(node.id));
-    if (offer && run.prompt[String(node.id)].class_type === (node.comfyClass ?? node.type) && seedWidgets(node).seed) {
+  for (const { node, id } of waiting) {
+    const offer = run && stoppedSearch(run.prompt, id);
+    if (offer && run.prompt[id].class_type === (node.comfyClass ?? node.type) && seedWidgets(node).seed) {
       showOffer(node, { ...offer, failed, promptId: detail.prompt_id });
     }
   }
@@ -99,5 +103,5 @@ api.addEventListener("execution_interrupted", (event) => runStopped(event, false
 api.addEventListener("execution_error", (event) => runStopped(event, true)
   .catch((error) => console.warn("CachedSearch: could not offer to resume the search", error)));
 api.addEventListener("execution_start", () => {
-  for (const node of samplers()) withdraw(node);
+  for (const { node } of samplers()) withdraw(node);
 });

@@ -9,6 +9,7 @@ import { api } from "../../../scripts/api.js";
 import { cachedNodes } from "./cachedsearch_cached_runs.js";
 import { renderDelivery, showNoDelivery } from "./cachedsearch_delivery.js";
 import { element, wrappedLines } from "./cachedsearch_dom.js";
+import { workflowNodes } from "./cachedsearch_graph_nodes.js";
 import { findRun } from "./cachedsearch_history.js";
 import { FONT, LINE_HEIGHT, rendererOf, show } from "./cachedsearch_panel.js";
 import { runNavigation } from "./cachedsearch_pick_ui.js";
@@ -29,7 +30,7 @@ export function showStopped(node) {
 api.addEventListener("execution_start", ({ detail }) => {
   executedIn.set(detail?.prompt_id, new Set());
   // a new run: what a stopped run left is no longer the newest (the panels say so once they show results)
-  for (const node of app.graph?.nodes ?? []) delete node.cachedsearchStopped;
+  for (const { node } of workflowNodes()) delete node.cachedsearchStopped;
 });
 api.addEventListener("executed", ({ detail }) => {
   executedIn.get(detail?.prompt_id)?.add(String(detail.display_node ?? detail.node));
@@ -46,8 +47,7 @@ async function runStopped({ type, detail }) {
   const reused = cachedNodes(promptId) ?? new Set();
   // the stopped run as the first of a panel's runs: "‹ earlier" steps from it onto the run before
   const head = { promptId, outputs: {}, stopped: true, notRun: new Set() };
-  for (const node of app.graph?.nodes ?? []) {
-    const id = String(node.id);
+  for (const { node, id } of workflowNodes()) {
     const renderer = rendererOf(node);
     if (!renderer || run.prompt[id]?.class_type !== (node.comfyClass ?? node.type)) continue;
     if (executed.has(id) || reused.has(id)) continue;
