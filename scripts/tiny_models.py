@@ -58,6 +58,8 @@ HUNYUAN15_UPSAMPLER_FILE = "hunyuanvideo15_latent_upsampler_1080p.safetensors"
 LTXV_FILE = "ltx-video-2b-v0.9.5.safetensors"
 # LTX-2.3's transformer alone (the official file is a whole checkpoint; the transformer loads through UNETLoader)
 LTX2_FILE = "ltx-2.3-22b-dev.safetensors"
+# The official LTX-2.3 checkpoint, as the templates load it (LTXVAudioVAELoader reads the audio VAE out of it).
+LTX2_CHECKPOINT_FILE = "ltx-2.3-22b-dev-fp8.safetensors"
 KANDINSKY5_T2V_FILE = "kandinsky5lite_t2v_sft_5s.safetensors"
 
 QWEN_VL_WIDTH = 3584  # qwen2.5-vl-7b hidden size (HunyuanVideo 1.5, Kandinsky 5)
@@ -323,6 +325,23 @@ LTX2_TINY_CONFIG = {
 }
 
 
+# LTX-2's audio VAE (mel autoencoder and vocoder) also takes its widths from the metadata: 8 channels at the first
+# level instead of 128, a vocoder from 64 channels instead of 1024 with one resblock per upsampling. The latent
+# layout is LTX-2's: 8 channels x 16 frequency bins, 25 latents a second of 16 kHz audio.
+LTX2_TINY_AUDIO_VAE_CONFIG = {
+    "audio_vae": {
+        "model": {"params": {"sampling_rate": 16000, "ddconfig": {
+            "double_z": True, "mel_bins": 64, "z_channels": 8, "resolution": 256, "downsample_time": False,
+            "in_channels": 2, "out_ch": 2, "ch": 8, "ch_mult": [1, 2, 4], "num_res_blocks": 1, "attn_resolutions": [],
+            "dropout": 0.0, "mid_block_add_attention": False, "norm_type": "pixel", "causality_axis": "height"}}},
+        "preprocessing": {"stft": {"filter_length": 1024, "hop_length": 160}},
+    },
+    "vocoder": {"upsample_initial_channel": 64, "upsample_rates": [5, 4, 2, 2, 2],
+                "upsample_kernel_sizes": [10, 8, 4, 4, 4], "resblock_kernel_sizes": [3],
+                "resblock_dilation_sizes": [[1, 3, 5]], "stereo": True},
+}
+
+
 def ltx2_checkpoint(seed: int = 22) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """LTX-2 (LTXAV, ComfyUI 0.33 and later): the state dict and the metadata that tells detection its widths."""
     import json
@@ -334,6 +353,25 @@ def ltx2_checkpoint(seed: int = 22) -> tuple[dict[str, torch.Tensor], dict[str, 
         model = comfy.ldm.lightricks.av_model.LTXAVModel(in_channels=128, audio_in_channels=128,
                                                          operations=comfy.ops.disable_weight_init, **LTX2_TINY_CONFIG)
     return _fill_deterministically(model, seed), {"config": json.dumps({"transformer": LTX2_TINY_CONFIG})}
+
+
+def ltx2_full_checkpoint(seed: int = 23) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """The official checkpoint's layout: the transformer above under ``model.diffusion_model.``, the audio VAE under
+    ``audio_vae.`` and ``vocoder.``, every width in the metadata. No video VAE nor text projections yet."""
+    import json
+
+    import comfy.ldm.lightricks.vae.audio_vae
+
+    config = {"transformer": LTX2_TINY_CONFIG} | LTX2_TINY_AUDIO_VAE_CONFIG
+    with torch.device("meta"):
+        audio_vae = comfy.ldm.lightricks.vae.audio_vae.AudioVAE({"config": json.dumps(config)})
+    state = {f"model.diffusion_model.{name}": tensor for name, tensor in ltx2_checkpoint()[0].items()}
+    for name, tensor in _fill_deterministically(audio_vae, seed).items():
+        state[f"audio_vae.{name.removeprefix('autoencoder.')}" if name.startswith("autoencoder.") else name] = tensor
+    # Unit per-channel deviations: encoding divides by them (the filler would draw numbers near 0).
+    deviations = "audio_vae.per_channel_statistics.std-of-means"
+    state[deviations] = torch.ones_like(state[deviations])
+    return state, {"config": json.dumps(config)}
 
 
 def kandinsky5_state_dict(seed: int = 7) -> dict[str, torch.Tensor]:
@@ -467,6 +505,7 @@ def write_tiny_models(models_dir: pathlib.Path) -> dict[str, pathlib.Path]:
         targets["kandinsky5_t2v"] = (models_dir / "diffusion_models" / KANDINSKY5_T2V_FILE, kandinsky5_state_dict)
     if runtime_has("comfy.ldm.lightricks.av_model", "LTXAVModel"):
         targets["ltx2"] = (models_dir / "diffusion_models" / LTX2_FILE, ltx2_checkpoint)
+        targets["ltx2_checkpoint"] = (models_dir / "checkpoints" / LTX2_CHECKPOINT_FILE, ltx2_full_checkpoint)
     for path, build in targets.values():
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -190,11 +190,13 @@ def draft_tiny_wan(engine):
 def tiny_ltx2(engine):
     """The tiny LTX-2 graph's sampler inputs (model through UNETLoader, positive, negative, the packed video + audio
     latent), as the official graph makes them: LTXVConditioning and LTXVConcatAVLatent of an empty LTX video latent
-    and an audio latent. Stand-ins: synthetic conditioning of the processed Gemma width (two 64-wide captions) and
-    the audio latent without the audio VAE. Skipped where the runtime has no LTX-2 (LTXAV) model."""
+    and LTXVEmptyLatentAudio's, sized by the tiny audio VAE that LTXVAudioVAELoader reads out of the checkpoint.
+    Stand-in: synthetic conditioning of the processed Gemma width (two 64-wide captions). Skipped where the runtime
+    has no LTX-2 (LTXAV) model."""
     import comfy.supported_models
 
-    missing = [name for name in ("LTXVConcatAVLatent", "LTXVSeparateAVLatent") if name not in engine.nodes]
+    missing = [name for name in ("LTXVConcatAVLatent", "LTXVAudioVAELoader", "LTXVEmptyLatentAudio")
+               if name not in engine.nodes]
     if not hasattr(comfy.supported_models, "LTXAV") or missing:
         pytest.skip("LTX-2: this ComfyUI has no LTXAV model" + (f" nor {', '.join(missing)}" if missing else ""))
     model = engine.one("UNETLoader", unet_name=tiny_models.LTX2_FILE, weight_dtype="default")
@@ -203,7 +205,8 @@ def tiny_ltx2(engine):
                                      width=width) for seed in (1, 2))
     positive, negative = engine.run("LTXVConditioning", positive=positive, negative=negative, frame_rate=25.0)
     video = engine.one("EmptyLTXVLatentVideo", width=64, height=64, length=9, batch_size=1)
-    audio = engine.one("CachedSearchTestEmptyLatentAudio", frames_number=9, frame_rate=25.0, batch_size=1)
+    audio_vae = engine.one("LTXVAudioVAELoader", ckpt_name=tiny_models.LTX2_CHECKPOINT_FILE)
+    audio = engine.one("LTXVEmptyLatentAudio", frames_number=9, frame_rate=25, batch_size=1, audio_vae=audio_vae)
     return model, positive, negative, engine.one("LTXVConcatAVLatent", video_latent=video, audio_latent=audio)
 
 

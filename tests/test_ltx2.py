@@ -1,7 +1,8 @@
 """LTX-2 (ComfyUI 0.33's LTXAV): one transformer denoises a video and an audio latent together, packed by
 LTXVConcatAVLatent; the transformer gets and returns the list [video, audio].
 
-The tiny checkpoint (scripts/tiny_models.py) loads through UNETLoader and is detected as LTXAV; the cache keeps a
+The tiny transformer (scripts/tiny_models.py) loads through UNETLoader and is detected as LTXAV; the tiny official
+checkpoint holds it and the audio VAE, which LTXVAudioVAELoader reads. The cache keeps a
 state per part of every branch and skips the whole call or none of it. The tests named as test_families.py's are the
 LTX-2 row of docs/works-with.md (``scripts/works_with.py`` reads this module's JUnit report beside that one's).
 ComfyUI 0.3.75 has no LTX-2: the tiny_ltx2 fixture skips there, naming what the runtime lacks.
@@ -105,6 +106,17 @@ def test_search_and_recommit_equal_the_stock_sampler_for_the_winner(engine, tiny
     for delivered_part, stock_part in zip(delivered["samples"].unbind(), ksampler(engine, tiny_ltx2, seed=21),
                                           strict=True):
         assert torch.equal(delivered_part, stock_part)
+
+
+def test_the_checkpoints_audio_vae_decodes_the_sampled_sound(engine, tiny_ltx2):
+    """The tiny checkpoint holds LTX-2's audio VAE as the official one does: LTXVAudioVAELoader reads it, and
+    LTXVAudioVAEDecode turns the audio part of a sampled latent into 16 kHz stereo."""
+    _, audio_part = ksampler(engine, tiny_ltx2)
+    audio_vae = engine.one("LTXVAudioVAELoader", ckpt_name=tiny_models.LTX2_CHECKPOINT_FILE)
+    sound = engine.one("LTXVAudioVAEDecode", samples={"samples": audio_part, "type": "audio"}, audio_vae=audio_vae)
+    assert sound["sample_rate"] == 16000
+    waveform = sound["waveform"]
+    assert waveform.shape[:2] == (1, 2) and waveform.shape[2] > 0 and torch.isfinite(waveform).all()
 
 
 def test_a_call_skips_only_when_video_and_audio_both_may(engine, tiny_ltx2):

@@ -70,29 +70,6 @@ class LatentFrames:
         return (frames.repeat_interleave(8, dim=1).repeat_interleave(8, dim=2),)
 
 
-class EmptyLatentAudio:
-    """LTX-2's empty audio latent without its audio VAE (LTXVEmptyLatentAudio reads the sizes off the VAE)."""
-
-    CATEGORY = "CachedSearch/testing"
-    FUNCTION = "empty"
-    RETURN_TYPES = ("LATENT",)
-    DESCRIPTION = "Test-only: LTX-2's audio latent shape (8 channels, 16 frequency bins, 25 latents a second)."
-    # LTX-2's audio VAE: 16 kHz, mel hop 160, latents 4x down in time and in its 64 mel bins.
-    CHANNELS, FREQUENCY_BINS, LATENTS_PER_SECOND = 8, 16, 16000 / 160 / 4
-
-    @classmethod
-    def INPUT_TYPES(cls):
-        return {"required": {
-            "frames_number": ("INT", {"default": 97, "min": 1, "max": 1000, "tooltip": "Video frames to match."}),
-            "frame_rate": ("FLOAT", {"default": 25.0, "min": 1.0, "max": 1000.0, "tooltip": "Video frame rate."}),
-            "batch_size": ("INT", {"default": 1, "min": 1, "max": 64}),
-        }}
-
-    def empty(self, frames_number, frame_rate, batch_size):
-        latents = round(frames_number / frame_rate * self.LATENTS_PER_SECOND)
-        return ({"samples": torch.zeros((batch_size, self.CHANNELS, latents, self.FREQUENCY_BINS)), "type": "audio"},)
-
-
 class QueueBarrier:
     """An output node that does nothing: a prompt of it alone finishes once the worker has handled everything
     queued before it, and the worker applies POST /free's flags before it takes the next prompt."""
@@ -112,8 +89,7 @@ class QueueBarrier:
 
 
 NODE_CLASS_MAPPINGS = {"CachedSearchTestConditioning": SyntheticConditioning, "CachedSearchTestLatentFrames": LatentFrames,
-                       "CachedSearchTestQueueBarrier": QueueBarrier, "CachedSearchTestEmptyLatentAudio": EmptyLatentAudio}
+                       "CachedSearchTestQueueBarrier": QueueBarrier}
 NODE_DISPLAY_NAME_MAPPINGS = {"CachedSearchTestConditioning": "Synthetic Conditioning (CachedSearch tests)",
                               "CachedSearchTestLatentFrames": "Latent Frames (CachedSearch tests)",
-                              "CachedSearchTestQueueBarrier": "Queue Barrier (CachedSearch tests)",
-                              "CachedSearchTestEmptyLatentAudio": "Empty Latent Audio (CachedSearch tests)"}
+                              "CachedSearchTestQueueBarrier": "Queue Barrier (CachedSearch tests)"}
