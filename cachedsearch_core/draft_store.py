@@ -82,11 +82,26 @@ class DraftStore(SavedKind):
             return None
         return self.work.tensors(key, required="samples")
 
-    def add(self, key: str, draft: Draft, samples: torch.Tensor, extras: dict[str, torch.Tensor] | None = None) -> None:
+    def add(self, key: str, draft: Draft, samples: torch.Tensor, extras: dict[str, torch.Tensor] | None = None,
+            model: str | None = None) -> None:
         """Saves the draft at once: its latent (and any ``extras``, named tensors read back by ``tensors``) file
-        first, then its record; the oldest saved work deleted first when the new one would take the store over its
-        cap."""
-        self.work.add(key, self.KIND, draft_fields(draft), {**(extras or {}), "samples": samples})
+        first, then its record (with the ``model`` file it was drafted on, by which the artist can clear it); the
+        oldest saved work deleted first when the new one would take the store over its cap."""
+        self.work.add(key, self.KIND, {**draft_fields(draft), "model": model},
+                      {**(extras or {}), "samples": samples})
+
+    def by_model(self) -> dict[str | None, tuple[int, int]]:
+        """The saved drafts per model file (None: not known): how many, and their bytes on disk."""
+        counts = {}
+        for entry in self.work.entries(self.KIND):
+            drafts, size = counts.get(entry.fields.get("model"), (0, 0))
+            counts[entry.fields.get("model")] = (drafts + 1, size + entry.size)
+        return counts
+
+    def clear(self, model: str | None = None) -> tuple[int, int]:
+        """Deletes the saved drafts (of ``model`` only, when given; a calibration's rollouts stay): how many, and
+        the bytes on disk that freed."""
+        return self.work.clear(self.KIND) if model is None else self.work.clear(self.KIND, model=model)
 
     @property
     def size(self) -> int:

@@ -15,7 +15,8 @@ read back) before its record, so a process killed between the two leaves a file 
 deletes such files (and stopped writes' temporary files) once they are older than ``SWEEP_GRACE_SECONDS``.
 
 Everything in the folder the store keeps (the index, header included, and the tensor files its records name) stays
-under ``max_bytes`` (``DEFAULT_MAX_BYTES`` unless the caller says otherwise), measured on disk: adding an entry
+under ``max_bytes`` (the cap set for the folder, ``write_cap``, unless the caller says otherwise;
+``DEFAULT_MAX_BYTES`` when none is set), measured on disk: adding an entry
 that would go over it first deletes the oldest entries, of any kind and any process. A tensor file that is missing
 or does not read back is set aside (when present), its entry dropped and the problem reported; the work is computed
 again. A save that fails (a full disk, a read-only folder) raises OSError and leaves nothing half-written.
@@ -45,6 +46,9 @@ INDEX_FILE = "index.jsonl"
 # 1,600 drafts, at 720p about 700; a calibration rollout's record is about 200 bytes. Oldest first beyond it.
 DEFAULT_MAX_BYTES = 4 * 1024**3
 LOCK_FILE = "index.lock"
+# The cap the artist set (ComfyUI's setting, through the saved-work route), kept in the folder so that every process
+# sharing it keeps the same one.
+CAP_FILE = "cap.json"
 # A process saves a file and then its record under the lock, so another process never sees one without the other;
 # the grace keeps a file a process is writing without the lock (an older version of this extension sharing the
 # folder) from being taken from under it.
@@ -95,10 +99,11 @@ class SavedWork:
     """The entries saved in one folder. ``problems`` lists what was found wrong (on opening, with a tensor file
     that did not read back, with an entry its view could not read, with a save that failed), to report."""
 
-    def __init__(self, folder, max_bytes: int = DEFAULT_MAX_BYTES, grace_seconds: float = SWEEP_GRACE_SECONDS):
+    def __init__(self, folder, max_bytes: int | None = None, grace_seconds: float = SWEEP_GRACE_SECONDS):
+        self.folder = pathlib.Path(folder)
+        max_bytes = read_cap(self.folder) if max_bytes is None else max_bytes
         if max_bytes < 1:
             raise ValueError(f"max_bytes: got {max_bytes}; use at least 1 byte")
-        self.folder = pathlib.Path(folder)
         self.max_bytes = max_bytes
         self._lock = filelock.FileLock(str(self.folder / LOCK_FILE), timeout=LOCK_TIMEOUT_SECONDS)
         with self._locked(writing=False):
@@ -112,23 +117,22 @@ class SavedWork:
         without it (no process can change it); ``writing`` makes the folder and raises OSError when it cannot."""
         if writing:
             self.folder.mkdir(parents=True, exist_ok=True)
-        elif not self.folder.is_dir():  # nothing saved yet: the folder is made by the first save
-            yield
-            return
-        try:
-            self._lock.acquire()
-        except filelock.Timeout as error:
-            raise OSError(f"{self.folder}: another process has held {LOCK_FILE} for over {LOCK_TIMEOUT_SECONDS} s; "
-                          "if no ComfyUI is saving there, delete that file") from error
-        except OSError:
-            if writing:
-                raise
-            yield
-            return
+        locked = False
+        if writing or self.folder.is_dir():  # nothing saved yet: the folder is made by the first save
+            try:
+                self._lock.acquire()
+                locked = True
+            except filelock.Timeout as error:
+                raise OSError(f"{self.folder}: another process has held {LOCK_FILE} for over {LOCK_TIMEOUT_SECONDS} "
+                              "s; if no ComfyUI is saving there, delete that file") from error
+            except OSError:
+                if writing:
+                    raise
         try:
             yield
         finally:
-            self._lock.release()
+            if locked:
+                self._lock.release()
 
     @contextlib.contextmanager
     def _current(self, writing: bool = False):
@@ -222,6 +226,25 @@ class SavedWork:
                     (self.folder / file).unlink(missing_ok=True)
                 raise
 
+    def clear(self, kind: str, **fields) -> tuple[int, int]:
+        """Deletes the entries of ``kind`` whose fields hold ``fields`` (every one of the kind without): their
+        records, then their files. Returns how many were deleted and the bytes on disk that freed."""
+        with self._current(writing=True):
+            before = self._bytes_on_disk()
+            chosen = [key for key, entry in self.index.records.items()
+                      if entry.kind == kind and all(entry.fields.get(name) == value for name, value in fields.items())]
+            files = [file for key in chosen if (file := self.index.records[key].file) is not None]
+            if chosen:
+                self.index.drop(chosen)
+            for file in files:
+                (self.folder / file).unlink(missing_ok=True)
+            return len(chosen), before - self._bytes_on_disk()
+
+    def entries(self, kind: str) -> list[Entry]:
+        """The entries of ``kind``, oldest first, as they are on disk now."""
+        with self._current():
+            return [entry for entry in self.index.records.values() if entry.kind == kind]
+
     @property
     def size(self) -> int:
         """The bytes on disk of the saved work: the index (header included) and the tensor files it names."""
@@ -247,6 +270,23 @@ class SavedWork:
         self.index.drop(evicted)  # rewritten from the index as it is on disk now (reloaded under the lock)
         for file in files:
             (self.folder / file).unlink(missing_ok=True)
+
+
+def read_cap(folder) -> int:
+    """The cap set for ``folder`` (``write_cap``); ``DEFAULT_MAX_BYTES`` when none is set or its file does not read."""
+    try:
+        cap = json.loads((pathlib.Path(folder) / CAP_FILE).read_text(encoding="utf-8"))["max_bytes"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return DEFAULT_MAX_BYTES
+    return cap if isinstance(cap, int) and not isinstance(cap, bool) and cap >= 1 else DEFAULT_MAX_BYTES
+
+
+def write_cap(folder, max_bytes: int) -> None:
+    """Sets the cap of ``folder``'s saved work: every store opened on it from now on, in any process, keeps it (the
+    next save evicts down to it)."""
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+        raise ValueError(f"max_bytes: got {max_bytes!r}; use at least 1 byte")
+    write_atomically(pathlib.Path(folder) / CAP_FILE, json.dumps({"max_bytes": max_bytes}).encode("utf-8"))
 
 
 def _header() -> str:
@@ -277,7 +317,7 @@ class SavedKind:
 
     KIND = ""
 
-    def __init__(self, folder, max_bytes: int = DEFAULT_MAX_BYTES):
+    def __init__(self, folder, max_bytes: int | None = None):
         self.work = SavedWork(folder, max_bytes)
         self.folder = self.work.folder
         self.problems = self.work.problems

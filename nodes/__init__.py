@@ -15,6 +15,7 @@ from .node_ids import warn_about_clashes
 from .pick import register_pick_routes
 from .prompt_server import prompt_server
 from .pruning_nodes import PruningPlanNode
+from .saved_work_routes import register_saved_work_routes
 from .schedule_route import register_schedule_route
 from .search_nodes import RankingFromScores, Recommit, SearchSampler, SearchSamplerAdvanced, SearchSamplerExperts
 from .verifier_loader_nodes import LoadClipVerifier, LoadImageReward, LoadVideoScore
@@ -42,6 +43,7 @@ def load_extension() -> None:
         return
     register_server_hooks()
     register_pick_routes()
+    register_saved_work_routes()
     register_calibration_cost_route()
     register_schedule_route()
     _SERVERS_WITH_ROUTES.add(server)

@@ -22,6 +22,7 @@ import torch
 from ..cachedsearch_core.draft_store import DraftStore
 from ..cachedsearch_core.records import Draft
 from ..cachedsearch_core.saved_keys import draft_key, fingerprint
+from .calibration_graph import root_model_file
 from .prompt_graph import upstream, with_defaults
 from .runner import CandidateState
 
@@ -32,8 +33,11 @@ SAVED_FOLDER = os.path.join("cachedsearch", "saved")
 # The search node's inputs that choose which seeds run, where and what is shown, not what a seed's draft is (the
 # Sampler and the Distributed Sampler, whose other inputs are the same, share their drafts).
 _NOT_IN_THE_KEY = ("seed", "num_candidates", "pruning", "budget", "preview_vae", "save_drafts", "worker_timeout")
+# A search's model inputs: the one model, or a two-expert search's first (its drafts are listed under that file).
+_MODEL_INPUTS = ("model", "model_high", "model_low")
 SAVE_DRAFTS_TOOLTIP = (
-    "Keep every finished draft on disk (ComfyUI's user folder, cachedsearch/saved, 4 GB at most, oldest first): "
+    "Keep every finished draft on disk (ComfyUI's user folder, cachedsearch/saved, oldest first beyond the cap set "
+    "in Settings > CachedSearch, 4 GB unless changed; cleared from the menu CachedSearch > Saved drafts): "
     "queueing the same search again after Cancel or a restart, or with more candidates, computes only the drafts "
     "it lacks, and a pick never drafts again. Off: nothing is saved or reused.")
 
@@ -60,6 +64,9 @@ class SavedDrafts:
 
     store: DraftStore
     setup: str
+    # The model file the search drafts on (the loader at the root of its model input), by which the artist can clear
+    # its drafts; None when the graph does not say.
+    model: str | None = None
     # The drafts (seed, why) this search could not write (a full disk, a read-only folder): it delivers them anyway.
     not_kept: list[tuple[int, str]] = dataclasses.field(default_factory=list, compare=False)
 
@@ -76,8 +83,9 @@ class SavedDrafts:
         graph = {name: with_defaults(upstream(prompt, value)) for name, value in inputs.items()
                  if name not in _NOT_IN_THE_KEY and name not in not_drafting}
         setup = fingerprint([graph, list(contents), _runtime()])
+        model = next(filter(None, (root_model_file(prompt, node_id, name) for name in _MODEL_INPUTS)), None)
         try:
-            return cls(DraftStore(saved_folder()), setup)
+            return cls(DraftStore(saved_folder()), setup, model)
         except OSError as error:  # an index that could not be read nor moved aside: search without the store
             logger.warning("CachedSearch: saved drafts not used: %s", error)
             return None
@@ -133,7 +141,7 @@ class SavedDrafts:
 
     def _add(self, key: str, draft: Draft, samples, extras=None) -> None:
         try:
-            self.store.add(key, draft, samples, extras)
+            self.store.add(key, draft, samples, extras, model=self.model)
         except OSError as error:
             logger.warning("CachedSearch: draft of seed %s not saved in %s: %s", draft.seed, self.store.folder, error)
             self.not_kept.append((draft.seed, error.strerror or str(error)))

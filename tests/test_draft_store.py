@@ -189,3 +189,24 @@ def test_a_draft_continued_from_a_saved_state_costs_only_what_was_computed_after
     assert cost.reuse_line() == "11 transformer calls of candidates resumed from states an earlier run saved (on " \
         "disk), at no cost"
     assert "(11 calls read back at 0)" in cost.calls_line() and cost.as_dict()["reuse_line"] == cost.reuse_line()
+
+
+def test_the_folders_cap_is_kept_by_every_store_opened_on_it_and_clearing_one_model_frees_its_bytes(tmp_path):
+    from cachedsearch_core.saved_work import DEFAULT_MAX_BYTES, write_cap
+
+    assert DraftStore(tmp_path).work.max_bytes == DEFAULT_MAX_BYTES
+    store = DraftStore(tmp_path)
+    for seed in range(4):
+        store.add(draft_key("s", seed), drafted(seed), latent(seed), model="a.safetensors" if seed < 3 else "b.gguf")
+    SavedRollouts(tmp_path).add("rollout", SavedRollout(scores=(0.5,), seconds=2.0, calls=20, skipped=8))
+    one = max(count_size[1] for count_size in store.by_model().values()) // 3
+    write_cap(tmp_path, 2 * one)  # as the setting does, while this store is open elsewhere
+    assert DraftStore(tmp_path).work.max_bytes == 2 * one
+    assert store.by_model() == {"a.safetensors": (3, store.by_model()["a.safetensors"][1]),
+                                "b.gguf": (1, store.by_model()["b.gguf"][1])}
+    before = store.size
+    removed, freed = store.clear("a.safetensors")
+    assert removed == 3 and freed == before - store.size > 3 * latent(0).numel() * 4
+    assert list(store.by_model()) == ["b.gguf"] and len(list(tmp_path.glob("*.safetensors"))) == 1
+    assert SavedRollouts(tmp_path).get("rollout") is not None  # a calibration's rollouts stay
+    assert store.clear() == (1, before - store.size - freed) and not list(tmp_path.glob("*.safetensors"))

@@ -1,0 +1,39 @@
+"""The saved drafts in the artist's hands, in headless Chromium on the pinned frontend (classic) and the newest
+(Nodes 2.0): the cap setting's default is 4 GB and a new value is the cap the server keeps; the settings panel
+finds it; the Saved drafts dialog lists the drafts per model and clears them all. Screenshots:
+test-artifacts/saved_work_<frontend>_{settings,dialog,cleared}.png."""
+
+import json
+
+import pytest
+from test_browser import ARTIFACTS, browser_available, frontend_version, run_browser_script
+from test_draft_store_comfy import drafts_folder, search
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow,
+              pytest.mark.skipif(not browser_available(), reason="needs Debian's chromium and `npm ci` in tests/browser")]
+ROUTE = "/cachedsearch/saved_work"
+
+
+@pytest.mark.parametrize("frontend, vue_nodes", [("pinned", False), ("newest", True)])
+def test_the_cap_setting_and_the_saved_drafts_dialog(request, frontend, vue_nodes, tmp_path):
+    server = request.getfixturevalue("comfy_server" if frontend == "pinned" else "newest_frontend_server")
+    (entry,) = server.run_batch([search(seed=7500, num_candidates=2)])
+    assert entry["status"]["status_str"] == "success"
+    drafts = sum(model["drafts"] for model in server.get(ROUTE)["drafts"])
+    ARTIFACTS.mkdir(exist_ok=True)
+    name = f"saved_work_{frontend_version(frontend)}_{'nodes2' if vue_nodes else 'classic'}"
+    shots = {shot: str(ARTIFACTS / f"{name}_{shot}.png") for shot in ("settings", "dialog", "cleared")}
+    try:
+        seen = run_browser_script("check_saved_work.mjs", server, {"screenshots": shots}, tmp_path / "config.json",
+                                  vue_nodes, timeout=600)
+    finally:
+        server.request("POST", f"{ROUTE}/cap", {"gigabytes": 4})
+        server.request("POST", "/settings/CachedSearch.SavedDrafts.CapGB", 4)
+    assert seen["extensionErrors"] == [], seen
+    assert seen["defaultValue"] == 4 and seen["capAfterSetting"] == 2 * 1024**3
+    assert f"{drafts} drafts" in seen["dialog"] or f"{drafts} draft" in seen["dialog"], seen["dialog"]
+    assert str(drafts_folder(server)) in seen["dialog"] and "4 GB by default" in seen["dialog"]
+    assert seen["cleared"].startswith("CachedSearch: saved drafts") and f"Deleted {drafts} draft" in seen["cleared"]
+    assert "No draft is saved." in seen["cleared"]
+    assert not list(drafts_folder(server).glob("*.safetensors"))
+    assert json.loads((drafts_folder(server) / "cap.json").read_text()) == {"max_bytes": 4 * 1024**3}
