@@ -142,7 +142,9 @@ def test_after_a_restart_panels_show_their_own_drafts_and_a_pick_delivers_that_s
     # seeds: it reads the drafts back (computes none) and delivers the seed's full-compute video, bit for bit
     assert seen["failed"].get("item 2") is None, seen["failed"]
     picked = seen["picked"]
-    assert seen["pickStatus"].startswith(f"queued: commit candidate {picked['candidate']} (seed {picked['seed']})"), seen
+    status = seen["pickStatus"]
+    assert not status.startswith("Could not") and f"commit candidate {picked['candidate']} (seed {picked['seed']})" \
+        in status, status
     assert seen["pickEnd"] == "execution_success", seen
     assert pick_entry["status"]["status_str"] == "success"
     prompt = pick_entry["prompt"][2]
@@ -176,6 +178,7 @@ def test_after_a_restart_panels_show_their_own_drafts_and_a_pick_delivers_that_s
     for panel in (after["CachedSearchSampler"], after["CachedSearchVerifier"]):
         assert "cancelled runThe newest run was cancelled before this node finished" in panel, after
         assert "newest run" not in panel.replace("The newest run", "") and "★" not in panel, after
-    assert after["CachedSearchRecommit"].startswith("Nothing delivered in this run"), after
+    assert after["CachedSearchRecommit"].startswith("Nothing delivered in this run: it was cancelled or stopped before "
+                                                    "its search finished, so it has no drafts to pick from."), after
     assert seen["browsedAfterCancel"].startswith("earlier run 1 of"), seen
     assert "delivered" not in seen["verifierBrowsed"] and "★" in seen["verifierBrowsed"], seen["verifierBrowsed"]

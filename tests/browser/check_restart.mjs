@@ -195,8 +195,9 @@ try {
       }
     });
     await row.locator("button.cachedsearch-pick-commit").evaluate((button) => button.click());
-    await page.waitForFunction(() => /^(queued|Could not)/.test(document.querySelector(".cachedsearch-status")?.textContent ?? ""),
-      null, { timeout: 30000 });
+    // the click's answer: the pick queued (its wording follows the run), or why it could not
+    await page.waitForFunction(() => /^Could not|(commit|keep) candidate/.test(
+      document.querySelector(".cachedsearch-status")?.textContent ?? ""), null, { timeout: 30000 });
     result.pickStatus = await page.$eval(".cachedsearch-status", (line) => line.textContent);
     if (result.pickStatus.startsWith("Could not")) return;
     await page.waitForFunction(() => window.__pickRun && window.__ends[window.__pickRun], null, { timeout: 300000 });

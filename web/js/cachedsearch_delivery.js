@@ -49,11 +49,13 @@ export function renderDelivery(node, output) {
   return true;
 }
 
+const NOTHING_DELIVERED = "Nothing delivered in this run: it was cancelled or stopped before the Recommit " +
+  "delivered. Commit or Keep a draft to deliver it.";
+
 // A Recommit whose run ended without a delivery (Cancel while it waited, an error before it, or a run in the history
-// that was stopped): says so, instead of an earlier run's delivery beside this run's drafts.
-export function showNoDelivery(node) {
-  const text = "Nothing delivered in this run: it was cancelled or stopped before the Recommit delivered. Commit " +
-    "or Keep a draft to deliver it.";
+// that was stopped): says so, instead of an earlier run's delivery beside this run's drafts; `text`: what to say
+// instead (cachedsearch_stopped.js: a run stopped before its search finished has no drafts to pick from).
+export function showNoDelivery(node, text = NOTHING_DELIVERED) {
   const content = element("div");
   content.append(element("div", text, "cachedsearch-summary cachedsearch-no-delivery"));
   show(node, content, (width) => 8 + LINE_HEIGHT * wrappedLines(text, width, FONT));

@@ -10,10 +10,12 @@ import { cachedNodes } from "./cachedsearch_cached_runs.js";
 import { renderDelivery, showNoDelivery } from "./cachedsearch_delivery.js";
 import { element, wrappedLines } from "./cachedsearch_dom.js";
 import { workflowNodes } from "./cachedsearch_graph_nodes.js";
-import { findRun } from "./cachedsearch_history.js";
+import { findRun, samplerOf } from "./cachedsearch_history.js";
 import { FONT, LINE_HEIGHT, rendererOf, show } from "./cachedsearch_panel.js";
 import { runNavigation } from "./cachedsearch_pick_ui.js";
 
+const NOT_SEARCHED = "Nothing delivered in this run: it was cancelled or stopped before its search finished, so " +
+  "it has no drafts to pick from. Queue the same search again to resume it (the drafts it saved are reused).";
 const executedIn = new Map(); // prompt id -> ids of the nodes that sent "executed" in that run
 
 // The stopped run's panel on `node` (node.cachedsearchStopped: {run, failed}, set when the run ended).
@@ -21,7 +23,7 @@ export function showStopped(node) {
   const stopped = node.cachedsearchStopped;
   if (!stopped) return;
   const text = `The newest run was ${stopped.failed ? "stopped by an error" : "cancelled"} before this node ` +
-    "finished: it has nothing to show from it. ‹ earlier shows the runs before.";
+    "finished: it has nothing to show from it. ‹\u00a0earlier shows the runs before.";
   const content = element("div");
   content.append(runNavigation(node), element("div", text, "cachedsearch-summary cachedsearch-stopped"));
   show(node, content, (width) => 8 + LINE_HEIGHT * (wrappedLines(text, width, FONT) + 1) + 4);
@@ -47,18 +49,23 @@ async function runStopped({ type, detail }) {
   const reused = cachedNodes(promptId) ?? new Set();
   // the stopped run as the first of a panel's runs: "‹ earlier" steps from it onto the run before
   const head = { promptId, outputs: {}, stopped: true, notRun: new Set() };
+  const recommits = [];
   for (const { node, id } of workflowNodes()) {
     const renderer = rendererOf(node);
     if (!renderer || run.prompt[id]?.class_type !== (node.comfyClass ?? node.type)) continue;
     if (executed.has(id) || reused.has(id)) continue;
     node.cachedsearchView = undefined;
     if (renderer === renderDelivery) {
-      showNoDelivery(node);
+      recommits.push([node, id]);
       continue;
     }
     head.notRun.add(id);
     node.cachedsearchStopped = { run: head, failed: type === "execution_error" };
     showStopped(node);
+  }
+  // a Recommit whose search never finished has no drafts of this run to commit or keep
+  for (const [node, id] of recommits) {
+    showNoDelivery(node, head.notRun.has(samplerOf(run.prompt, id)) ? NOT_SEARCHED : undefined);
   }
 }
 for (const event of ["execution_interrupted", "execution_error"]) {
