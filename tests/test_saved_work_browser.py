@@ -4,10 +4,13 @@ finds it; the Saved drafts dialog lists the drafts per model and clears them all
 test-artifacts/saved_work_<frontend>_{settings,dialog,cleared}.png."""
 
 import json
+import subprocess
 
 import pytest
 from test_browser import ARTIFACTS, browser_available, frontend_version, run_browser_script
 from test_draft_store_comfy import drafts_folder, search
+
+from scripts.workflow_format import api_to_gui
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow,
               pytest.mark.skipif(not browser_available(), reason="needs Debian's chromium and `npm ci` in tests/browser")]
@@ -37,3 +40,33 @@ def test_the_cap_setting_and_the_saved_drafts_dialog(request, frontend, vue_node
     assert "No draft is saved." in seen["cleared"]
     assert not list(drafts_folder(server).glob("*.safetensors"))
     assert json.loads((drafts_folder(server) / "cap.json").read_text()) == {"max_bytes": 4 * 1024**3}
+
+
+def test_the_samplers_panel_says_when_its_drafts_could_not_be_kept(comfy_server, tmp_path):
+    """A search queued from the GUI while the saved folder is a full disk (a one-page tmpfs over it): it delivers,
+    and the Sampler's panel says in one line that its drafts were not kept. Screenshot:
+    test-artifacts/saved_work_not_kept.png."""
+    folder = drafts_folder(comfy_server)
+    folder.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", str(folder)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"a tmpfs cannot be mounted here ({mounted.stderr.decode().strip()}); "
+                    "tests/test_saved_work_disk_full.py covers the panel's payload")
+    try:
+        graph = search(seed=7600, num_candidates=2)
+        # the Sampler first, in the screenshot's top left, its row tall enough for its panel below its widgets
+        order = ["search", *(key for key in graph if key != "search")]
+        layout = {key: (290 + 420 * (index % 4), 60 + 760 * (index // 4), 380, 700) for index, key in enumerate(order)}
+        workflow = tmp_path / "workflow.json"
+        workflow.write_text(json.dumps(api_to_gui(graph, comfy_server.get("/object_info"), layout,
+                                                  seed_control="fixed")))
+        ARTIFACTS.mkdir(exist_ok=True)
+        seen = run_browser_script("check_drafts_reused.mjs", comfy_server,
+                                  {"workflow": str(workflow), "screenshot": str(ARTIFACTS / "saved_work_not_kept.png")},
+                                  tmp_path / "config.json", vue_nodes=False, timeout=600)
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+    assert seen["outcome"] == "success" and seen["extensionErrors"] == []
+    line = f"2 drafts not kept on disk (No space left on device, {folder}): this search delivered them; the next " \
+        "run saves them once there is room."
+    assert [summary for summary in seen["summaries"] if line in summary], seen["summaries"]
