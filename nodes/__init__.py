@@ -9,6 +9,7 @@ from .budget_nodes import SearchBudget
 from .calibrate_nodes import Calibrate, CalibrateExperts
 from .calibration_cost import register_calibration_cost_route
 from .combine_nodes import CombineScores, CombineVerifiers
+from .docs_route import register_docs_route
 from .distributed_nodes import DistributedSearchSampler
 from .distributed_routes import register_server_hooks
 from .node_ids import warn_about_clashes
@@ -46,6 +47,7 @@ def load_extension() -> None:
     register_saved_work_routes()
     register_calibration_cost_route()
     register_schedule_route()
+    register_docs_route()
     _SERVERS_WITH_ROUTES.add(server)
 
 

@@ -1,7 +1,7 @@
 // What the nodes say before a run (#53 items 6 and 7) in headless Debian Chromium against a real ComfyUI server:
 // the Pruning Plan says on the node, as it is typed, that it would refuse a schedule whose rounds fall, and the line
 // goes once the schedule is fixed; Calibrate's refused cache window, queued as the Run button does, as the server
-// answers it. Prints one JSON object with what it saw. Usage: node check_node_checks.mjs URL CONFIG.json
+// answers it; "cost details" opens the Sampler's doc page as a page whose links work (item 8). Prints one JSON object with what it saw. Usage: node check_node_checks.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
 import { openChromium, recordExtensionErrors, setWidget as setWidgetOf, settled } from "./chromium.mjs";
 
@@ -42,11 +42,14 @@ const queueRefusal = () => page.evaluate(async () => {
   }
 });
 
+let step = ""; // the step of a section running, named in its failure
+
 async function section(name, checks) {
   try {
     await checks();
   } catch (error) {
-    result.failed[name] = String(error.message ?? error).split("\n")[0].slice(0, 300);
+    result.failed[name] = `${step}: ${String(error.message ?? error).split("\n")[0].slice(0, 300)}`;
+    await page.screenshot({ path: config.screenshot.replace(/\.png$/, `_failed_${name.replace(/\W/g, "_")}.png`) });
   }
 }
 
@@ -74,6 +77,38 @@ try {
     await settled(page, "the fixed schedule");
     result.fixedLine = await checkLine();
     await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_plan_fixed.png") });
+  });
+
+  await section("item 8", async () => {
+    // "cost details" opens the Sampler's doc page as a page: it reloads, and its links open the other pages
+    step = "the link on the Sampler's panel";
+    await loadWorkflow(config.stored_workflow);
+    await page.waitForFunction(() => document.querySelector(".cachedsearch-doc-link"), null, { timeout: 30000 });
+    step = "the page opened";
+    const link = page.locator(".cachedsearch-doc-link").first();
+    await link.scrollIntoViewIfNeeded();
+    const [opened] = await Promise.all([context.waitForEvent("page", { timeout: 30000 }), link.click()]);
+    const seenOn = async (tab) => {
+      await tab.waitForFunction(() => !document.getElementById("page")?.textContent.startsWith("Loading"), null,
+        { timeout: 30000 });
+      return { url: tab.url(), heading: await tab.$eval("h1", (h) => h.textContent).catch(() => null),
+        paragraphs: await tab.$$eval("p", (ps) => ps.length), text: (await tab.textContent("main")).slice(0, 200) };
+    };
+    result.docPage = await seenOn(opened);
+    await opened.screenshot({ path: config.screenshot.replace(/\.png$/, "_cost_details.png") });
+    step = "the page reloaded";
+    await opened.reload();
+    result.docPageReloaded = await seenOn(opened);
+    // a link to a page outside web/ (../../docs/method.md), then one to a node page and its image
+    step = "a link to docs/method.md";
+    await Promise.all([opened.waitForNavigation(), opened.click("a[href*='docs/method.md']")]);
+    result.linkedPage = await seenOn(opened);
+    step = "the Verifier's page";
+    await opened.goto(new URL("page.html?doc=web/docs/CachedSearchVerifier.md", result.docPage.url).href);
+    result.imagePage = await seenOn(opened);
+    result.images = await opened.$$eval("main img", (images) => images.map((image) => ({
+      src: image.getAttribute("src"), loaded: image.complete && image.naturalWidth > 0 })));
+    await opened.close();
   });
 
   await section("item 6", async () => {

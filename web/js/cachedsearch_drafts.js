@@ -1,7 +1,6 @@
 // A sampler's panel: how many drafts it made (and kept, when pruned), what the cache skipped and the drafts' mean
 // seconds (the search's cost payload), its cost against full best-of-N, the budget's choice, and the drafts playing
 // in a strip. Exports only: ComfyUI loads every script under web/ as an extension, and this one registers nothing.
-import { showDocPage } from "./cachedsearch_doc_page.js";
 import { element, wrappedLines } from "./cachedsearch_dom.js";
 import { FONT, LINE_HEIGHT, show } from "./cachedsearch_panel.js";
 import { createPlayer } from "./cachedsearch_player.js";
@@ -11,17 +10,14 @@ import {
   roundsDropping, roundsLine, savingText,
 } from "./cachedsearch_rows.js";
 
-// A link to this node's doc page (the frontend serves web/docs under the extension's folder), opened rendered in a
-// new tab (cachedsearch_doc_page.js: the server sends .md as a download).
+// A link to this node's doc page, opened as a page in a new tab (web/docs/page.html draws the node's
+// web/docs/<node>.md; its links to the other pages work there, and it reloads and can be bookmarked).
 function docLink(node, text) {
   const link = element("a", text, "cachedsearch-doc-link");
-  link.href = new URL(`../docs/${node.comfyClass ?? node.type}.md`, import.meta.url).href;
+  const page = `web/docs/${node.comfyClass ?? node.type}.md`;
+  link.href = new URL(`../docs/page.html?doc=${encodeURI(page)}`, import.meta.url).href;
   link.target = "_blank";
-  link.addEventListener("click", (event) => {
-    event.preventDefault();
-    const opened = window.open("", "_blank");
-    if (opened) showDocPage(link.href, opened);
-  });
+  link.rel = "noopener";
   return link;
 }
 
