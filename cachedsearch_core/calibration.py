@@ -161,9 +161,9 @@ class CalibrationPlan:
 
     @property
     def thresholds_label(self) -> str:
-        """How many thresholds of which engine, e.g. "5 taus" or "3 EasyCache reuse_thresholds"."""
+        """How many thresholds of which engine, e.g. "5 taus", "1 tau" or "3 EasyCache reuse_thresholds"."""
         engine = "" if self.engine == OUR_ENGINE else f"{self.engine} "
-        return f"{len(self.taus)} {engine}{self.threshold_name}s"
+        return f"{len(self.taus)} {engine}{self.threshold_name}{'' if len(self.taus) == 1 else 's'}"
 
     def cost(self, steps: int) -> str:
         """What the calibration costs, said before it runs."""

@@ -62,7 +62,8 @@ class ApplyStepCache(io.ComfyNode):
         steps = sampled_steps(prompt, node_id)
         window = None if steps is None or config.mode == CacheMode.OFF else cache_window_problem(
             steps, warmup_steps, cooldown_steps)
-        lines = [remembered_calibration(prompt, node_id, tau if config.mode == CacheMode.ADAPTIVE else None),
-                 window and f"This cache skips nothing here: {window}."]
+        remembered = remembered_calibration(prompt, node_id, tau if config.mode == CacheMode.ADAPTIVE else None)
+        # each line a sentence: the next one follows it on the panel
+        lines = [remembered and f"{remembered.rstrip('.')}.", window and f"This cache skips nothing here: {window}."]
         shown = {"cachedsearch_calibrated": [" ".join(filter(None, lines))]} if any(lines) else None
         return io.NodeOutput(attach_step_cache(model, config), ui=shown)

@@ -159,5 +159,6 @@ class SavedDrafts:
         return (*self.store.problems, *filter(None, [self.not_kept_line()]))
 
     def announcement(self, reused: int, width: int) -> str:
-        return " ".join([f"{reused} of {width} drafts saved by an earlier run, reused ({width - reused} to compute)",
-                         *self.store.problems])
+        found = (f"{reused} of {width} drafts saved by an earlier run, reused ({width - reused} to compute)" if reused
+                 else f"no draft saved by an earlier run: {width} to compute")
+        return " ".join([found, *self.store.problems])

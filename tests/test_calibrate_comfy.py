@@ -570,10 +570,10 @@ def test_over_http_apply_cache_shows_the_calibration_remembered_for_its_setup(co
         return (comfy_server.run_prompt(graph)["outputs"].get("cache", {}).get("cachedsearch_calibrated") or [None])[0]
 
     same = line_of(6, tau, 1)
-    assert same.startswith(f"calibrated for this setup: tau {tau:g}") and same.endswith("; this node uses it")
+    assert same.startswith(f"calibrated for this setup: tau {tau:g}") and same.endswith("; this node uses it.")
     # the node's own tau beside the calibrated one says whether they differ
     assert line_of(6, tau + 0.05, 1).endswith(f"; this node's tau {tau + 0.05:g} differs: set {tau:g}, or wire "
-                                              "Calibrate's tau here")
+                                              "Calibrate's tau here.")
     # another setup has no calibration; with the shipped warmup and cooldown (5 and 5) its 7 steps leave nothing to
     # skip, and the node says so
     assert line_of(7, 0.1, 1) is None

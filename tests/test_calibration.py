@@ -56,6 +56,12 @@ def numbers(text):
     return [float(number) for number in re.findall(r"\d+(?:\.\d+)?", text)]
 
 
+def test_the_cost_counts_its_thresholds_in_the_singular_for_one():
+    assert CalibrationPlan((0.1,), seeds=4).thresholds_label == "1 tau"
+    assert CalibrationPlan((0.1, 0.2), seeds=4).thresholds_label == "2 taus"
+    assert "cached rollouts x 1 tau" in CalibrationPlan((0.1,), seeds=4).cost(10)
+
+
 def test_taus_parse_from_spaces_or_commas_and_reject_words():
     assert parse_taus("0.05, 0.1  0.2\n0.3") == (0.05, 0.1, 0.2, 0.3)
     with pytest.raises(ValueError, match="taus: got '0.1 fast'; write numbers"):

@@ -17,9 +17,10 @@ from scripts.workflow_format import api_to_gui
 pytestmark = [pytest.mark.browser, pytest.mark.slow,
               pytest.mark.skipif(not browser_available(), reason="needs Debian's chromium and `npm ci` in tests/browser")]
 
-WIDTH = 4
-# Steps per draft: enough that the cancel, sent when draft 2 has begun, lands before the last draft ends.
-STEPS = 30
+WIDTH = 6
+# Drafts and steps: enough that the cancel, sent once draft 2 has begun, lands before the last draft ends even when
+# the browser hears of the progress late on a busy machine.
+STEPS = 40
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +55,8 @@ def test_a_cancelled_search_resumes_in_one_click_with_only_the_missing_drafts(re
     workflow.write_text(json.dumps(api_to_gui(graph, object_info, layout, seed_control="randomize")))
     ARTIFACTS.mkdir(exist_ok=True)
     combination = f"{frontend_version(frontend)}_{'nodes2' if vue_nodes else 'classic'}"
-    config = {"workflow": str(workflow), "sampler": ids["search"], "steps": STEPS, "cancel_at": STEPS + 2,
+    config = {"workflow": str(workflow), "sampler": ids["search"], "verifier": ids["ranking"], "steps": STEPS,
+              "cancel_at": STEPS + 2,
               "screenshot": str(ARTIFACTS / f"resume_{combination}.png")}
     seen = run_browser_script("check_resume.mjs", server, config, tmp_path / "config.json", vue_nodes, timeout=900)
     assert seen["extensionErrors"] == []
@@ -73,5 +75,10 @@ def test_a_cancelled_search_resumes_in_one_click_with_only_the_missing_drafts(re
     # the control is back to randomize after that queue, the seed where the resume put it
     assert seen["afterResume"] == {"seed": seed, "control": "randomize"}
     assert any(f"{cost['reused_drafts']} of {WIDTH} drafts reused" in line for line in seen["summaries"]), seen
+    # item 9: the panels say the cache once, the pick note the search's own calls, "‹ earlier" only with an earlier run
+    (sampler_summary,) = [line for line in seen["summaries"] if "drafts reused" in line]
+    assert "Cache: adaptive, tau 0.3 (warmup 2, cooldown 2)." in sampler_summary, sampler_summary
+    assert f"never drafts them again ({cost['drafted_calls']} transformer calls)." in seen["pickNote"], seen["pickNote"]
+    assert seen["earlierDisabledAfterResume"] is True  # the cancelled run left the Verifier nothing to show
     uninterrupted = reference_server.run_prompt(entry["prompt"][2])
     assert outcome(server, entry, ids) == outcome(reference_server, uninterrupted, ids)

@@ -47,6 +47,16 @@ const seedState = (sampler) => page.evaluate((sampler) => {
   return { seed: value("seed"), control: value("control_after_generate") };
 }, sampler);
 
+// Whether the "‹ earlier" button on the panel of node `id` is disabled (given up to 10 s for the history lookup
+// that decides it); null: no button.
+async function earlierDisabled(id) {
+  const button = (id) => window.app.graph.getNodeById(Number(id)).widgets
+    .find((w) => w.name === "cachedsearch_results")?.element.querySelector("button.cachedsearch-earlier") ?? null;
+  const disabled = `(${button})(${JSON.stringify(id)})`;
+  await page.waitForFunction(`${disabled}?.disabled`, null, { timeout: 10000 }).catch(() => {});
+  return page.evaluate(`${disabled}?.disabled ?? null`);
+}
+
 async function showSampler(sampler) {
   await page.evaluate((sampler) => {
     const node = window.app.graph.getNodeById(Number(sampler));
@@ -80,6 +90,8 @@ try {
     await page.waitForFunction(() => document.querySelector(".cachedsearch-summary"), null, { timeout: 60000 });
     await settled(page, "the panels after the resume");
     result.summaries = await page.$$eval(".cachedsearch-summary", (lines) => lines.map((line) => line.textContent));
+    result.pickNote = await page.$eval(".cachedsearch-pick-note", (line) => line.textContent).catch(() => null);
+    result.earlierDisabledAfterResume = await earlierDisabled(config.verifier);
     await showSampler(sampler);
     await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_resumed.png") });
   }

@@ -8,11 +8,11 @@ import { api } from "../../../scripts/api.js";
 import { renderDelivery, showNoDelivery } from "./cachedsearch_delivery.js";
 import { element, fitNode } from "./cachedsearch_dom.js";
 import { executionIdOf, workflowNodes } from "./cachedsearch_graph_nodes.js";
-import { rendererOf, STORED, STORED_PROMPT } from "./cachedsearch_panel.js";
+import { PANEL, rendererOf, STORED, STORED_PROMPT } from "./cachedsearch_panel.js";
 import { showLarge } from "./cachedsearch_player.js";
 import { showStopped } from "./cachedsearch_stopped.js";
 import { earlierRuns, queuePick, reusedInRun, waitFor } from "./cachedsearch_pick.js";
-import { describe, framesOf } from "./cachedsearch_rows.js";
+import { describe, draftedCost, framesOf } from "./cachedsearch_rows.js";
 
 export const SAVED_DRAFTS = "These drafts come from a saved workflow: queue it to pick from them.";
 
@@ -89,6 +89,19 @@ api.addEventListener("execution_start", ({ detail }) => {
   }
 });
 
+// How run `promptId` ends: "done", "cancelled" or "failed".
+function runEnd(promptId) {
+  const words = { execution_success: "done", execution_interrupted: "cancelled", execution_error: "failed" };
+  return new Promise((resolve) => {
+    const ended = (event) => {
+      if (event.detail?.prompt_id !== promptId) return;
+      for (const name of Object.keys(words)) api.removeEventListener(name, ended);
+      resolve(words[event.type]);
+    };
+    for (const name of Object.keys(words)) api.addEventListener(name, ended);
+  });
+}
+
 async function pick(node, rows, row, mode, status) {
   const source = pickSource(node, rows);
   const say = (text, outcome) => {
@@ -106,14 +119,25 @@ async function pick(node, rows, row, mode, status) {
     const text = `${queued.text} (seed ${row.seed})`;
     say(text);
     if (!queued.promptId) return;
+    const ended = runEnd(queued.promptId);
     const picked = { promptId: queued.promptId, text };
     node.cachedsearchPicked = picked;
     const reused = await reusedInRun(queued.promptId, queued.samplerId);
     picked.outcome = reused ? "reused" : "drafted again";
     const dropped = searchCost(node)?.drafts_saved ? "ComfyUI no longer held these drafts; the Sampler reads them " +
       "back from disk" : "ComfyUI no longer held these drafts, so the pick drafts the search again first";
-    picked.text = `${text}: ${reused ? "ComfyUI reused these drafts" : dropped}`;
+    // the line follows the pick's run: queued, running, then how it ended
+    const how = reused ? "ComfyUI reused these drafts" : dropped;
+    const what = `${mode} candidate ${row.candidate} (seed ${row.seed}): ${how}`;
+    picked.text = `running: ${what}`;
     say(picked.text, picked.outcome);
+    picked.text = `${await ended}: ${what}`;
+    say(picked.text, picked.outcome);
+    // the panel redrawn meanwhile (the pick's run) shows this pick's line in a new element
+    const shown = node.widgets?.find((widget) => widget.name === PANEL)?.element?.querySelector(".cachedsearch-status");
+    if (shown && shown !== status && shown.textContent && node.cachedsearchPicked === picked) {
+      shown.textContent = picked.text;
+    }
   } catch (error) {
     say(`Could not pick ${describe(row)}: ${error.message}`);
   }
@@ -168,6 +192,13 @@ export function runNavigation(node) {
   const earlier = element("button", "‹ earlier", "cachedsearch-earlier");
   earlier.title = "Show this workflow's earlier run (from ComfyUI's history) on every panel, to pick from its drafts";
   earlier.addEventListener("click", () => step(1));
+  // disabled where there is no earlier run: browsing, past the last; on the newest, until the history shows one
+  earlier.disabled = view ? view.index >= view.runs.length - 1 : true;
+  if (!view) {
+    earlierRuns(executionIdOf(node), node.comfyClass ?? node.type, app.graph?.id)
+      .then((runs) => { earlier.disabled = runs.length + (stopped ? 1 : 0) < 2; })
+      .catch(() => { earlier.disabled = false; }); // a click then says why the history is unavailable
+  }
   const newer = element("button", "newer ›", "cachedsearch-newer");
   newer.disabled = !view;
   newer.addEventListener("click", () => step(-1));
@@ -177,16 +208,17 @@ export function runNavigation(node) {
 
 // What a pick costs, in the search's own numbers (`cost`: its cachedsearch_cost; undefined: none known).
 function pickNoteText(state, cost) {
-  const calls = (count) => (typeof count === "number" ? ` (${count} transformer calls)` : "");
+  const calls = (count) => (typeof count === "number" && count > 0 ? ` (${count} transformer calls)` : "");
+  const drafted = draftedCost(cost).calls; // the search's own drafting, whichever run computed it
   const commit = cost?.commit_free ? "commit costs nothing more (every draft already is full compute)"
     : `commit costs one full render${calls(cost?.rollout_calls)}`;
   if (state === "waiting") return `This run waits for your pick: ${commit}; keep costs nothing.`;
   if (cost?.drafts_saved) {
     return `A ${commit}; keep costs nothing. The drafts are saved on disk, so a pick never drafts them again` +
-      `${calls(cost?.search_calls)}.`;
+      `${calls(drafted)}.`;
   }
   return `A ${commit}; keep costs nothing. If ComfyUI no longer holds these drafts, a pick drafts this search ` +
-    `again first${calls(cost?.search_calls)}.`;
+    `again first${calls(drafted)}.`;
 }
 
 // One line under a table: what a pick costs, whether it answers a waiting run (data-state "waiting") or queues

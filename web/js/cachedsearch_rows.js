@@ -136,9 +136,13 @@ export function costLine(cost) {
 export const CALLS_TITLE = "A transformer call is one pass of the video model (per step, per guidance batch); on a " +
   "GPU the calls set the time, so the cost is counted in them. The seconds measured here: the node's report.";
 
-// The cache the drafts ran with, as the search's report names it (ComfyUI's EasyCache or LazyCache too).
+// The cache the drafts ran with, as the search's report names it (ComfyUI's EasyCache or LazyCache too), after
+// "Cache:" without saying "cache" twice ("cache adaptive tau 0.3 ..." -> "Cache: adaptive, tau 0.3 ...").
 export function cacheText(cost) {
-  return typeof cost?.cache === "string" ? ` Cache: ${cost.cache}.` : "";
+  if (typeof cost?.cache !== "string") return "";
+  const named = cost.cache.replace(/\bcache (adaptive|static) /g, "$1, ").replace(/^cache off:/, "off:")
+    .replace(/^no cache on/, "none on");
+  return ` Cache: ${named}.`;
 }
 
 // Why a search with its commit cost more than full best-of-N, and what to do: one sentence; "" when it did not.
