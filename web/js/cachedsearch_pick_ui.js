@@ -192,12 +192,13 @@ export function runNavigation(node) {
   const earlier = element("button", "‹ earlier", "cachedsearch-earlier");
   earlier.title = "Show this workflow's earlier run (from ComfyUI's history) on every panel, to pick from its drafts";
   earlier.addEventListener("click", () => step(1));
-  // disabled where there is no earlier run: browsing, past the last; on the newest, until the history shows one
-  earlier.disabled = view ? view.index >= view.runs.length - 1 : true;
+  // disabled where there is no earlier run: browsing, on the last; on the newest, once the history shows none (a
+  // click before it answers looks itself)
+  earlier.disabled = view ? view.index >= view.runs.length - 1 : false;
   if (!view) {
     earlierRuns(executionIdOf(node), node.comfyClass ?? node.type, app.graph?.id)
       .then((runs) => { earlier.disabled = runs.length + (stopped ? 1 : 0) < 2; })
-      .catch(() => { earlier.disabled = false; }); // a click then says why the history is unavailable
+      .catch(() => {}); // a click then says why the history is unavailable
   }
   const newer = element("button", "newer ›", "cachedsearch-newer");
   newer.disabled = !view;
