@@ -174,7 +174,7 @@ class Rollouts:
         (state,) = run_stages(recipe, [CandidateState(seed, recipe.latent)], self.progress, full_compute=full_compute)
         draft = state.draft()
         rollout = SavedRollout(self.judge.score(state.latent, prompt.text), draft.seconds,
-                               draft.calls_computed + draft.calls_skipped, draft.calls_skipped)
+                               draft.calls, draft.calls_skipped)
         if key is not None:
             self.saved.rollouts.add(key, rollout)
         return rollout

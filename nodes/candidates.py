@@ -173,6 +173,6 @@ def pruned_rows(candidates: SearchCandidates) -> list[dict]:
         draft = pruned.draft
         index = pruning.seeds.index(draft.seed)
         rows.append({"seed": draft.seed, "preview_score": pruned.preview_score, "seconds": round(draft.seconds, 3),
-                     "skipped": draft.calls_skipped, "calls": draft.calls_computed + draft.calls_skipped,
+                     "skipped": draft.calls_skipped, "calls": draft.calls,
                      "prune_step": pruning.dropped_at(index)})
     return rows

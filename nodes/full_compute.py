@@ -215,7 +215,7 @@ def check_full_compute(run: MeteredRun, model, input_name: str, advice: str) -> 
     what may have skipped it."""
     if run.calls.skipped == 0:
         return
-    asked = run.calls.computed + run.calls.skipped
+    asked = run.calls.calls
     where = f" ({run.shortfall.describe()})" if run.shortfall is not None else ""
     found = f"computed {run.calls.computed} of the {asked} transformer calls the sampler asked for{where}"
     if run.replaced_forwards:
