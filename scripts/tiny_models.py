@@ -342,6 +342,26 @@ LTX2_TINY_AUDIO_VAE_CONFIG = {
 }
 
 
+# LTX-2's video VAE (32x space, 8x time, 128 latent channels), its blocks one layer deep from 8 channels.
+LTX2_TINY_VIDEO_VAE_CONFIG = {"vae": {
+    "_class_name": "CausalVideoAutoencoder", "dims": 3, "in_channels": 3, "out_channels": 3, "latent_channels": 128,
+    "encoder_blocks": [["res_x", {"num_layers": 1}], ["compress_space_res", {"multiplier": 2}],
+                       ["res_x", {"num_layers": 1}], ["compress_time_res", {"multiplier": 2}],
+                       ["res_x", {"num_layers": 1}], ["compress_all_res", {"multiplier": 2}],
+                       ["res_x", {"num_layers": 1}], ["compress_all_res", {"multiplier": 2}], ["res_x", {"num_layers": 1}]],
+    "decoder_blocks": [["res_x", {"num_layers": 1, "inject_noise": False}],
+                       ["compress_all", {"residual": True, "multiplier": 2}],
+                       ["res_x", {"num_layers": 1, "inject_noise": False}],
+                       ["compress_all", {"residual": True, "multiplier": 2}],
+                       ["res_x", {"num_layers": 1, "inject_noise": False}],
+                       ["compress_all", {"residual": True, "multiplier": 2}],
+                       ["res_x", {"num_layers": 1, "inject_noise": False}]],
+    "scaling_factor": 1.0, "norm_layer": "pixel_norm", "patch_size": 4, "latent_log_var": "uniform",
+    "use_quant_conv": False, "causal_decoder": False, "timestep_conditioning": False,
+    "encoder_base_channels": 8, "decoder_base_channels": 8,
+}}
+
+
 def ltx2_checkpoint(seed: int = 22) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """LTX-2 (LTXAV, ComfyUI 0.33 and later): the state dict and the metadata that tells detection its widths."""
     import json
@@ -356,16 +376,20 @@ def ltx2_checkpoint(seed: int = 22) -> tuple[dict[str, torch.Tensor], dict[str, 
 
 
 def ltx2_full_checkpoint(seed: int = 23) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    """The official checkpoint's layout: the transformer above under ``model.diffusion_model.``, the audio VAE under
-    ``audio_vae.`` and ``vocoder.``, every width in the metadata. No video VAE nor text projections yet."""
+    """The official checkpoint's layout: the transformer above under ``model.diffusion_model.``, the video VAE under
+    ``vae.``, the audio VAE under ``audio_vae.`` and ``vocoder.``, every width in the metadata. No text encoder
+    (the templates load Gemma beside it)."""
     import json
 
     import comfy.ldm.lightricks.vae.audio_vae
+    import comfy.ldm.lightricks.vae.causal_video_autoencoder
 
-    config = {"transformer": LTX2_TINY_CONFIG} | LTX2_TINY_AUDIO_VAE_CONFIG
+    config = {"transformer": LTX2_TINY_CONFIG} | LTX2_TINY_VIDEO_VAE_CONFIG | LTX2_TINY_AUDIO_VAE_CONFIG
     with torch.device("meta"):
         audio_vae = comfy.ldm.lightricks.vae.audio_vae.AudioVAE({"config": json.dumps(config)})
+        video_vae = comfy.ldm.lightricks.vae.causal_video_autoencoder.VideoVAE(config=config["vae"])
     state = {f"model.diffusion_model.{name}": tensor for name, tensor in ltx2_checkpoint()[0].items()}
+    state |= {f"vae.{name}": tensor for name, tensor in _fill_deterministically(video_vae, seed + 1).items()}
     for name, tensor in _fill_deterministically(audio_vae, seed).items():
         state[f"audio_vae.{name.removeprefix('autoencoder.')}" if name.startswith("autoencoder.") else name] = tensor
     # Unit per-channel deviations: encoding divides by them (the filler would draw numbers near 0).

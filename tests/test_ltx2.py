@@ -119,6 +119,19 @@ def test_the_checkpoints_audio_vae_decodes_the_sampled_sound(engine, tiny_ltx2):
     assert waveform.shape[:2] == (1, 2) and waveform.shape[2] > 0 and torch.isfinite(waveform).all()
 
 
+def test_the_checkpoint_loads_as_the_templates_load_it_and_its_video_vae_decodes_the_picture(engine, tiny_ltx2):
+    """CheckpointLoaderSimple on the tiny official checkpoint: the same LTX-2 transformer (the same sampling) and
+    LTX-2's video VAE, which decodes the video part of a sampled latent into frames."""
+    model, clip, vae = engine.run("CheckpointLoaderSimple", ckpt_name=tiny_models.LTX2_CHECKPOINT_FILE)
+    assert clip is None  # the templates load the Gemma text encoder beside it
+    for from_checkpoint, from_unet_loader in zip(ksampler(engine, tiny_ltx2, model), ksampler(engine, tiny_ltx2),
+                                                 strict=True):
+        assert torch.equal(from_checkpoint, from_unet_loader)
+    video_part, _ = ksampler(engine, tiny_ltx2)
+    frames = engine.one("VAEDecode", samples={"samples": video_part}, vae=vae)
+    assert tuple(frames.shape) == (9, 64, 64, 3) and torch.isfinite(frames).all()
+
+
 def test_a_call_skips_only_when_video_and_audio_both_may(engine, tiny_ltx2):
     """The audio alone drifting past tau makes the whole call compute, though the video barely moved."""
     import comfy.patcher_extension
