@@ -57,7 +57,8 @@ def test_the_loop_inside_a_subgraph_and_a_nested_one(request, tmp_path, frontend
     seen = check_subgraph(server, tmp_path, frontend, vue_nodes)
     assert seen["failed"] == {}, seen["failed"]
     assert seen["extensionErrors"] == []
-    # converting logs nothing (it logged a NullGraphError from the panels' script)
+    # converting nodes that show a run's panels logs nothing (it logged a NullGraphError from the panels' script)
+    assert seen["flatRun"] == "execution_success"
     assert seen["conversionErrors"] == [], seen["conversionErrors"]
     # the search ran inside the subgraph: the prompt names its nodes by path
     sampler = next(entry.split(" ")[1] for entry in seen["innerIds"] if entry.startswith("CachedSearchSampler "))
@@ -101,6 +102,6 @@ def test_the_loop_inside_a_subgraph_and_a_nested_one(request, tmp_path, frontend
     assert seen["resumeCancelled"]["end"] == "execution_interrupted", seen["resumeCancelled"]
     assert seen["resumed"]["end"] == "execution_success" and seen["resumed"]["seed"] == seen["resumeCancelled"]["seed"], \
         seen["resumed"]
-    assert 1 <= seen["resumed"]["cost"]["reused_drafts"] < 3, seen["resumed"]["cost"]
+    assert 1 <= seen["resumed"]["cost"]["reused_drafts"] < seen["resumeCancelled"]["width"], seen["resumed"]["cost"]
     # Calibrate inside a subgraph shows its table after a run
     assert seen["calibrateRun"] == "execution_success" and seen["calibrateRows"] >= 2, seen

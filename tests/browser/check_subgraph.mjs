@@ -17,7 +17,8 @@ recordExtensionErrors(page, result.extensionErrors);
 // what the frontend logs while it converts (an extension's error inside its conversion is logged, not thrown)
 let converting = false;
 page.on("console", (message) => {
-  if (converting && message.type() === "error") result.conversionErrors.push(message.text().slice(0, 300));
+  const ours = message.type() === "warning" && message.text().startsWith("CachedSearch"); // a panel's caught error
+  if (converting && (message.type() === "error" || ours)) result.conversionErrors.push(message.text().slice(0, 300));
 });
 page.on("pageerror", (error) => {
   if (converting) result.conversionErrors.push(String(error.message).slice(0, 300));
@@ -91,7 +92,7 @@ async function zoomTo(type) {
     const node = canvas.graph.nodes.find((n) => n.type === type || (type === "subgraph" && n.isSubgraphNode?.()));
     canvas.ds.scale = 1;
     canvas.ds.offset[0] = 60 - node.pos[0];
-    canvas.ds.offset[1] = 120 - node.pos[1];
+    canvas.ds.offset[1] = 200 - node.pos[1]; // below the breadcrumbs newer frontends draw over the canvas
     canvas.setDirty(true, true);
   }, type);
   await settled(page, `the view on ${type}`);
@@ -170,6 +171,8 @@ async function section(name, checks) {
   }
 }
 
+const RESUME_WIDTH = 6;
+const RESUME_STEPS = 40; // with 6 drafts: the cancel sent in draft 2 lands before the last draft ends
 const shot = (suffix) => page.screenshot({ path: config.screenshot.replace(/\.png$/, `_${suffix}.png`) });
 
 try {
@@ -183,6 +186,9 @@ try {
   let outer; // the subgraph node holding that one
   await section("one subgraph", async () => {
     await loadWorkflow(config.tiny_workflow_fixed);
+    // a search on the flat graph first: its nodes carry panels when they are converted (the panels' script threw
+    // NullGraphError then)
+    result.flatRun = (await nextRun(queueGraph)).end;
     inner = String(await convert(["CachedSearchSampler", "VAEDecode", "CachedSearchVerifier", "CachedSearchRecommit"]
       .filter((type, index, all) => all.indexOf(type) === index)));
     // the decode of the delivery is a VAEDecode too: both went in, which the subgraph's output then carries
@@ -278,6 +284,9 @@ try {
     // and the click queues that search's seed again (the seed widgets were moved meanwhile, as randomize does)
     const seed = await page.evaluate(() => window.csFind("CachedSearchSampler").node.widgets.find((w) => w.name === "seed").value);
     await setWidget("CachedSearchSampler", "seed", seed + 100);
+    // room for the cancel to land during the search (a tiny draft of 8 steps takes a fraction of a second)
+    await setWidget("CachedSearchSampler", "num_candidates", RESUME_WIDTH);
+    await setWidget("CachedSearchSampler", "steps", RESUME_STEPS);
     await showGraph([outer, inner]);
     const sampler = await page.evaluate(() => window.csFind("CachedSearchSampler").id);
     const steps = await page.evaluate(() => window.csFind("CachedSearchSampler").node.widgets.find((w) => w.name === "steps").value);
@@ -291,7 +300,7 @@ try {
       api.addEventListener("progress", progress);
       window.app.queuePrompt(0, 1);
     }, { sampler, steps }));
-    result.resumeCancelled = { end: (await cancelled).end, seed: seed + 100 };
+    result.resumeCancelled = { end: (await cancelled).end, seed: seed + 100, width: RESUME_WIDTH };
     await page.waitForFunction(() => window.csFind("CachedSearchSampler").node.widgets
       .find((w) => w.name === "cachedsearch_resume")?.element.querySelector("button"), null, { timeout: 60000 });
     await setWidget("CachedSearchSampler", "seed", seed + 200);
