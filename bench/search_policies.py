@@ -2,6 +2,7 @@
 on the other (docs/pruning-and-budget.md, "Search policies").
 
     .venv/bin/python -m bench.search_policies [--seeds 48] [--prompts 36] [--steps 16] [--tau 0.1] [--out DIR]
+        [--chooser M ...]
 
 1. Collects (resumable, ``bench.policy_rollouts``) per prompt and seed the full-compute rollout and the cached draft
    with every step's preview (x0 of the cached draft, x0 of the full rollout, the two-step lookahead).
@@ -16,7 +17,8 @@ on the other (docs/pruning-and-budget.md, "Search policies").
    - cheaper at equal quality: capture >= 0.93 of full best-of-8's gain, the fewest exploration calls.
 4. Reports the chosen policies and references on the held-out half (prompts 18-35), 95 % prompt-bootstrap
    intervals, and runs every chosen x0 policy through the extension's runner there (``run_pruned_search``) to check
-   the replay's calls and winners. Writes DIR/report.md.
+   the replay's calls and winners. With --chooser, the core's own chooser for those budgets, chosen and reported
+   the same way. Writes DIR/report.md.
 """
 
 from __future__ import annotations
@@ -36,7 +38,9 @@ sys.path.insert(0, str(REPO_ROOT))
 from bench.audit import TRAINED_MODEL, ShapesBackend  # noqa: E402
 from bench.policy_replay import PREVIEW_KINDS, best_in_top, load_rollouts, preview_noise, spearman  # noqa: E402
 from bench.policy_rollouts import LOOKAHEAD_STEPS, RolloutStore, collect  # noqa: E402
-from cachedsearch_core.policy_chooser import best_within, cheapest_capturing  # noqa: E402
+from cachedsearch_core.policy_chooser import (  # noqa: E402
+    best_within, cheapest_capturing, choose_within_budget, fewest_calls,
+)
 from cachedsearch_core.pruning import PruningSchedule  # noqa: E402
 from cachedsearch_core.search_audit import _bootstrap  # noqa: E402
 from cachedsearch_core.search_policy import (  # noqa: E402
@@ -168,6 +172,8 @@ def main() -> None:
     parser.add_argument("--collect-only", action="store_true", help="collect the rollouts and stop")
     parser.add_argument("--replay-only", action="store_true", help="replay on the seeds collected so far")
     parser.add_argument("--no-runner-check", action="store_true", help="skip the runner check of the x0 winners")
+    parser.add_argument("--chooser", type=int, nargs="*", default=[], metavar="M",
+                        help="also run the core's chooser for these budgets of M full renders (about a minute each)")
     parser.add_argument("--out", type=pathlib.Path, default=REPO_ROOT / "bench" / "results" / "search_policies")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -220,6 +226,8 @@ def main() -> None:
               f"{args.steps}-call recommit of the winner (full best-of-N delivers its own rollouts: no commit).",
               "", *verdicts(outcomes, summarise(held_out, *references["full best-of-16"]) if seeds >= 16 else None,
                              BASE_WIDTH * args.steps)]
+    if args.chooser:
+        lines += ["", *core_chooser(selection, held_out, args.chooser, args.tau)]
     if not args.no_runner_check:
         lines += ["", *runner_check(backend or ShapesBackend(args.model, args.cfg, args.prompts), held_out,
                                     chosen, range(half, args.prompts), args)]
@@ -227,6 +235,36 @@ def main() -> None:
     report = "\n".join(lines)
     (args.out / "report.md").write_text(report + "\n")
     print(report)
+
+
+def core_chooser(selection: Rollouts, held_out: Rollouts, budgets: list[int], tau: float) -> list[str]:
+    """The core's chooser (``cachedsearch_core.policy_chooser``: every width, rounds at any step keeping 1-8) chosen on
+    the selection half for each budget of M full renders and for capture >= 0.93 of full best-of-M's gain, reported
+    on the held-out half."""
+    lines = ["The core's chooser (chosen on the selection half, reported on the held-out half; calls with the commit, "
+             "worst prompt in brackets):", "",
+             "| question | chosen | selection: delivered; capture | held out: delivered | minus full best-of-M's | "
+             "capture of its gain | calls (worst) | exploration vs full best-of-M | seconds to choose |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    mean_seed = held_out.full.mean(1)
+    for m in budgets:
+        questions = {f"best within {m} full renders": lambda: choose_within_budget({tau: selection}, m),
+                     f"fewest calls at capture >= {CAPTURE_TARGET} of best-of-{m}":
+                     lambda: fewest_calls({tau: selection}, m, CAPTURE_TARGET)}
+        for question, choose_at in questions.items():
+            started = time.perf_counter()
+            chosen = choose_at()
+            seconds = time.perf_counter() - started
+            outcome, best = replay(held_out, chosen.policy), full_best_of(held_out, m).delivered
+            minus = _bootstrap({"minus": outcome.delivered - best},
+                               lambda parts: {"minus": parts["minus"].mean()}, 2000, 0)["minus"]
+            capture = (outcome.delivered - mean_seed).mean() / (best - mean_seed).mean()
+            commit = held_out.full_calls
+            lines.append(f"| {question} | N = {chosen.width}, \"{chosen.policy.schedule}\" | {chosen.score:.3f}; "
+                         f"{chosen.capture:.3f} | {outcome.delivered.mean():.3f} | {minus} | {capture:.3f} | "
+                         f"{outcome.calls.mean() + commit:.1f} ({outcome.worst.max() + commit:.0f}) | "
+                         f"{m * commit / outcome.calls.mean():.2f}x fewer | {seconds:.0f} |")
+    return lines
 
 
 def verdicts(outcomes: dict[str, dict], best_of_16: dict | None, full_calls: float) -> list[str]:
