@@ -20,7 +20,8 @@ export const SAVED_DRAFTS = "These drafts come from a saved workflow: queue it t
 function graphSampler(node) {
   const slot = node?.findInputSlot?.("candidates") ?? -1;
   if (slot < 0) return node;
-  const upstream = node.getInputNode?.(slot);
+  // a node the frontend configures before adding it to a graph (converting to a subgraph) has no links to follow
+  const upstream = node.graph ? node.getInputNode?.(slot) : undefined;
   return upstream ? graphSampler(upstream) : undefined;
 }
 
