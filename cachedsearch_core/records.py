@@ -64,6 +64,13 @@ class Draft:
         return cls(seed=seed, seconds=seconds, calls_computed=sum(stage.computed for stage in stage_calls),
                    calls_skipped=sum(stage.skipped for stage in stage_calls), stage_calls=tuple(stage_calls), **rest)
 
+    def with_stages(self, stage_calls: tuple[StageCalls, ...], seconds: float | None = None,
+                    cache_inactive_reason: str | None = None) -> Draft:
+        """The draft with ``stage_calls`` (and ``seconds``, when given; a ``cache_inactive_reason`` it lacked)."""
+        return Draft.of_stages(self.seed, self.seconds if seconds is None else seconds, stage_calls,
+                               cache_inactive_reason=self.cache_inactive_reason or cache_inactive_reason,
+                               reused=self.reused, reused_calls=self.reused_calls, reused_seconds=self.reused_seconds)
+
     @property
     def paid_calls(self) -> int:
         """The calls this search computed for the draft."""

@@ -40,16 +40,16 @@ def run_budget_search(recipe: StagedRecipe, seed: int, plan: BudgetPlan, announc
             announce(f"budget draft {index + 1} (seed {candidate_seed}{budget_left}{again})")
         try:
             if reused is not None:
-                draft = reused.draft()
+                draft = reused.draft
                 ledger.replay_draft(draft.calls_computed, draft.calls_skipped, draft.seconds)
                 progress.skip(recipe.steps)
                 state = reused
             else:
                 ledger.start_draft(clock())
-                (state,) = run_stages(recipe, [CandidateState(candidate_seed, recipe.latent)], progress,
+                (state,) = run_stages(recipe, [CandidateState.start(candidate_seed, recipe.latent)], progress,
                                       on_computed_call=lambda: ledger.before_computed_call(clock()),
                                       on_finished=saved.save if saved is not None else None)
-                ledger.finish_draft(state.draft().calls_skipped, clock())
+                ledger.finish_draft(state.draft.calls_skipped, clock())
         except BudgetSpent:
             break
         finished.append(state)

@@ -171,8 +171,8 @@ class Rollouts:
         self.announce(f"rollout {self.done} / {self.total}: {label}seed {seed} ({self.reused} reused so far)")
         full_compute = FullComputeCheck(_MODEL_INPUTS[len(recipe.stages)], _FULL_ARM_ADVICE) \
             if arm == FULL_ARM else None
-        (state,) = run_stages(recipe, [CandidateState(seed, recipe.latent)], self.progress, full_compute=full_compute)
-        draft = state.draft()
+        (state,) = run_stages(recipe, [CandidateState.start(seed, recipe.latent)], self.progress, full_compute=full_compute)
+        draft = state.draft
         rollout = SavedRollout(self.judge.score(state.latent, prompt.text), draft.seconds,
                                draft.calls, draft.calls_skipped)
         if key is not None:

@@ -130,7 +130,7 @@ class SearchCandidates:
 def candidates_from_states(recipe: StagedRecipe, states: list[CandidateState], **record) -> SearchCandidates:
     """The CANDIDATES of finished ``states`` (seed order), with a pruned or budget search's ``record``."""
     entries = {key: value for key, value in states[0].latent.items() if key not in ("samples", "batch_index")}
-    return SearchCandidates(recipe, tuple(state.draft() for state in states),
+    return SearchCandidates(recipe, tuple(state.draft for state in states),
                             torch.cat([state.latent["samples"] for state in states]), describe_cache(recipe),
                             entries, **record)
 
@@ -147,7 +147,7 @@ def run_search(recipe: StagedRecipe, seeds: list[int], announce=None,
             announce(saved.announcement(len(reused), len(seeds)))
     missing = [seed for seed in seeds if seed not in reused]
     progress = SearchProgress(len(missing) * recipe.steps)
-    computed = run_stages(recipe, [CandidateState(seed, recipe.latent) for seed in missing], progress,
+    computed = run_stages(recipe, [CandidateState.start(seed, recipe.latent) for seed in missing], progress,
                           announce=announce, on_finished=saved.save if saved is not None else None)
     by_seed = {**reused, **{state.seed: state for state in computed}}
     if saved is None:

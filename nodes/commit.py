@@ -32,9 +32,9 @@ def run_full_compute(recipe: StagedRecipe, seed: int, models: tuple = ()) -> Com
     inputs = recipe.model_inputs
     recipe = recipe.without_cache(models)
     start = time.perf_counter()
-    (state,) = run_stages(recipe, [CandidateState(seed, recipe.latent)], SearchProgress(recipe.steps),
+    (state,) = run_stages(recipe, [CandidateState.start(seed, recipe.latent)], SearchProgress(recipe.steps),
                           full_compute=FullComputeCheck(inputs, FULL_COMPUTE_ADVICE))
-    return Commit(state.latent, time.perf_counter() - start, state.draft().calls_computed)
+    return Commit(state.latent, time.perf_counter() - start, state.draft.calls_computed)
 
 
 def commit(candidates: SearchCandidates, winner: int, models: tuple = ()) -> Commit:

@@ -155,7 +155,7 @@ def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan,
     staged = split.recipe
     progress = SearchProgress(plan.search_steps(len(seeds), recipe.steps))
     running = list(range(len(seeds)))  # the candidates still running, by index in seed order
-    states = [CandidateState(seed, staged.latent) for seed in seeds]
+    states = [CandidateState.start(seed, staged.latent) for seed in seeds]
     records, dropped, preview_seconds, done = [], {}, 0.0, 0
     reused_states = 0
     for number, (prune_round, resume_index) in enumerate(zip(plan.rounds, split.resume_indices)):
@@ -192,7 +192,7 @@ def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan,
                                    tuple(running[position] for position in kept)))
         for position, state in enumerate(states):
             if position not in kept:
-                draft = dataclasses.replace(state, stage_calls=split.merged_calls(state.stage_calls)).draft()
+                draft = state.draft.with_stages(split.merged_calls(state.draft.stage_calls))
                 dropped[running[position]] = PrunedCandidate(draft, preview_scores[position])
         states, running, done = [states[p] for p in kept], [running[p] for p in kept], resume_index
     ends = (*plan.round_steps, recipe.steps)
@@ -200,7 +200,7 @@ def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan,
         saved, ends, staged, states, progress, range(done, len(staged.stages)), announce,
         on_finished=(lambda state: saved.save_round_state(ends, state)) if saved is not None else None)
     reused_states += sum(entry is not None for entry in found)
-    continuing = [dataclasses.replace(state, stage_calls=split.merged_calls(state.stage_calls))
+    continuing = [dataclasses.replace(state, draft=state.draft.with_stages(split.merged_calls(state.draft.stage_calls)))
                   for state in continuing]
     first, *later = records
     outcome = PruningOutcome(plan.prune_step, recipe.steps, tuple(seeds), first.preview_scores, tuple(running),

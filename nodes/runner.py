@@ -21,32 +21,28 @@ from .stages import StagedRecipe
 @dataclasses.dataclass(frozen=True)
 class CandidateState:
     """A candidate at a stage boundary: the stock output latent of its last finished stage (the recipe's latent
-    before the first), with the time and cache statistics so far."""
+    before the first), and its draft so far (the record: its seed, time and cache statistics, whether it was read
+    back from an earlier run's saved drafts)."""
 
-    seed: int
     latent: dict
-    seconds: float = 0.0
-    stage_calls: tuple[StageCalls, ...] = ()
-    # Set once a stage's cache could not serve its model and computed every call.
-    cache_inactive_reason: str | None = None
-    # Read from an earlier run's saved drafts (``saved_drafts``) instead of sampled.
-    reused: bool = False
-    # Continued from a state read back: the computed calls and seconds it came with (``Draft.reused_calls``).
-    reused_calls: int = 0
-    reused_seconds: float = 0.0
+    draft: Draft
 
-    def draft(self) -> Draft:
-        return Draft.of_stages(self.seed, self.seconds, self.stage_calls,
-                               cache_inactive_reason=self.cache_inactive_reason, reused=self.reused,
-                               reused_calls=self.reused_calls, reused_seconds=self.reused_seconds)
+    @classmethod
+    def start(cls, seed: int, latent: dict) -> CandidateState:
+        """A candidate about to sample its first stage."""
+        return cls(latent, Draft.of_stages(seed, 0.0, ()))
+
+    @property
+    def seed(self) -> int:
+        return self.draft.seed
 
     def continued(self) -> CandidateState:
         """The state to sample on from: a state read back becomes one whose calls and seconds so far were read back
         (the search pays only what it computes from here)."""
-        if not self.reused:
+        if not self.draft.reused:
             return self
-        return dataclasses.replace(self, reused=False, reused_calls=self.draft().calls_computed,
-                                   reused_seconds=self.seconds)
+        return dataclasses.replace(self, draft=dataclasses.replace(
+            self.draft, reused=False, reused_calls=self.draft.calls_computed, reused_seconds=self.draft.seconds))
 
 
 class SearchProgress:
@@ -156,11 +152,9 @@ def run_stages(recipe: StagedRecipe, states: list[CandidateState], progress: Sea
                 input_name = full_compute.input_names[stage_index]
                 check_full_compute(run, stage.patcher, input_name, full_compute.advice.format(input=input_name))
             inactive_reason = next((s.inactive_reason for s in statistics if s.inactive_reason), None)
-            advanced.append(dataclasses.replace(
-                state, latent=latent, seconds=state.seconds + time.perf_counter() - start,
-                stage_calls=(*state.stage_calls, run.calls),
-                cache_inactive_reason=state.cache_inactive_reason or inactive_reason,
-            ))
+            draft = state.draft.with_stages((*state.draft.stage_calls, run.calls),
+                                            state.draft.seconds + time.perf_counter() - start, inactive_reason)
+            advanced.append(CandidateState(latent, draft))
             if on_finished is not None and stage_index == stage_indices[-1]:
                 on_finished(advanced[-1])
         states = advanced

@@ -104,7 +104,7 @@ class SavedDrafts:
         return None if read is None else read[0]
 
     def save(self, state: CandidateState) -> None:
-        self.save_draft(state.draft(), state.latent["samples"])
+        self.save_draft(state.draft, state.latent["samples"])
 
     def save_draft(self, draft: Draft, samples) -> None:
         """Saves the draft; a draft that could not be written (a full disk, a read-only folder) is reported, and
@@ -130,13 +130,12 @@ class SavedDrafts:
         tensors = self.store.tensors(key) if saved is not None else None
         if tensors is None:
             return None
-        draft: Draft = saved.draft
-        return CandidateState(draft.seed, {**latent, "samples": tensors["samples"]}, draft.seconds, draft.stage_calls,
-                              draft.cache_inactive_reason, reused=True), tensors
+        return CandidateState({**latent, "samples": tensors["samples"]},
+                              dataclasses.replace(saved.draft, reused=True)), tensors
 
     def save_round_state(self, cuts, state: CandidateState, x0: torch.Tensor | None = None) -> None:
         """Saves a pruned search's candidate as it is after ``cuts`` (with its x0 estimate at a round's step)."""
-        self._add(self.round_key(state.seed, cuts), state.draft(), state.latent["samples"],
+        self._add(self.round_key(state.seed, cuts), state.draft, state.latent["samples"],
                   None if x0 is None else {"x0": x0})
 
     def _add(self, key: str, draft: Draft, samples, extras=None) -> None:
