@@ -34,8 +34,9 @@ class ChosenPolicy:
     """A chosen search and what the rollouts expect of it, per prompt on average.
 
     score: the delivered full-compute score; gain: score minus full best-of-M's, with its 95 % prompt-bootstrap
-    interval; capture: the share of full best-of-M's gain over a single seed that it keeps; calls: exploration and
-    commit (worst_calls: on the worst prompt), against budget_calls, M full rollouts' calls.
+    interval; capture: the share of full best-of-M's gain over a single seed that it keeps (NaN where there is no
+    gain); calls: exploration and commit (worst_calls: on the worst prompt), against budget_calls, M full rollouts'
+    calls.
     """
 
     tau: float
@@ -135,9 +136,10 @@ def _summary(tables: Mapping[float, Rollouts], chosen: tuple[tuple[float, Policy
     best, mean_seed = full_best_of(table, rollouts_m).delivered, table.full.mean(1)
     gain = _bootstrap({"gain": outcome.delivered - best}, lambda parts: {"gain": float(parts["gain"].mean())},
                       BOOTSTRAP, 0)["gain"]
-    commit = table.full_calls
-    return ChosenPolicy(tau, policy, float(outcome.delivered.mean()), gain,
-                        float((outcome.delivered - mean_seed).mean() / (best - mean_seed).mean()),
+    commit, best_gain = table.full_calls, float((best - mean_seed).mean())
+    # Seeds that all score alike leave no gain to capture.
+    capture = float((outcome.delivered - mean_seed).mean() / best_gain) if best_gain > 0 else float("nan")
+    return ChosenPolicy(tau, policy, float(outcome.delivered.mean()), gain, capture,
                         float(outcome.calls.mean() + commit), float(outcome.worst.max() + commit),
                         rollouts_m * commit, len(table.full), table.seeds)
 
