@@ -289,7 +289,7 @@ def test_calibrating_a_comfyui_cache_measures_the_stock_ksampler_against_that_ca
     tau, report, chart, easycache, lazycache = output.result
     assert {"EasyCache": easycache, "LazyCache": lazycache}[cache] in (0.0, threshold)
     assert f"{cache}:\n| reuse_threshold |" in report and "Fewest computed calls at the target:" in report
-    assert f"x (1 taus + 1 {cache} reuse_thresholds) = 6 rollouts" in report
+    assert f"x (1 tau + 1 {cache} reuse_threshold) = 6 rollouts" in report
     assert tuple(chart.shape) == (1, 800, 640, 3)
 
 
