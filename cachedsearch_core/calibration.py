@@ -163,11 +163,16 @@ class CalibrationPlan:
     def thresholds_label(self) -> str:
         """How many thresholds of which engine, e.g. "5 taus", "1 tau" or "3 EasyCache reuse_thresholds"."""
         engine = "" if self.engine == OUR_ENGINE else f"{self.engine} "
-        return f"{len(self.taus)} {engine}{self.threshold_name}{'' if len(self.taus) == 1 else 's'}"
+        return counted(len(self.taus), f"{engine}{self.threshold_name}")
 
     def cost(self, steps: int) -> str:
         """What the calibration costs, said before it runs."""
         return sweep_cost([self], steps)
+
+
+def counted(count: int, noun: str) -> str:
+    """ "1 tau", "5 taus": ``count`` of ``noun``, plural unless one."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def sweep_cost(plans: list[CalibrationPlan], steps: int) -> str:

@@ -9,7 +9,7 @@ import dataclasses
 import numpy as np
 
 from .audit import ArmResult, ScoreStore, evaluate_arms
-from .calibration import CalibrationPlan, RolloutCount, per_prompts
+from .calibration import CalibrationPlan, RolloutCount, counted, per_prompts
 from .calibration_results import Calibration
 
 HIGH_NOISE, LOW_NOISE = EXPERTS = ("high-noise", "low-noise")
@@ -65,8 +65,8 @@ class ExpertsPlan:
 
     def rollout_count(self) -> RolloutCount:
         seeds = self.seeds
-        per_prompt = (f"{seeds} full rollouts + {seeds} cached rollouts x ({len(self.high.taus)} high-noise taus + "
-                      f"{len(self.low.taus)} low-noise taus) + {seeds} with both picks")
+        sweeps = f"{counted(len(self.high.taus), 'high-noise tau')} + {counted(len(self.low.taus), 'low-noise tau')}"
+        per_prompt = f"{seeds} full rollouts + {seeds} cached rollouts x ({sweeps}) + {seeds} with both picks"
         return RolloutCount(per_prompts(per_prompt, self.high.prompts), self.rollouts, self.high.prompts * seeds,
                             at_most=True)
 

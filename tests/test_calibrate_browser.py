@@ -151,7 +151,7 @@ def test_two_expert_calibration_panel_and_each_experts_apply_cache_line(comfy_se
     seen = run_check(comfy_server, tmp_path, files, {
         "seed": SEED, "cancel": False, "calibrate_type": "CachedSearchCalibrateExperts",
         "screenshot": str(ARTIFACTS / f"calibrate_experts_pinned_{renderer}.png")}, vue_nodes)
-    check_cost_before_the_run(seen, "2 full rollouts + 2 cached rollouts x (1 high-noise taus + 1 low-noise taus) + 2 "
+    check_cost_before_the_run(seen, "2 full rollouts + 2 cached rollouts x (1 high-noise tau + 1 low-noise tau) + 2 "
                               "with both picks", 8, "Cost: 12 rollouts at most", "taus_high")
     # the stored table: an expert column, each expert's pick, the pair together
     assert [row["cells"][:2] for row in seen["stored"]] == [["high-noise", "★ 0.1"], ["low-noise", "0.5"],

@@ -542,7 +542,7 @@ def test_over_http_the_cost_on_the_canvas_is_the_reports_and_names_a_bad_input(c
                           easycache_thresholds="0.2")
     assert status == 200 and family["rollouts"] == 25 * 8 * (1 + 3 + 1) and family["full_rollout_times"] == 600
     assert family["line"].startswith("Cost: 1000 rollouts = 25 prompts x (8 full rollouts + 8 cached rollouts x (3 "
-                                     "taus + 1 EasyCache reuse_thresholds)); about 600 full-rollout times")
+                                     "taus + 1 EasyCache reuse_threshold)); about 600 full-rollout times")
     status, experts = cost("CachedSearchCalibrateExperts", seeds=2, taus_high="0.1 2", taus_low="0.1",
                                     steps=8, split_step=4)
     assert status == 200 and experts["rollouts"] == 2 * (2 + 2 + 1) and experts["at_most"]
@@ -709,5 +709,5 @@ def test_two_experts_calibrate_on_several_prompts(engine):
     # a tau that skips nothing keeps every prompt's ranking but saves nothing: neither expert recommends it
     assert tau_high == tau_low == 0.0
     assert all(row["calls"] == 2 * 2 * 8 for row in shown["rows"])  # 2 prompts x 2 seeds x 8 steps
-    assert "2 prompts x (2 full rollouts + 2 cached rollouts x (1 high-noise taus + 1 low-noise taus) + 2 with both " \
+    assert "2 prompts x (2 full rollouts + 2 cached rollouts x (1 high-noise tau + 1 low-noise tau) + 2 with both " \
         "picks) = 16 rollouts at most" in report

@@ -60,6 +60,7 @@ def test_the_cost_counts_its_thresholds_in_the_singular_for_one():
     assert CalibrationPlan((0.1,), seeds=4).thresholds_label == "1 tau"
     assert CalibrationPlan((0.1, 0.2), seeds=4).thresholds_label == "2 taus"
     assert "cached rollouts x 1 tau" in CalibrationPlan((0.1,), seeds=4).cost(10)
+    assert "x (1 high-noise tau + 2 low-noise taus)" in ExpertsPlan.create((0.1,), (0.1, 0.2), 2, 0, 0.9).cost(10)
 
 
 def test_taus_parse_from_spaces_or_commas_and_reject_words():
