@@ -132,11 +132,12 @@ async function nextRun(start, timeout = 300000) {
   const promptId = (await answer.json()).prompt_id;
   const prompt = JSON.parse(answer.request().postData()).prompt ?? {};
   const ids = Object.keys(prompt);
-  const seed = Object.values(prompt).find((node) => node.class_type === "CachedSearchSampler")?.inputs.seed;
-  if (!promptId) return { promptId: null, ids, seed, end: "refused" };
+  const search = Object.values(prompt).find((node) => node.class_type === "CachedSearchSampler")?.inputs ?? {};
+  const { seed, num_candidates: width, steps } = search;
+  if (!promptId) return { promptId: null, ids, seed, width, steps, end: "refused" };
   await page.waitForFunction((id) => window.csRuns[id]?.end, promptId, { timeout });
   await settled(page, `the panels after run ${promptId}`);
-  return { promptId, ids, seed, ...(await page.evaluate((id) => window.csRuns[id], promptId)) };
+  return { promptId, ids, seed, width, steps, ...(await page.evaluate((id) => window.csRuns[id], promptId)) };
 }
 
 const queueGraph = () => page.evaluate(() => window.app.queuePrompt(0, 1));
@@ -289,18 +290,19 @@ try {
     await setWidget("CachedSearchSampler", "steps", RESUME_STEPS);
     await showGraph([outer, inner]);
     const sampler = await page.evaluate(() => window.csFind("CachedSearchSampler").id);
-    const steps = await page.evaluate(() => window.csFind("CachedSearchSampler").node.widgets.find((w) => w.name === "steps").value);
-    const cancelled = nextRun(() => page.evaluate(({ sampler, steps }) => {
+    const cancelled = nextRun(() => page.evaluate(({ sampler, width }) => {
       const api = window.comfyAPI.api.api;
+      // the bar runs over every draft's steps (max: width x steps): cancelled once draft 2 has begun
       const progress = ({ detail }) => {
-        if (String(detail?.node) !== sampler || !(detail.value > steps + 1)) return;
+        if (String(detail?.node) !== sampler || !(detail.value > detail.max / width + 1)) return;
         api.removeEventListener("progress", progress);
         api.interrupt();
       };
       api.addEventListener("progress", progress);
       window.app.queuePrompt(0, 1);
-    }, { sampler, steps }));
-    result.resumeCancelled = { end: (await cancelled).end, seed: seed + 100, width: RESUME_WIDTH };
+    }, { sampler, width: RESUME_WIDTH }));
+    const stopped = await cancelled;
+    result.resumeCancelled = { end: stopped.end, seed: stopped.seed, width: stopped.width, steps: stopped.steps };
     await page.waitForFunction(() => window.csFind("CachedSearchSampler").node.widgets
       .find((w) => w.name === "cachedsearch_resume")?.element.querySelector("button"), null, { timeout: 60000 });
     await setWidget("CachedSearchSampler", "seed", seed + 200);
