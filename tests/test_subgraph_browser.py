@@ -20,6 +20,8 @@ pytestmark = [pytest.mark.browser,
 
 REPO_ROOT = ARTIFACTS.parent
 SEARCH_NODES = ("CachedSearchSampler", "CachedSearchVerifier", "CachedSearchRecommit")
+# The seeds of each combination's resumed search, apart: a server keeps the drafts an earlier check saved
+RESUME_SEEDS = {("pinned", False): 1000, ("pinned", True): 2000, ("newest", False): 3000, ("newest", True): 4000}
 
 
 def check_subgraph(server, tmp_path, frontend: str, vue_nodes: bool) -> dict:
@@ -30,7 +32,7 @@ def check_subgraph(server, tmp_path, frontend: str, vue_nodes: bool) -> dict:
     layout, _ = column_layout(tiny, {key: index % 5 for index, key in enumerate(tiny)}, object_info)
     path = tmp_path / "tiny_workflow_fixed.json"
     path.write_text(json.dumps(api_to_gui(tiny, object_info, layout, seed_control="fixed")))
-    config = {"tiny_workflow_fixed": str(path),
+    config = {"tiny_workflow_fixed": str(path), "resume_seed": RESUME_SEEDS[(frontend, vue_nodes)],
               "calibrate_workflow": workflow_files(server, tmp_path)["live_workflow"]}
     combination = f"{frontend_version(frontend)}_{'nodes2' if vue_nodes else 'classic'}"
     ARTIFACTS.mkdir(exist_ok=True)

@@ -283,8 +283,9 @@ try {
   await section("resume", async () => {
     // a search in the nested subgraph cancelled during its second draft: the Sampler inside offers to resume it,
     // and the click queues that search's seed again (the seed widgets were moved meanwhile, as randomize does)
-    const seed = await page.evaluate(() => window.csFind("CachedSearchSampler").node.widgets.find((w) => w.name === "seed").value);
-    await setWidget("CachedSearchSampler", "seed", seed + 100);
+    // seeds of this combination's own (config.resume_seed): drafts an earlier check on this server saved would be
+    // read back without a step of progress, and the cancel would never come
+    await setWidget("CachedSearchSampler", "seed", config.resume_seed);
     // room for the cancel to land during the search (a tiny draft of 8 steps takes a fraction of a second)
     await setWidget("CachedSearchSampler", "num_candidates", RESUME_WIDTH);
     await setWidget("CachedSearchSampler", "steps", RESUME_STEPS);
@@ -305,7 +306,7 @@ try {
     result.resumeCancelled = { end: stopped.end, seed: stopped.seed, width: stopped.width, steps: stopped.steps };
     await page.waitForFunction(() => window.csFind("CachedSearchSampler").node.widgets
       .find((w) => w.name === "cachedsearch_resume")?.element.querySelector("button"), null, { timeout: 60000 });
-    await setWidget("CachedSearchSampler", "seed", seed + 200);
+    await setWidget("CachedSearchSampler", "seed", config.resume_seed + 100);
     await zoomTo("CachedSearchSampler");
     await shot("resume_offer");
     const resumed = await nextRun(() => page.evaluate(() => window.csFind("CachedSearchSampler").node.widgets
