@@ -198,7 +198,11 @@ export function runNavigation(node) {
   earlier.disabled = view ? view.index >= view.runs.length - 1 : false;
   if (!view) {
     earlierRuns(executionIdOf(node), node.comfyClass ?? node.type, app.graph?.id)
-      .then((runs) => { earlier.disabled = runs.length + (stopped ? 1 : 0) < 2; })
+      .then((runs) => {
+        // the run shown is drawn while it still runs, before the history holds it: it counts all the same
+        const known = new Set([...runs.map((run) => run.promptId), node.properties?.[STORED_PROMPT]].filter(Boolean));
+        earlier.disabled = known.size + (stopped ? 1 : 0) < 2;
+      })
       .catch(() => {}); // a click then says why the history is unavailable
   }
   const newer = element("button", "newer ›", "cachedsearch-newer");
