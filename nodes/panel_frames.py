@@ -4,12 +4,18 @@ on request, from the drafts. The frontend reads them through /view.
 They are saved under ComfyUI's output folder (``PANEL_FOLDER``), each named by a digest of its pixels: ComfyUI
 empties its temp folder when it starts and then reuses the same names, so a panel kept in a saved workflow or an open
 tab would show another draft's frame after a restart. A name that is a digest of its content never names another
-picture; a frame deleted since shows as missing, never as a different one."""
+picture; a frame deleted since shows as missing, never as a different one.
+
+The folder is kept under ``PANEL_FOLDER_MAX_BYTES``: saving frames deletes the least recently saved ones beyond it
+(a frame saved again counts as new), so searches never fill the artist's output folder; an old panel whose frames
+were deleted says so."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io as byte_io
+import os
 import pathlib
 
 import comfy.model_management
@@ -24,6 +30,8 @@ from .candidates import draft_rows
 
 PANEL_FOLDER = "cachedsearch_panels"  # under ComfyUI's output folder, which it never empties
 DIGEST_CHARACTERS = 24  # 96 bits of SHA-256: two different frames never share a name in practice
+# A frame is at most 256 px a side, some 50-150 kB as PNG: 512 MiB keeps the frames of several hundred searches.
+PANEL_FOLDER_MAX_BYTES = 512 * 1024**2
 
 
 def _saved_frame(pixels: np.ndarray, folder: pathlib.Path) -> dict:
@@ -31,7 +39,9 @@ def _saved_frame(pixels: np.ndarray, folder: pathlib.Path) -> dict:
     its /view reference."""
     digest = hashlib.sha256(f"{pixels.shape}".encode() + pixels.tobytes()).hexdigest()[:DIGEST_CHARACTERS]
     path = folder / f"{digest}.png"
-    if not path.exists():
+    try:
+        os.utime(path)  # saved again: the newest, the last to be trimmed
+    except FileNotFoundError:
         encoded = byte_io.BytesIO()
         Image.fromarray(pixels).save(encoded, format="PNG", compress_level=1)
         write_atomically(path, encoded.getvalue())
@@ -45,7 +55,26 @@ def save_panel_frames(frames: torch.Tensor) -> list[dict]:
     picked = thumbnails(frames[spread_evenly(range(frames.shape[0]))])
     folder = pathlib.Path(folder_paths.get_output_directory()) / PANEL_FOLDER
     pixels = (255.0 * picked.numpy()).clip(0, 255).astype(np.uint8)
-    return [_saved_frame(frame, folder) for frame in pixels]
+    references = [_saved_frame(frame, folder) for frame in pixels]
+    trim_panel_folder(folder, PANEL_FOLDER_MAX_BYTES, keep={reference["filename"] for reference in references})
+    return references
+
+
+def trim_panel_folder(folder: pathlib.Path, max_bytes: int, keep: set[str] = frozenset()) -> None:
+    """Deletes the least recently saved frames of ``folder`` until it holds at most ``max_bytes`` (never those named
+    in ``keep``: the frames being shown now). A frame another process deleted first is simply gone."""
+    frames = []
+    for path in folder.glob("*.png"):
+        with contextlib.suppress(FileNotFoundError):
+            status = path.stat()
+            frames.append((status.st_mtime, status.st_size, path))
+    total = sum(size for _, size, _ in frames)
+    for _, size, path in sorted(frames):
+        if total <= max_bytes:
+            break
+        if path.name not in keep:
+            path.unlink(missing_ok=True)
+            total -= size
 
 
 def decode_draft_frames(vae, candidates, announce=None) -> dict[int, list[dict]]:

@@ -1,5 +1,6 @@
 """Load ImageReward and Verifier nodes on real ComfyUI with the tiny ImageReward checkpoint (in process)."""
 
+import os
 import pathlib
 
 import pytest
@@ -76,6 +77,32 @@ def test_panel_frames_are_named_by_their_content_so_a_name_never_shows_another_p
     other = save_panel_frames(frames.flip(0) * 0.5)
     assert not {frame["filename"] for frame in other} & {frame["filename"] for frame in first}
     assert [(a == b).all() for a, b in zip(engine.read_panel_frames(first), engine.as_saved(frames))] == [True] * 4
+
+
+def test_panel_frames_stay_under_their_cap_the_least_recently_saved_deleted_first(engine, monkeypatch, tmp_path):
+    """Saving frames trims the panel folder to its cap, deleting the frames saved least recently (a frame saved
+    again counts as new) and never the ones just saved, so searches do not fill the artist's output folder."""
+    import folder_paths
+
+    panel_frames = engine.extension.nodes.panel_frames
+    monkeypatch.setattr(folder_paths, "output_directory", str(tmp_path))  # a folder of this test's own
+    folder = tmp_path / panel_frames.PANEL_FOLDER
+    generator = torch.Generator().manual_seed(2)
+    tensors = [torch.rand(2, 16, 16, 3, generator=generator) for _ in range(3)]
+    batches = [panel_frames.save_panel_frames(frames) for frames in tensors]
+    names = [[reference["filename"] for reference in batch] for batch in batches]
+    for age, batch in enumerate(names):  # saved a minute apart, the first batch oldest
+        for name in batch:
+            os.utime(folder / name, (1_000_000 + 60 * age,) * 2)
+    sizes = {path.name: path.stat().st_size for path in folder.glob("*.png")}
+    assert sorted(sizes) == sorted(sum(names, []))  # under the default cap: nothing deleted
+    panel_frames.save_panel_frames(tensors[0][:1])  # the first batch's first frame saved again: now the newest
+    cap = sum(sizes[name] for name in names[0][:1] + names[2])
+    monkeypatch.setattr(panel_frames, "PANEL_FOLDER_MAX_BYTES", cap)
+    newest = panel_frames.save_panel_frames(torch.rand(1, 16, 16, 3, generator=generator))
+    kept = {path.name for path in folder.glob("*.png")}
+    assert newest[0]["filename"] in kept and names[0][0] in kept and not set(names[1]) & kept
+    assert sum(path.stat().st_size for path in folder.glob("*.png")) <= cap
 
 
 @pytest.mark.parametrize("cut, prompt, message", [
