@@ -28,7 +28,7 @@ export function ensurePlayerStyle() {
   document.head.append(style);
 }
 
-export const FRAME_MISSING = "frame not available after restart";
+export const FRAME_MISSING = "frame no longer kept";
 
 export function frameUrl(frame) {
   const query = new URLSearchParams({ filename: frame.filename, subfolder: frame.subfolder ?? "", type: frame.type ?? "temp" });
