@@ -33,7 +33,9 @@ def expected_routes(nodes) -> list[tuple[str, str]]:
     return sorted([("GET", nodes.pick.ROUTE), ("POST", nodes.pick.ROUTE),
                    ("POST", nodes.calibration_cost.COST_ROUTE), ("POST", f"{distributed}/claim"),
                    ("POST", f"{distributed}/heartbeat"), ("POST", f"{distributed}/draft"),
-                   ("GET", f"{distributed}/jobs")])
+                   ("GET", f"{distributed}/jobs"), ("GET", nodes.saved_work_routes.ROUTE),
+                   ("POST", f"{nodes.saved_work_routes.ROUTE}/cap"), ("POST", f"{nodes.saved_work_routes.ROUTE}/clear"),
+                   ("POST", nodes.schedule_route.SCHEDULE_ROUTE), ("GET", nodes.docs_route.DOCS_ROUTE + "/{path:.+}")])
 
 
 def extension_routes(prompt_server) -> list[tuple[str, str]]:
