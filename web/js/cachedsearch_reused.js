@@ -10,7 +10,7 @@ import { cachedNodes } from "./cachedsearch_cached_runs.js";
 import { executionIdOf, nodeByExecutionId } from "./cachedsearch_graph_nodes.js";
 import { findRun, recentRuns } from "./cachedsearch_history.js";
 
-const renderers = new Map(); // node class -> render(node, output, promptId)
+const renderers = new Map(); // node class -> {render(node, output, promptId), stored: the property its output is kept in}
 const executedByPrompt = new Map(); // prompt id -> ids of the nodes this run sent "executed" (0.33 resends some)
 const progressTexts = new Map(); // node id -> the progress text the server sent it last in this run
 let runningPrompt; // the run executing now (its execution_start)
@@ -19,7 +19,7 @@ let runningPrompt; // the run executing now (its execution_start)
 // workflow is loaded; `storedKeys`: the node.properties the renderer keeps (the first holds the output), which a
 // copied node starts without. `whenReused`: also when a run reuses the node's cached result.
 export function showResultsOn(nodeType, classType, render, storedKeys, whenReused = true) {
-  if (whenReused) renderers.set(classType, render);
+  if (whenReused) renderers.set(classType, { render, stored: storedKeys[0] });
   const onExecuted = nodeType.prototype.onExecuted;
   nodeType.prototype.onExecuted = function (output) {
     onExecuted?.apply(this, arguments);
@@ -70,7 +70,15 @@ async function showReusedResults(promptId, nodeIds) {
     const inputs = JSON.stringify(current[id].inputs);
     const made = runs.find((run) => run.outputs[id] && run.prompt[id]?.class_type === current[id].class_type &&
       JSON.stringify(run.prompt[id].inputs) === inputs);
-    if (made) renderers.get(node.comfyClass ?? node.type)(node, made.outputs[id], promptId);
+    const { render, stored } = renderers.get(node.comfyClass ?? node.type);
+    if (made) {
+      render(node, made.outputs[id], promptId);
+    } else if (node.properties?.[stored] && !node.cachedsearchView) {
+      // No run in the history ran this node under this id (it was converted into a subgraph since, "12" became
+      // "18:12"): what it shows was made on these very inputs, and is what ComfyUI reused; it is now this run's,
+      // so a pick from it queues this run, whose prompt names the node as it is now.
+      render(node, node.properties[stored], promptId);
+    }
   }
 }
 
