@@ -12,7 +12,8 @@ and change of the index is made under one lock file beside it (``filelock``: the
 process dies, on Linux, macOS and Windows alike) and starts from the index as it is on disk then, so no process
 rewrites away what another appended. A save writes its tensor file (atomically: a write stopped part-way is never
 read back) before its record, so a process killed between the two leaves a file no record names; opening the store
-deletes such files (and stopped writes' temporary files) once they are older than ``SWEEP_GRACE_SECONDS``.
+deletes such files (and stopped writes' temporary files) once they are older than ``SWEEP_GRACE_SECONDS``, and the
+files it set aside as unreadable (``*.corrupt-*``, kept for a look) once they are older than ``SET_ASIDE_KEEP_SECONDS``.
 
 Everything in the folder the store keeps (the index, header included, and the tensor files its records name) stays
 under ``max_bytes`` (the cap set for the folder, ``write_cap``, unless the caller says otherwise;
@@ -53,6 +54,8 @@ CAP_FILE = "cap.json"
 # the grace keeps a file a process is writing without the lock (an older version of this extension sharing the
 # folder) from being taken from under it.
 SWEEP_GRACE_SECONDS = 15 * 60
+# A file set aside as unreadable is kept a week for whoever wants to look at it, then swept: it is outside the cap.
+SET_ASIDE_KEEP_SECONDS = 7 * 24 * 3600
 # Every holder of the lock keeps it for one save or read (milliseconds); one held longer is stuck.
 LOCK_TIMEOUT_SECONDS = 60
 _ENTRY_FIELDS = ("key", "kind", "saved_at", "size", "file")
@@ -143,17 +146,23 @@ class SavedWork:
 
     def _sweep(self, grace_seconds: float) -> None:
         """Deletes the tensor files no record names and the temporary files of stopped writes, older than
-        ``grace_seconds`` (a process killed between a file and its record, or mid-write)."""
+        ``grace_seconds`` (a process killed between a file and its record, or mid-write), and the files set aside
+        as unreadable, older than ``SET_ASIDE_KEEP_SECONDS``."""
         named = {entry.file for entry in self.index.records.values()}
-        before = time.time() - grace_seconds
+        now = time.time()
         with contextlib.suppress(FileNotFoundError):
             for path in list(self.folder.iterdir()):
                 name = path.name
-                if (name.endswith(".safetensors") and name not in named) or \
+                if ".corrupt-" in name:
+                    kept_for = SET_ASIDE_KEEP_SECONDS
+                elif (name.endswith(".safetensors") and name not in named) or \
                         (name.startswith(".") and name.endswith(".tmp")):
-                    with contextlib.suppress(OSError):  # gone already, or a read-only folder: a later opening
-                        if path.stat().st_mtime < before:
-                            path.unlink()
+                    kept_for = grace_seconds
+                else:
+                    continue
+                with contextlib.suppress(OSError):  # gone already, or a read-only folder: a later opening
+                    if path.stat().st_mtime < now - kept_for:
+                        path.unlink()
 
     def get(self, key: str, kind: str) -> Entry | None:
         with self._current():

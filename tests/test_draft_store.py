@@ -67,6 +67,28 @@ def test_the_cap_evicts_the_oldest_drafts_first(tmp_path):
     assert [seed for seed in range(5) if DraftStore(tmp_path).get(draft_key("s", seed))] == [2, 3, 4]
 
 
+def test_files_set_aside_are_kept_a_week_then_swept_when_the_store_opens(tmp_path):
+    """A latent file set aside as unreadable is outside the cap: kept for a look, then deleted by an opening a week
+    later; the store's own files stay."""
+    import os
+
+    from cachedsearch_core.saved_work import SET_ASIDE_KEEP_SECONDS
+
+    store = DraftStore(tmp_path)
+    for seed in range(2):
+        store.add(draft_key("s", seed), drafted(seed), latent(seed))
+    (tmp_path / f"{draft_key('s', 0)}.safetensors").write_bytes(b"not a safetensors file")
+    assert DraftStore(tmp_path).latent(draft_key("s", 0)) is None
+    (aside,) = tmp_path.glob("*.corrupt-*")
+    DraftStore(tmp_path)
+    assert aside.exists()  # kept for now
+    week_ago = aside.stat().st_mtime - SET_ASIDE_KEEP_SECONDS - 60
+    os.utime(aside, (week_ago, week_ago))
+    again = DraftStore(tmp_path)
+    assert not aside.exists()
+    assert torch.equal(again.latent(draft_key("s", 1)), latent(1))
+
+
 def test_a_corrupt_latent_file_is_set_aside_and_reported_and_the_others_stay(tmp_path):
     store = DraftStore(tmp_path)
     for seed in range(2):
@@ -210,3 +232,23 @@ def test_the_folders_cap_is_kept_by_every_store_opened_on_it_and_clearing_one_mo
     assert list(store.by_model()) == ["b.gguf"] and len(list(tmp_path.glob("*.safetensors"))) == 1
     assert SavedRollouts(tmp_path).get("rollout") is not None  # a calibration's rollouts stay
     assert store.clear() == (1, before - store.size - freed) and not list(tmp_path.glob("*.safetensors"))
+
+
+def test_a_packed_latent_comes_back_with_every_part_or_not_at_all(tmp_path):
+    """A latent packed of parts (LTX-2's video and audio) is saved a tensor a part, their count in the record, and
+    read back as the tuple of them; a file that lost either part is set aside and reported, never read in part."""
+    from safetensors.torch import save_file
+
+    video, audio = latent(1), torch.randn(1, 8, 9, 16, generator=torch.Generator().manual_seed(2))
+    for lost in ("samples.1", "samples"):
+        DraftStore(tmp_path).add(draft_key("s", 0), drafted(0), (video, audio))
+        store = DraftStore(tmp_path)
+        assert store.get(draft_key("s", 0)).latent_parts == 2
+        read = store.latent(draft_key("s", 0))
+        assert isinstance(read, tuple) and len(read) == 2
+        assert torch.equal(read[0], video) and torch.equal(read[1], audio)
+        (entry,) = store.work.entries("draft")
+        save_file({name: part for name, part in (("samples", video), ("samples.1", audio)) if name != lost},
+                  str(tmp_path / entry.file))
+        assert store.latent(draft_key("s", 0)) is None and store.get(draft_key("s", 0)) is None
+        assert len(store.problems) == 1 and "computed again" in store.problems[0]
