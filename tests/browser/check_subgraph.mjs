@@ -16,9 +16,13 @@ const { context, page } = await openChromium();
 recordExtensionErrors(page, result.extensionErrors);
 // what the frontend logs while it converts (an extension's error inside its conversion is logged, not thrown)
 let converting = false;
+// (a panel's caught error is a warning starting "CachedSearch"; the frontend's own 404s against an older server are
+// noise)
 page.on("console", (message) => {
-  const ours = message.type() === "warning" && message.text().startsWith("CachedSearch"); // a panel's caught error
-  if (converting && (message.type() === "error" || ours)) result.conversionErrors.push(message.text().slice(0, 300));
+  const text = message.text();
+  const ours = text.startsWith("CachedSearch") || text.includes("NullGraphError") ||
+    (message.location()?.url ?? "").includes("/extensions/cachedsearch/");
+  if (converting && ours && ["error", "warning"].includes(message.type())) result.conversionErrors.push(text.slice(0, 300));
 });
 page.on("pageerror", (error) => {
   if (converting) result.conversionErrors.push(String(error.message).slice(0, 300));
