@@ -4,7 +4,8 @@ never drafts again.
 
 A draft is saved under the digest of everything that determines it (``saved_keys.draft_key``: the search's setup as the graph
 builds it, and its seed): its latent exactly as sampled (with any extra tensors, e.g. a pruned search's x0 estimate
-at a round) in a safetensors file of its own, and its record (seed, seconds, transformer calls per stage) in the
+at a round) in a safetensors file of its own (a latent packed of parts, LTX-2's video and audio, as one tensor a
+part: ``samples``, ``samples.1``, ..., their count in its record), and its record (seed, seconds, transformer calls per stage) in the
 store's index. A record is read when the store opens; its latent only when the draft is used (``latent``), so a
 wide search holds no latent it does not deliver. A record or latent that does not read back is dropped and
 reported; the draft is computed again.
@@ -51,12 +52,21 @@ class SavedDraft:
 
     draft: Draft
     saved_at: float
+    # How many tensors its latent is packed of (LTX-2: video and audio); 1 for a plain latent.
+    latent_parts: int = 1
+
+    @property
+    def part_names(self) -> list[str]:
+        return ["samples", *(f"samples.{index}" for index in range(1, self.latent_parts))]
 
 
 def _saved_draft(entry) -> SavedDraft:
     if entry.file is None:
         raise ValueError("without its latent file")
-    return SavedDraft(draft_of(entry.fields), entry.saved_at)
+    parts = entry.fields.get("latent_parts", 1)
+    if not isinstance(parts, int) or parts < 1:
+        raise ValueError(f"a latent of {parts!r} parts")
+    return SavedDraft(draft_of(entry.fields), entry.saved_at, parts)
 
 
 class DraftStore(SavedKind):
@@ -69,26 +79,41 @@ class DraftStore(SavedKind):
         """The saved draft's record (its latent is not read); None when there is none or it does not read."""
         return self._read(key, _saved_draft)
 
-    def latent(self, key: str) -> torch.Tensor | None:
-        """The saved draft's latent samples, read from its file now; None when there is no such draft or its file
-        is missing or unreadable (then set aside, its record dropped and the problem reported)."""
+    def latent(self, key: str) -> torch.Tensor | tuple[torch.Tensor, ...] | None:
+        """The saved draft's latent samples (a packed latent's: the tuple of its parts), read from its file now;
+        None when there is no such draft or its file is missing or unreadable (then set aside, its record dropped
+        and the problem reported)."""
         tensors = self.tensors(key)
         return None if tensors is None else tensors["samples"]
 
     def tensors(self, key: str) -> dict[str, torch.Tensor] | None:
-        """Every tensor saved with the draft (its latent as ``samples`` and the ``extras`` it was added with), read
-        from its file now; None as ``latent`` says."""
-        if self.get(key) is None:
+        """Every tensor saved with the draft (its latent as ``samples``, a packed one as the tuple of its parts, and
+        the ``extras`` it was added with), read from its file now; None as ``latent`` says (and when a part is
+        missing: a packed latent never comes back without its audio)."""
+        saved = self.get(key)
+        if saved is None:
             return None
-        return self.work.tensors(key, required="samples")
+        names = saved.part_names
+        tensors = self.work.tensors(key, required=names[-1])
+        if tensors is None or saved.latent_parts == 1:
+            return tensors
+        if not all(name in tensors for name in names):
+            self.work.drop(key, f"{self.folder}: a saved draft lacks a part of its latent; it is computed again")
+            return None
+        return {**{name: tensor for name, tensor in tensors.items() if name not in names},
+                "samples": tuple(tensors[name] for name in names)}
 
-    def add(self, key: str, draft: Draft, samples: torch.Tensor, extras: dict[str, torch.Tensor] | None = None,
-            model: str | None = None) -> None:
-        """Saves the draft at once: its latent (and any ``extras``, named tensors read back by ``tensors``) file
-        first, then its record (with the ``model`` file it was drafted on, by which the artist can clear it); the
-        oldest saved work deleted first when the new one would take the store over its cap."""
-        self.work.add(key, self.KIND, {**draft_fields(draft), "model": model},
-                      {**(extras or {}), "samples": samples})
+    def add(self, key: str, draft: Draft, samples: torch.Tensor | tuple[torch.Tensor, ...],
+            extras: dict[str, torch.Tensor] | None = None, model: str | None = None) -> None:
+        """Saves the draft at once: its latent (a packed one as the tuple of its parts; and any ``extras``, named
+        tensors read back by ``tensors``) file first, then its record (with the ``model`` file it was drafted on, by
+        which the artist can clear it); the oldest saved work deleted first when the new one would take the store
+        over its cap."""
+        parts = samples if isinstance(samples, tuple) else (samples,)
+        packing = {"latent_parts": len(parts)} if len(parts) > 1 else {}
+        names = SavedDraft(draft, 0.0, len(parts)).part_names
+        self.work.add(key, self.KIND, {**draft_fields(draft), "model": model, **packing},
+                      {**(extras or {}), **dict(zip(names, parts))})
 
     def by_model(self) -> dict[str | None, tuple[int, int]]:
         """The saved drafts per model file (None: not known): how many, and their bytes on disk."""

@@ -17,9 +17,9 @@ def draft_key(setup: str, seed: int) -> str:
 
 
 def fingerprint(value) -> str:
-    """A digest of ``value``'s content: tensors by dtype, shape and bytes; lists, tuples and dicts by their parts;
-    numbers (a whole float as its integer), strings and None as JSON; any other object by its type (what it holds
-    is not seen)."""
+    """A digest of ``value``'s content: tensors by dtype, shape and bytes; lists, tuples, dicts and packed latents
+    (ComfyUI's NestedTensor) by their parts; numbers (a whole float as its integer), strings and None as JSON; any
+    other object by its type (what it holds is not seen)."""
     digest = hashlib.sha256()
     _feed(digest, value)
     return digest.hexdigest()
@@ -43,6 +43,10 @@ def _feed(digest, value) -> None:
         digest.update(f"{json.dumps(int(value))};".encode())
     elif value is None or isinstance(value, (bool, int, float, str)):
         digest.update(f"{json.dumps(value)};".encode())
+    elif isinstance(getattr(value, "tensors", None), list) and getattr(value, "is_nested", False):
+        # A packed latent (ComfyUI's NestedTensor: LTX-2's video and audio) by its parts, what it holds counts.
+        digest.update(b"packed;")
+        _feed(digest, value.tensors)
     else:
         digest.update(f"object {type(value).__module__}.{type(value).__qualname__};".encode())
 

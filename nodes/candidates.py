@@ -14,6 +14,7 @@ from ..cachedsearch_core.panels import candidate_number, candidate_rows
 from ..cachedsearch_core.pruning import PruningOutcome
 from .cache_patch import step_cache_config
 from .full_compute import cache_engines_on
+from .packed_latent import join, one
 from .runner import CandidateState, SearchProgress, run_stages
 from .saved_drafts import SavedDrafts
 from .stages import StagedRecipe
@@ -54,7 +55,8 @@ class SearchCandidates:
 
     recipe: StagedRecipe
     drafts: tuple[Draft, ...]
-    draft_latents: torch.Tensor  # [N, ...] in seed order, exactly the sampler's LATENT output
+    # [N, ...] in seed order, exactly the sampler's LATENT output (LTX-2: video and audio packed, ``packed_latent``)
+    draft_latents: torch.Tensor
     cache_description: str
     # The stock output latent's entries besides the samples (a noise mask, ...), as drafts and keep deliver them.
     latent_entries: dict = dataclasses.field(default_factory=dict)
@@ -126,12 +128,16 @@ class SearchCandidates:
     def latent(self, samples: torch.Tensor) -> dict:
         return {**self.latent_entries, "samples": samples}
 
+    def draft_latent(self, index: int) -> torch.Tensor:
+        """A copy of ``self.drafts[index]``'s samples (every part of a packed latent), a batch of one."""
+        return one(self.draft_latents, index)
+
 
 def candidates_from_states(recipe: StagedRecipe, states: list[CandidateState], **record) -> SearchCandidates:
     """The CANDIDATES of finished ``states`` (seed order), with a pruned or budget search's ``record``."""
     entries = {key: value for key, value in states[0].latent.items() if key not in ("samples", "batch_index")}
     return SearchCandidates(recipe, tuple(state.draft for state in states),
-                            torch.cat([state.latent["samples"] for state in states]), describe_cache(recipe),
+                            join(state.latent["samples"] for state in states), describe_cache(recipe),
                             entries, **record)
 
 

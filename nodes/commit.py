@@ -42,5 +42,5 @@ def commit(candidates: SearchCandidates, winner: int, models: tuple = ()) -> Com
     already is the full-compute result (``SearchCandidates.draft_is_full_compute``) is delivered as it is, nothing
     sampled: the commit is free."""
     if candidates.draft_is_full_compute(winner, models):
-        return Commit(candidates.latent(candidates.draft_latents[winner : winner + 1].clone()), 0.0, 0)
+        return Commit(candidates.latent(candidates.draft_latent(winner)), 0.0, 0)
     return run_full_compute(candidates.recipe, candidates.drafts[winner].seed, models)

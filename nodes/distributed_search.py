@@ -33,6 +33,7 @@ from ..cachedsearch_core.draft_exchange import DraftInbox, DraftMessage, encode_
 from ..cachedsearch_core.records import Draft
 from ..cachedsearch_core.seed_slices import SeedSlice, slice_of
 from .candidates import SearchCandidates, run_search
+from .packed_latent import join
 from .saved_drafts import SavedDrafts
 from .prompt_server import PerServer
 
@@ -154,7 +155,7 @@ def _assemble(like: SearchCandidates, collected: dict, notes: list[str]) -> Dist
     seeds = sorted(collected)
     return DistributedCandidates(
         recipe=like.recipe, drafts=tuple(collected[seed][0] for seed in seeds),
-        draft_latents=torch.cat([collected[seed][1] for seed in seeds]), cache_description=like.cache_description,
+        draft_latents=join(collected[seed][1] for seed in seeds), cache_description=like.cache_description,
         latent_entries=like.latent_entries, drafted_by=tuple(collected[seed][2] for seed in seeds),
         notes=tuple(notes), drafts_saved=like.drafts_saved, drafts_not_kept=like.drafts_not_kept,
     )
@@ -162,7 +163,7 @@ def _assemble(like: SearchCandidates, collected: dict, notes: list[str]) -> Dist
 
 def _collect(candidates: SearchCandidates, participant: str, into: dict) -> None:
     for index, draft in enumerate(candidates.drafts):
-        into[draft.seed] = (draft, candidates.draft_latents[index : index + 1], participant)
+        into[draft.seed] = (draft, candidates.draft_latent(index), participant)
 
 
 def _prefixed(announce, prefix: str):

@@ -27,6 +27,7 @@ from PIL import Image
 from ..cachedsearch_core.panels import spread_evenly, thumbnails
 from ..cachedsearch_core.safe_files import write_atomically
 from .candidates import draft_rows
+from .packed_latent import parts
 
 PANEL_FOLDER = "cachedsearch_panels"  # under ComfyUI's output folder, which it never empties
 DIGEST_CHARACTERS = 24  # 96 bits of SHA-256: two different frames never share a name in practice
@@ -86,7 +87,8 @@ def decode_draft_frames(vae, candidates, announce=None) -> dict[int, list[dict]]
         comfy.model_management.throw_exception_if_processing_interrupted()
         if announce is not None:
             announce(f"decoding previews {index + 1} / {len(numbers)} (candidate {number})")
-        images = vae.decode(candidates.draft_latents[index : index + 1])
+        # A packed latent's first part is its picture (LTX-2: the video; the sound is not shown).
+        images = vae.decode(parts(candidates.draft_latent(index))[0])
         frames[number] = save_panel_frames(images.reshape(-1, *images.shape[-3:]))
     return frames
 

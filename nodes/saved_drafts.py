@@ -23,6 +23,7 @@ from ..cachedsearch_core.draft_store import DraftStore
 from ..cachedsearch_core.records import Draft
 from ..cachedsearch_core.saved_keys import draft_key, fingerprint
 from .calibration_graph import root_model_file
+from .packed_latent import packed, parts
 from .prompt_graph import upstream, with_defaults
 from .runner import CandidateState
 
@@ -130,7 +131,8 @@ class SavedDrafts:
         tensors = self.store.tensors(key) if saved is not None else None
         if tensors is None:
             return None
-        return CandidateState({**latent, "samples": tensors["samples"]},
+        samples = tensors["samples"]
+        return CandidateState({**latent, "samples": packed(samples if isinstance(samples, tuple) else (samples,))},
                               dataclasses.replace(saved.draft, reused=True)), tensors
 
     def save_round_state(self, cuts, state: CandidateState, x0: torch.Tensor | None = None) -> None:
@@ -140,7 +142,7 @@ class SavedDrafts:
 
     def _add(self, key: str, draft: Draft, samples, extras=None) -> None:
         try:
-            self.store.add(key, draft, samples, extras, model=self.model)
+            self.store.add(key, draft, parts(samples), extras, model=self.model)
         except OSError as error:
             logger.warning("CachedSearch: draft of seed %s not saved in %s: %s", draft.seed, self.store.folder, error)
             self.not_kept.append((draft.seed, error.strerror or str(error)))

@@ -357,7 +357,7 @@ class Recommit(io.ComfyNode):
                                         cls.hidden.unique_id)
         picked = resolve_pick(choices, pick, mode, verifier_winner, pick_among)
         if mode == "keep":
-            kept = candidates.draft_latents[picked.draft_index : picked.draft_index + 1].clone()
+            kept = candidates.draft_latent(picked.draft_index)
             delivered, cost = candidates.latent(kept), candidates.cost().after_keep()
         else:
             committed = commit_pick(candidates, picked, models)

@@ -23,10 +23,7 @@ CACHE = dict(mode="adaptive", tau=0.5, warmup_steps=2, cooldown_steps=2, static_
 FAMILIES = {"ltx2": Family("LTX-2.3 (video + audio)", tiny_models.LTX2_FILE, "LTXAV", CFG,
                            dict(width=2 * tiny_models.LTX2_TINY_CONFIG["caption_channels"]), prepare=None)}
 ROW = pytest.mark.parametrize("family", ["ltx2"])
-# What item 2 of issue 50 still has to build: the search nodes concatenate the drafts' latents with torch.cat
-# (nodes/candidates.py), which a packed video + audio latent (a NestedTensor) is not.
-SEARCH_CARRIES_NO_PACKED_LATENT = ("the search nodes do not carry a packed video + audio latent yet: the drafts are "
-                                   "joined with torch.cat, which takes no NestedTensor")
+SETUP = "tiny LTX-2 search"  # the drafts' setup where a test keeps them (``saving_drafts_in``)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -93,19 +90,122 @@ def test_mode_off_is_bit_exact(engine, tiny_ltx2, family):
         assert torch.equal(off_part, stock_part)
 
 
+def saving_drafts_in(engine, monkeypatch, folder):
+    """The search nodes keep their drafts in ``folder`` under one setup (outside a server run no prompt keys them),
+    as a re-queued server run finds them."""
+    saved_drafts = engine.extension.nodes.saved_drafts
+    store_type = engine.extension.cachedsearch_core.draft_store.DraftStore
+    monkeypatch.setattr(saved_drafts.SavedDrafts, "for_node",
+                        classmethod(lambda cls, *_, **__: cls(store_type(folder), SETUP)))
+    return store_type(folder)
+
+
+def search(engine, model, tiny_ltx2, seed=20, num_candidates=2):
+    _, positive, negative, latent = tiny_ltx2
+    return engine.run("CachedSearchSampler", model=model, positive=positive, negative=negative, latent_image=latent,
+                      seed=seed, num_candidates=num_candidates, steps=STEPS, cfg=CFG, sampler_name="euler",
+                      scheduler="simple", denoise=1.0)
+
+
+def assert_parts_equal(latent, expected_parts):
+    """``latent`` (a packed LTX-2 latent) holds exactly ``expected_parts``, video and audio, bit for bit."""
+    for part, expected in zip(latent.unbind(), expected_parts, strict=True):
+        assert part.shape == expected.shape and torch.equal(part, expected)
+
+
 @ROW
-@pytest.mark.xfail(strict=True, raises=TypeError, reason=SEARCH_CARRIES_NO_PACKED_LATENT)
-def test_search_and_recommit_equal_the_stock_sampler_for_the_winner(engine, tiny_ltx2, family):
-    model, positive, negative, latent = tiny_ltx2
-    _, candidates, _ = engine.run("CachedSearchSampler", model=apply_cache(engine, model), positive=positive,
-                                  negative=negative, latent_image=latent, seed=20, num_candidates=2, steps=STEPS,
-                                  cfg=CFG, sampler_name="euler", scheduler="simple", denoise=1.0)
+def test_search_and_recommit_equal_the_stock_sampler_for_the_winner(engine, tiny_ltx2, family, monkeypatch,
+                                                                      tmp_path):
+    """A cached search's drafts are the stock KSampler's on the cached model, video and audio; the Recommit's commit
+    is the stock KSampler's on the bare model for the winning seed; a re-queued search reads every draft back, both
+    parts, and delivers the same."""
+    store = saving_drafts_in(engine, monkeypatch, tmp_path / "drafts")
+    cached = apply_cache(engine, tiny_ltx2[0])
+    drafts, candidates, _ = search(engine, cached, tiny_ltx2)
+    for index, seed in enumerate((20, 21)):
+        assert_parts_equal(drafts["samples"][index : index + 1], ksampler(engine, tiny_ltx2, cached, seed=seed))
+        assert not candidates.drafts[index].skipped_nothing  # the cache skipped: the commit must sample again
     ranking = engine.one("CachedSearchRankingFromScores", candidates=candidates, scores="0.1, 0.9")
     delivered, seed, _ = engine.run("CachedSearchRecommit", candidates=candidates, ranking=ranking, mode="commit")
     assert seed == 21
-    for delivered_part, stock_part in zip(delivered["samples"].unbind(), ksampler(engine, tiny_ltx2, seed=21),
-                                          strict=True):
-        assert torch.equal(delivered_part, stock_part)
+    assert_parts_equal(delivered["samples"], ksampler(engine, tiny_ltx2, seed=21))
+    # Each saved draft holds both parts, the packing recorded.
+    key = engine.extension.cachedsearch_core.saved_keys.draft_key(SETUP, 21)
+    assert store.get(key).latent_parts == 2
+    assert_parts_equal(engine.extension.nodes.packed_latent.packed(store.latent(key)),
+                       ksampler(engine, tiny_ltx2, cached, seed=21))
+
+    again, requeued, _ = search(engine, cached, tiny_ltx2)
+    assert [draft.reused for draft in requeued.drafts] == [True, True]
+    for part, before in zip(again["samples"].unbind(), drafts["samples"].unbind(), strict=True):
+        assert torch.equal(part, before)
+    delivered_again, _, _ = engine.run("CachedSearchRecommit", candidates=requeued, ranking=ranking, mode="commit")
+    assert_parts_equal(delivered_again["samples"], delivered["samples"].unbind())
+
+
+@ROW
+def test_a_search_without_cache_delivers_its_winners_draft_as_the_stock_sampler_samples_it(engine, tiny_ltx2,
+                                                                                           family):
+    """Uncached drafts are the stock KSampler's for each seed, both parts; the commit is free and the same. The
+    preview_vae (the checkpoint's video VAE) shows each draft's picture on the panel, as VAE Decode of its video."""
+    model, positive, negative, latent = tiny_ltx2
+    _, _, vae = engine.run("CheckpointLoaderSimple", ckpt_name=tiny_models.LTX2_CHECKPOINT_FILE)
+    watched = engine.output("CachedSearchSampler", model=model, positive=positive, negative=negative,
+                            latent_image=latent, seed=30, num_candidates=2, steps=STEPS, cfg=CFG, sampler_name="euler",
+                            scheduler="simple", denoise=1.0, preview_vae=vae)
+    drafts, candidates, _ = watched.result
+    for index, row in enumerate(watched.ui["cachedsearch_drafts"]):
+        video = drafts["samples"].unbind()[0][index : index + 1]
+        decoded = engine.one("VAEDecode", vae=vae, samples={"samples": video})
+        frames = engine.read_panel_frames(row["frames"])
+        assert len(frames) == 8 and all((frame == reference).all() for frame, reference
+                                        in zip(frames, engine.as_saved(decoded[[0, 1, 2, 3, 5, 6, 7, 8]])))
+    stock = [ksampler(engine, tiny_ltx2, seed=seed) for seed in (30, 31)]
+    for index, parts in enumerate(stock):
+        assert_parts_equal(drafts["samples"][index : index + 1], parts)
+    ranking = engine.one("CachedSearchRankingFromScores", candidates=candidates, scores="0.9, 0.1")
+    delivered, seed, _ = engine.run("CachedSearchRecommit", candidates=candidates, ranking=ranking, mode="commit")
+    assert seed == 30
+    assert_parts_equal(delivered["samples"], stock[0])
+
+
+@ROW
+def test_easycache_in_front_drafts_cached_and_the_commit_is_the_stock_sampler(engine, tiny_ltx2, family):
+    """ComfyUI's EasyCache in front of the Sampler and the Sampler (Advanced) on LTX-2: the drafts skip calls, and
+    the Recommit (its model unconnected, the cache detached) commits the stock sampler's video and audio."""
+    model, positive, negative, latent = tiny_ltx2
+    easycache = engine.one("EasyCache", model=model, reuse_threshold=2.0, start_percent=0.0, end_percent=1.0,
+                           verbose=False)
+    _, candidates, report = search(engine, easycache, tiny_ltx2, seed=40)
+    assert "EasyCache (reuse_threshold 2)" in report.splitlines()[0]
+    assert all(draft.calls_skipped > 0 for draft in candidates.drafts)
+    ranking = engine.one("CachedSearchRankingFromScores", candidates=candidates, scores="0.1, 0.9")
+    delivered, seed, _ = engine.run("CachedSearchRecommit", candidates=candidates, ranking=ranking, mode="commit")
+    assert seed == 41
+    assert_parts_equal(delivered["samples"], ksampler(engine, tiny_ltx2, seed=41))
+
+    sampler = engine.one("KSamplerSelect", sampler_name="euler")
+    sigmas = engine.one("BasicScheduler", model=model, scheduler="simple", steps=STEPS, denoise=1.0)
+    guider = engine.one("CFGGuider", model=easycache, positive=positive, negative=negative, cfg=CFG)
+    _, candidates, _ = engine.run("CachedSearchSamplerAdvanced", guider=guider, sampler=sampler, sigmas=sigmas,
+                                  latent_image=latent, seed=40, num_candidates=2)
+    assert all(draft.calls_skipped > 0 for draft in candidates.drafts)
+    delivered, seed, _ = engine.run("CachedSearchRecommit", candidates=candidates, ranking=ranking, mode="commit")
+    stock_guider = engine.one("CFGGuider", model=model, positive=positive, negative=negative, cfg=CFG)
+    stock = engine.run("SamplerCustomAdvanced", noise=engine.one("RandomNoise", noise_seed=41), guider=stock_guider,
+                       sampler=sampler, sigmas=sigmas, latent_image=latent)[0]["samples"]
+    assert seed == 41
+    assert_parts_equal(delivered["samples"], stock.unbind())
+
+
+@ROW
+def test_a_saved_drafts_key_sees_the_audio_of_a_packed_latent(engine, tiny_ltx2, family):
+    """The drafts' setup fingerprints what a packed latent holds, so another audio latent never reuses them."""
+    fingerprint = engine.extension.cachedsearch_core.saved_keys.fingerprint
+    packed = engine.extension.nodes.packed_latent.packed
+    video, audio = tiny_ltx2[3]["samples"].unbind()
+    assert fingerprint(packed((video, audio))) == fingerprint(packed((video.clone(), audio.clone())))
+    assert fingerprint(packed((video, audio))) != fingerprint(packed((video, audio + 1)))
 
 
 def test_the_checkpoints_audio_vae_decodes_the_sampled_sound(engine, tiny_ltx2):
