@@ -3,7 +3,8 @@ pruning and budget plans, calibration, the pick, the verifiers and the distribut
 
 Layers, each importing only the ones below it (type-only imports included), from the bottom:
 
-1. records and leaves: ``records`` (drafts, stage calls, rankings, seeds), ``step_cache``, ``work_count``,
+1. records and leaves: ``records`` (drafts, stage calls, rankings, seeds), ``step_cache`` (with its
+   ``step_cache_config`` and ``cache_statistics``), ``work_count``,
    ``fidelity``, ``safe_files``, ``jsonl_store``, ``saved_work`` (the one store of saved drafts and rollouts),
    ``image_reward``
 2. the cost model, on records only: ``cost`` (pruning and budget hand it plain numbers, ``cost.ExtraWork``); the
@@ -23,15 +24,9 @@ exchange) or transformers (the verifiers, imported when a verifier is built)."""
 from .cost import SearchCost
 from .records import MAX_CANDIDATES, Draft, Ranking, StageCalls, candidate_seeds, parse_scores
 from .search_report import search_cost, search_report
-from .step_cache import (
-    BranchState,
-    CacheMode,
-    CacheStatistics,
-    StepCacheConfig,
-    TransformationVectorCache,
-    in_always_compute_window,
-    static_schedule_skips,
-)
+from .cache_statistics import CacheStatistics
+from .step_cache import BranchState, TransformationVectorCache
+from .step_cache_config import CacheMode, StepCacheConfig, in_always_compute_window, static_schedule_skips
 
 __all__ = [
     "MAX_CANDIDATES",

@@ -16,7 +16,7 @@ import re
 from .audit import tau_arm
 from .cost import MEASURED_CACHED_SHARE, rollouts_time, speedup_of
 from .records import candidate_seeds
-from .step_cache import StepCacheConfig, in_always_compute_window
+from .step_cache_config import StepCacheConfig, in_always_compute_window
 
 TAU_MAX = 2.0  # the largest tau Apply Cache accepts
 OUR_ENGINE = "CachedSearch cache"
@@ -57,8 +57,8 @@ def prompt_lines(text: str) -> list[str]:
 
 def skippable_steps(steps: int, warmup_steps: int, cooldown_steps: int) -> int:
     """How many of a ``steps``-step run's steps the cache may skip: those outside warmup and cooldown
-    (``step_cache.in_always_compute_window``), less the first step when there is no warmup (nothing is computed yet
-    to reuse)."""
+    (``step_cache_config.in_always_compute_window``), less the first step when there is no warmup (nothing is
+    computed yet to reuse)."""
     window = StepCacheConfig(warmup_steps=warmup_steps, cooldown_steps=cooldown_steps)
     free = [step for step in range(steps) if not in_always_compute_window(step, steps, window)]
     return len(free) - (1 if free[:1] == [0] else 0)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from .cost import SearchCost, calls_per_stage, skipped_share
 from .records import Draft, Ranking
-from .step_cache import INACTIVE_PREFIX
+from .cache_statistics import INACTIVE_PREFIX
 
 if TYPE_CHECKING:
     from .budget import BudgetOutcome

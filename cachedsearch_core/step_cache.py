@@ -14,18 +14,21 @@ a whole, so it skips only when every part of every branch may skip.
 
 This module is framework-free: it wraps any callable and knows nothing of
 ComfyUI. The adapter in ``nodes/`` maps ComfyUI's model calls onto
-:meth:`TransformationVectorCache.__call__`.
+:meth:`TransformationVectorCache.__call__`. The settings and the step-only
+rules live in ``step_cache_config``, a run's counts in ``cache_statistics``.
 """
 
 from __future__ import annotations
 
 import bisect
 import dataclasses
-import enum
 import threading
 from collections.abc import Callable, Hashable, Sequence
 
 import torch
+
+from .cache_statistics import CacheStatistics
+from .step_cache_config import CacheMode, StepCacheConfig, in_always_compute_window, static_schedule_skips
 
 BranchKey = tuple[str, Hashable]
 """(label, identity) of one guidance branch, e.g. ("uncond", (<uuid>, <device>)).
@@ -45,62 +48,6 @@ def part_key(branch_key: BranchKey, part: int, parts: int) -> BranchKey:
     """The state key of one part of one branch: the branch's own key when the latent is one tensor."""
     label, identity = branch_key
     return branch_key if parts == 1 else (label, (identity, f"part {part}"))
-
-INACTIVE_PREFIX = "cache inactive on this model: "
-
-
-class CacheMode(str, enum.Enum):
-    ADAPTIVE = "adaptive"
-    STATIC = "static"
-    OFF = "off"
-
-
-@dataclasses.dataclass(frozen=True)
-class StepCacheConfig:
-    """Settings of the step cache.
-
-    mode: ``adaptive`` (the drift rule), ``static`` (compute every
-        ``static_interval``-th step between warmup and cooldown, the
-        uniform-schedule baseline) or ``off`` (every call computed).
-    tau: skip threshold on the accumulated relative drift. 0.10 gives about
-        2x on Wan 2.1 1.3B at 50 steps; larger skips more. Must be >= 0.
-    warmup_steps: the first steps of a run that are always computed (K_w).
-    cooldown_steps: the last steps of a run that are always computed (K_c).
-    static_interval: k of the static mode; 1 computes every step.
-    """
-
-    mode: CacheMode = CacheMode.ADAPTIVE
-    tau: float = 0.10
-    warmup_steps: int = 5
-    cooldown_steps: int = 5
-    static_interval: int = 2
-
-    def __post_init__(self):
-        try:
-            object.__setattr__(self, "mode", CacheMode(self.mode))
-        except ValueError:
-            choices = ", ".join(m.value for m in CacheMode)
-            raise ValueError(f"mode: got {self.mode!r}; use one of {choices}") from None
-        if not (isinstance(self.tau, (int, float)) and self.tau >= 0 and self.tau == self.tau):
-            raise ValueError(f"tau: got {self.tau!r}; use a number >= 0 (0.10 is the default, 0 disables skipping)")
-        for name in ("warmup_steps", "cooldown_steps"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name}: got {value!r}; use a whole number of steps >= 0 (default 5)")
-        if not isinstance(self.static_interval, int) or self.static_interval < 1:
-            raise ValueError(
-                f"static_interval: got {self.static_interval!r}; use a whole number >= 1 (2 computes every other step)"
-            )
-
-
-def in_always_compute_window(step: int, total_steps: int, config: StepCacheConfig) -> bool:
-    """Warmup and cooldown steps are always computed."""
-    return step < config.warmup_steps or step >= total_steps - config.cooldown_steps
-
-
-def static_schedule_skips(step: int, config: StepCacheConfig) -> bool:
-    """Static mode computes the first step after warmup and every k-th after it."""
-    return (step - config.warmup_steps) % config.static_interval != 0
 
 
 @dataclasses.dataclass
@@ -129,81 +76,6 @@ class BranchState:
     def __repr__(self) -> str:
         shape = None if self.x_ref is None else tuple(self.x_ref.shape)
         return f"BranchState(anchored={shape is not None}, shape={shape}, accumulated={self.accumulated:.4f})"
-
-
-@dataclasses.dataclass
-class CacheStatistics:
-    """What one sampling run computed and skipped."""
-
-    calls_computed: int = 0
-    calls_skipped: int = 0
-    computed_by_branch: dict[str, int] = dataclasses.field(default_factory=dict)
-    skipped_by_branch: dict[str, int] = dataclasses.field(default_factory=dict)
-    steps_seen: set[int] = dataclasses.field(default_factory=set)
-    steps_computed: set[int] = dataclasses.field(default_factory=set)
-    steps_skipped: set[int] = dataclasses.field(default_factory=set)
-    total_steps: int = 0
-    # Calls where some branches could skip and others had to compute, so all computed (the rule of the report's
-    # Sec. 3.1 for branches batched in one call), and the branch evaluations those calls could have skipped.
-    calls_disagreeing: int = 0
-    branch_skips_forgone: int = 0
-    # Why the cache computed every call of this run, when it could not handle the model's inputs.
-    inactive_reason: str | None = None
-
-    @property
-    def calls(self) -> int:
-        return self.calls_computed + self.calls_skipped
-
-    @property
-    def computed_fraction(self) -> float:
-        """Share of transformer calls actually computed (1.0 when none was made)."""
-        return self.calls_computed / self.calls if self.calls else 1.0
-
-    @property
-    def ideal_speedup(self) -> float:
-        """Speed-up if only the transformer cost time: calls made / calls computed."""
-        return self.calls / self.calls_computed if self.calls_computed else 1.0
-
-    def record(self, step: int, labels: Sequence[str], computed: bool) -> None:
-        self.steps_seen.add(step)
-        per_branch = self.computed_by_branch if computed else self.skipped_by_branch
-        for label in labels:
-            per_branch[label] = per_branch.get(label, 0) + 1
-        if computed:
-            self.calls_computed += 1
-            self.steps_computed.add(step)
-        else:
-            self.calls_skipped += 1
-            self.steps_skipped.add(step)
-
-    def as_dict(self) -> dict:
-        return {
-            "calls_computed": self.calls_computed,
-            "calls_skipped": self.calls_skipped,
-            "calls_disagreeing": self.calls_disagreeing,
-            "branch_skips_forgone": self.branch_skips_forgone,
-            "computed_by_branch": dict(self.computed_by_branch),
-            "skipped_by_branch": dict(self.skipped_by_branch),
-            "steps": self.total_steps,
-            "steps_computed": len(self.steps_computed),
-            "skipped_steps": sorted(self.steps_skipped - self.steps_computed),
-            "ideal_speedup": self.ideal_speedup,
-            "inactive_reason": self.inactive_reason,
-        }
-
-    def summary(self) -> str:
-        branches = ", ".join(
-            f"{label} {self.computed_by_branch.get(label, 0)}"
-            for label in sorted(set(self.computed_by_branch) | set(self.skipped_by_branch))
-        )
-        steps = self.total_steps or len(self.steps_seen)
-        summary = (
-            f"computed {len(self.steps_computed)}/{steps} steps ({branches}), "
-            f"{self.calls_computed}/{self.calls} transformer calls, ~{self.ideal_speedup:.2f}x"
-        )
-        if self.inactive_reason is not None:
-            summary += f"; {INACTIVE_PREFIX}{self.inactive_reason}"
-        return summary
 
 
 @dataclasses.dataclass

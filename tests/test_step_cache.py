@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from cachedsearch_core import CacheMode, StepCacheConfig, TransformationVectorCache
-from cachedsearch_core.step_cache import INACTIVE_PREFIX
+from cachedsearch_core.cache_statistics import INACTIVE_PREFIX
 
 STEPS = 10
 SIGMAS = [1.0 - i / STEPS for i in range(STEPS + 1)]
