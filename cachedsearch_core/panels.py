@@ -72,11 +72,13 @@ _VERIFIER_SCALES = (
 )
 
 
-def describe_verifier(name: str) -> dict:
-    """The verifier's name, that a higher score is better, and one short line on what its score means."""
+def describe_verifier(name: str, drafts_carry_sound: bool = False) -> dict:
+    """The verifier's name, that a higher score is better, and one short line on what its score means; for drafts
+    that carry sound (LTX-2), that it judged their pictures only."""
     scale = next((line for prefix, line in _VERIFIER_SCALES if name.startswith(prefix)),
                  "the verifier's own score; the highest wins")
-    return {"name": name, "higher_is_better": True, "scale": scale}
+    return {"name": name, "higher_is_better": True, "scale": scale} | ({"sound_not_judged": True}
+                                                                         if drafts_carry_sound else {})
 
 
 def _draft_fields(draft: Draft, stage_names: Sequence[str]) -> dict:

@@ -12,6 +12,11 @@ def parts(samples) -> tuple[torch.Tensor, ...]:
     return (samples,) if isinstance(samples, torch.Tensor) else tuple(samples.unbind())
 
 
+def carries_sound(samples) -> bool:
+    """Whether ``samples`` is LTX-2's packed [video, audio] latent: its pictures are judged, its sound is not."""
+    return len(parts(samples)) > 1
+
+
 def packed(tensors) -> torch.Tensor:
     """The samples of ``tensors`` (``parts``' inverse): the one tensor, or several packed as LTXVConcatAVLatent
     packs them (only a runtime with LTX-2 ever has several)."""

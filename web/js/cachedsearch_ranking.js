@@ -35,7 +35,8 @@ function verifierLine(output) {
   const verifier = output.cachedsearch_verifier?.[0];
   if (!verifier?.name) return undefined;
   const direction = verifier.higher_is_better === false ? "lower is better" : "higher is better";
-  return element("div", `${verifier.name} score, ${direction}${verifier.scale ? `: ${verifier.scale}` : ""}`,
+  const sound = verifier.sound_not_judged ? "; pictures only, the sound is not judged" : "";
+  return element("div", `${verifier.name} score, ${direction}${verifier.scale ? `: ${verifier.scale}` : ""}${sound}`,
     "cachedsearch-line cachedsearch-verifier");
 }
 
