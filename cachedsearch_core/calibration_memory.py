@@ -10,6 +10,9 @@ from typing import Protocol
 
 from .safe_files import set_aside, write_atomically
 
+NOT_A_MEMORY = "it is not a calibration memory (a JSON object of calibrations by setup)"
+WHAT_SETTING_ASIDE_LOSES = "the calibrations it remembered are not shown (calibrate again, or restore it by hand)"
+
 
 class Remembered(Protocol):
     """A calibration's result (one table, one per engine, or two experts'): what it keeps in the memory."""
@@ -52,12 +55,11 @@ class CalibrationMemory:
         except json.JSONDecodeError as error:
             return self._set_aside(f"it is not JSON ({error})")
         if not (isinstance(entries, dict) and all(isinstance(entry, dict) for entry in entries.values())):
-            return self._set_aside("it is not a calibration memory (a JSON object of calibrations by setup)")
+            return self._set_aside(NOT_A_MEMORY)
         return entries
 
     def _set_aside(self, why: str) -> dict:
-        self.problems.append(set_aside(self.path, why, "the calibrations it remembered are not shown (calibrate "
-                                                       "again, or restore it by hand)"))
+        self.problems.append(set_aside(self.path, why, WHAT_SETTING_ASIDE_LOSES))
         return {}
 
     def remember(self, key: str, calibration: Remembered) -> None:

@@ -26,7 +26,14 @@ from cachedsearch_core.calibration_experts import (
     expert_arm_prefix,
     together_arm,
 )
-from cachedsearch_core.calibration_memory import CalibrationMemory, describe_remembered, experts_setup_key, setup_key
+from cachedsearch_core.calibration_memory import (
+    NOT_A_MEMORY,
+    WHAT_SETTING_ASIDE_LOSES,
+    CalibrationMemory,
+    describe_remembered,
+    experts_setup_key,
+    setup_key,
+)
 from cachedsearch_core.calibration_results import Calibration, EnginesCalibration
 from cachedsearch_core.combine import VerifierCombination
 from cachedsearch_core.cost import MEASURED_CACHED_SHARE
@@ -56,11 +63,18 @@ def numbers(text):
     return [float(number) for number in re.findall(r"\d+(?:\.\d+)?", text)]
 
 
+def line_of(text, head):
+    """The one line of ``text`` that starts with ``head``."""
+    (line,) = [line for line in text.splitlines() if line.startswith(head)]
+    return line
+
+
 def test_the_cost_counts_its_thresholds_in_the_singular_for_one():
     assert CalibrationPlan((0.1,), seeds=4).thresholds_label == "1 tau"
     assert CalibrationPlan((0.1, 0.2), seeds=4).thresholds_label == "2 taus"
     assert "cached rollouts x 1 tau" in CalibrationPlan((0.1,), seeds=4).cost(10)
-    assert "x (1 high-noise tau + 2 low-noise taus)" in ExpertsPlan.create((0.1,), (0.1, 0.2), 2, 0, 0.9).cost(10)
+    experts_cost = ExpertsPlan.create((0.1,), (0.1, 0.2), 2, 0, 0.9).cost(10)
+    assert re.search(rf"\b1 {HIGH_NOISE} tau\b", experts_cost) and f"2 {LOW_NOISE} taus" in experts_cost
 
 
 def test_taus_parse_from_spaces_or_commas_and_reject_words():
@@ -114,8 +128,9 @@ def test_the_table_recommends_the_largest_tau_that_meets_the_target():
     assert len(rows[0]["capture"]) == 3  # value and interval at S = 4
     report = calibration.report()
     assert "| 0.05 * | 20 % | 1.25x | 2.00x |" in report
-    assert "Recommended tau: 0.05 (of the taus whose capture meets 90 %, the one that skips most: 100.0 %" in report
-    assert "bootstrap over the 4 seeds" in report
+    # the recommended tau, the target, its capture and its call speed-up
+    assert numbers(line_of(report, "Recommended tau:")) == [0.05, 90, 100.0, 1.25]
+    assert numbers(line_of(report, "Intervals:"))[:2] == [95, 4]  # a 95 % bootstrap over the 4 seeds
 
 
 def test_the_recommendation_is_the_tau_that_skips_most_among_those_meeting_the_target():
@@ -134,9 +149,8 @@ def test_taus_that_skip_nothing_recommend_nothing_and_say_why():
     calibration = Calibration.from_store(store, CalibrationPlan((0.1, 2.0), 4, 0, 0.9), bootstrap=50)
     assert calibration.recommended is None and calibration.recommended_tau == 0.0
     assert not any(row["recommended"] for row in calibration.rows())
-    assert "Recommended tau: 0. No measured tau skipped a call, so none saves anything" in calibration.report()
-    assert describe_remembered(calibration.memory_entry()).endswith("tau 0 (no tau saved calls at 90 % capture; "
-                                                                    "cache off)")
+    assert numbers(line_of(calibration.report(), "Recommended tau:")) == [0]  # no target: nothing was skipped
+    assert numbers(describe_remembered(calibration.memory_entry())) == [0, 90]  # tau 0 at the 90 % target
 
 
 @pytest.mark.parametrize("steps, warmup, cooldown, skippable", [
@@ -151,34 +165,33 @@ def test_the_steps_a_cache_window_leaves_to_skip(steps, warmup, cooldown, skippa
 
 def test_a_window_that_leaves_nothing_to_skip_is_named_with_a_window_that_does():
     problem = cache_window_problem(8, 5, 5, "_high", " of the high-noise expert")
-    assert problem.startswith("warmup_steps_high, cooldown_steps_high: got 5 and 5, which leave no step of the 8 "
-                              "steps of the high-noise expert for the cache to skip")
-    assert problem.endswith("lower them, e.g. to 1 and 1") and skippable_steps(8, 1, 1) > 0
-    assert cache_window_problem(2, 1, 1).endswith("lower them, e.g. to 1 and 0")
+    # the inputs named, their values, the steps and whose they are, then a window that leaves a step to skip
+    assert problem.startswith("warmup_steps_high, cooldown_steps_high:") and f"{HIGH_NOISE} expert" in problem
+    assert numbers(problem) == [5, 5, 8, 1, 1] and skippable_steps(8, 1, 1) > 0
+    assert numbers(cache_window_problem(2, 1, 1)) == [1, 1, 2, 1, 0] and skippable_steps(2, 1, 0) > 0
     assert cache_window_problem(1, 0, 0).endswith("use more steps")
 
 
 def test_apply_cache_says_whether_its_tau_is_the_calibrated_one():
     entry = {"tau": 0.3, "capture": 0.95, "capture_target": 0.9, "seeds": 4, "prompts": 1, "taus": [0.3]}
     assert describe_remembered(entry, used_tau=0.3).endswith("tau 0.3 (capture 95 %); this node uses it")
-    assert describe_remembered(entry, used_tau=0.1).endswith(
-        "tau 0.3 (capture 95 %); this node's tau 0.1 differs: set 0.3, or wire Calibrate's tau here")
-    assert describe_remembered(entry) == "calibrated for this setup: tau 0.3 (capture 95 %)"
+    differs = describe_remembered(entry, used_tau=0.1)
+    assert numbers(differs) == [0.3, 95, 0.1, 0.3] and not differs.endswith("this node uses it")  # set 0.3, not 0.1
+    assert numbers(describe_remembered(entry)) == [0.3, 95]
 
 
 def test_no_tau_meeting_the_target_recommends_the_cache_off():
     store = store_with({0.1: ([0.9, 0.1, 0.5, 0.4], 5)})
     calibration = Calibration.from_store(store, CalibrationPlan((0.1,), 4, 0, 0.9), bootstrap=50)
     assert calibration.recommended_tau == 0.0 and calibration.recommended is None
-    assert "Recommended tau: 0. No measured tau keeps 90 % of best-of-4's gain: leave the cache off" in \
-        calibration.report()
+    assert numbers(line_of(calibration.report(), "Recommended tau:")) == [0, 90, 4]  # tau 0: misses 90 % of best-of-4
 
 
 def test_two_seeds_give_no_intervals():
     store = store_with({0.1: (FULL[:2], 5)}, seeds=(0, 1))
     calibration = Calibration.from_store(store, CalibrationPlan((0.1,), 2, 0, 0.9), bootstrap=50)
     assert all(len(row["capture"]) == 1 for row in calibration.rows())
-    assert "No intervals: 2 seeds" in calibration.report()
+    assert numbers(line_of(calibration.report(), "No intervals:")) == [2, 3]  # 2 seeds; use 3 or more
 
 
 def test_chart_draws_both_curves_and_the_pick():
@@ -197,11 +210,11 @@ def test_memory_keeps_the_latest_calibration_per_setup(tmp_path):
     assert memory.recall(key) is None
     good = Calibration.from_store(store_with({0.1: (FULL, 5)}), CalibrationPlan((0.1,), 4, 0, 0.9), bootstrap=20)
     memory.remember(key, good)
-    assert describe_remembered(memory.recall(key)) == "calibrated for this setup: tau 0.1 (capture 100 %)"
+    assert numbers(describe_remembered(memory.recall(key))) == [0.1, 100]
     off = Calibration.from_store(store_with({0.1: ([0.9, 0.1, 0.5, 0.4], 5)}), CalibrationPlan((0.1,), 4, 0, 0.9),
                                  bootstrap=20)
     memory.remember(key, off)
-    assert "tau 0 (no tau saved calls at 90 % capture; cache off)" in describe_remembered(memory.recall(key))
+    assert memory.recall(key)["tau"] == 0 and numbers(describe_remembered(memory.recall(key))) == [0, 90]
     assert memory.recall(setup_key("wan2.1_t2v_1.3B_fp16.safetensors", 30, "uni_pc", "simple")) is None
     assert not math.isnan(good.full_seconds)
 
@@ -212,8 +225,8 @@ def a_calibration() -> Calibration:
 
 @pytest.mark.parametrize("content, why", [
     (b'{"wan.safetensors | 20 steps": {"tau": 0.1', "it is not JSON (Expecting"),  # torn by a crash
-    (b'["not", "a", "memory"]', "it is not a calibration memory (a JSON object of calibrations by setup)"),
-    (b'{"setup": 0.1}', "it is not a calibration memory"),
+    (b'["not", "a", "memory"]', NOT_A_MEMORY),
+    (b'{"setup": 0.1}', NOT_A_MEMORY),
     (b"\xff\xfe", "it could not be read ("),
 ])
 def test_a_corrupt_memory_is_set_aside_whole_reported_and_the_next_run_remembers(tmp_path, content, why):
@@ -225,8 +238,7 @@ def test_a_corrupt_memory_is_set_aside_whole_reported_and_the_next_run_remembers
     assert aside.read_bytes() == content and not path.exists()
     (problem,) = memory.problems
     assert problem.startswith(f"{path}: set aside, because {why}")
-    assert problem.endswith(f"moved to {aside.name} beside it, and the calibrations it remembered are not shown "
-                            "(calibrate again, or restore it by hand)")
+    assert aside.name in problem and problem.endswith(WHAT_SETTING_ASIDE_LOSES)
     memory.remember("setup", a_calibration())
     again = CalibrationMemory(path)
     assert again.recall("setup")["tau"] == 0.1 and again.problems == []
@@ -296,7 +308,8 @@ def test_two_experts_are_recommended_each_by_the_same_rule_and_measured_together
     assert [(row["expert"], row["tau"]) for row in rows] == [
         (HIGH_NOISE, 0.1), (HIGH_NOISE, 0.2), (LOW_NOISE, 0.05), (LOW_NOISE, 0.1), ("both", "0.1 + 0.1")]
     report = calibration.report()
-    assert "High-noise expert (the low-noise expert at full compute):" in report
+    assert [line for line in report.splitlines() if line.endswith(":")][:2] == [  # a table per expert, in order
+        line_of(report, HIGH_NOISE.capitalize()), line_of(report, LOW_NOISE.capitalize())]
     assert "below the target" in report and "| 0.1 + 0.1 |" in report
     assert calibration.chart().shape == (800, 640, 3)
 
@@ -311,9 +324,9 @@ def test_an_expert_at_tau_0_is_not_measured_together_and_the_memory_keeps_both_e
     key = experts_setup_key("high.safetensors", "low.safetensors", 20, 10, "euler", "simple")
     memory.remember(key, calibration)
     entry = memory.recall(key)
-    assert describe_remembered(entry, HIGH_NOISE) == "calibrated for this setup's high-noise expert: tau 0.1 " \
-        "(capture 100 %)"
-    assert "low-noise expert: tau 0 (no tau saved calls at 90 % capture; cache off)" in describe_remembered(entry, LOW_NOISE)
+    high, low = describe_remembered(entry, HIGH_NOISE), describe_remembered(entry, LOW_NOISE)
+    assert f"{HIGH_NOISE} expert" in high and numbers(high) == [0.1, 100]
+    assert f"{LOW_NOISE} expert" in low and numbers(low) == [0, 90]  # tau 0 at the 90 % target
     assert memory.recall(experts_setup_key("high.safetensors", "low.safetensors", 20, 12, "euler", "simple")) is None
 
 
@@ -337,7 +350,7 @@ class Judge:
 
 def test_a_verifier_combination_normalises_across_an_arms_seeds_as_combine_scores_does():
     combination = VerifierCombination((Judge("ImageReward"), Judge("ImageReward")), (1.0, 3.0), "rank average")
-    assert combination.name == "combined (rank average) of ImageReward x 1, ImageReward #2 x 3"
+    assert combination.name.endswith("(rank average) of ImageReward x 1, ImageReward #2 x 3")  # names, weights
     # seed 0 is best for the first verifier, seed 2 for the heavier second one
     assert combination.combine([(0.9, 1.0), (0.5, 2.0), (0.1, 3.0)]) == pytest.approx([-0.25, 0.0, 0.25])
     with pytest.raises(ValueError, match="weight_2 \\(ImageReward #2\\): got -1.0"):
@@ -350,7 +363,7 @@ def test_a_verifier_combination_normalises_across_an_arms_seeds_as_combine_score
 
 def test_prompts_are_the_texts_lines_each_once():
     assert prompt_lines("  a red ball \n\n a blue cube\n") == ["a red ball", "a blue cube"]
-    with pytest.raises(ValueError, match="prompt: empty; with a text encoder on clip, write the prompts"):
+    with pytest.raises(ValueError, match="prompt: empty; .* clip"):
         prompt_lines(" \n ")
     with pytest.raises(ValueError, match="prompt: 'a red ball' is written twice; list each prompt once"):
         prompt_lines("a red ball\na blue cube\na red ball")
@@ -370,7 +383,7 @@ def test_two_prompts_give_no_intervals_and_three_resample_prompts():
     assert three.results[0].fidelity.resampled == PROMPT_BOOTSTRAP and len(three.rows()[0]["capture"]) == 3
     # top-1 is the share of prompts whose winner the cache keeps: prompts 0 and 2 of 3
     assert three.rows()[0]["top1"][0] == pytest.approx(2 / 3)
-    assert "Each figure rests on 3 prompts x 4 seeds" in three.report()
+    assert numbers(line_of(three.report(), "Each figure rests on"))[:2] == [3, 4]  # 3 prompts x 4 seeds
 
 
 def test_comfyui_engines_get_their_own_table_and_the_fewest_computed_calls_win():
@@ -385,8 +398,8 @@ def test_comfyui_engines_get_their_own_table_and_the_fewest_computed_calls_win()
     assert engines.fastest.plan.engine == "EasyCache" and engines.threshold("LazyCache") == 0.0
     report = engines.report()
     assert "EasyCache:\n| reuse_threshold |" in report and "Recommended EasyCache reuse_threshold: 0.2" in report
-    assert "Fewest computed calls at the target: EasyCache reuse_threshold 0.2 (capture 100.0 %, 3.33x fewer " \
-        "transformer calls; 12 computed of 40)" in report
+    fewest = line_of(report, "Fewest computed calls")  # EasyCache's 0.2: its capture, speed-up and calls
+    assert "EasyCache reuse_threshold" in fewest and numbers(fewest) == [0.2, 100.0, 3.33, 12, 40]
     assert [row["engine"] for row in engines.engine_rows()] == ["CachedSearch cache", "EasyCache", "EasyCache"]
     assert engines.chart().shape == (800, 640, 3)
     with pytest.raises(ValueError, match="easycache_thresholds: 3.5 in \"0.2 3.5\" is outside EasyCache's range 0 "
