@@ -245,9 +245,27 @@ class SearchCost:
         return share_of_full_best_of(self.drafted_calls, self.width, self.rollout_calls)
 
     @property
+    def drafted_by_this_run(self) -> bool:
+        """This run computed every call of the search (none read back from an earlier run's saved drafts)."""
+        return self.drafted_calls == self.search_calls
+
+    @property
+    def drafted_calls_with_commit(self) -> int:
+        """The search's calls (``drafted_calls``) and the commit's: the search as delivered."""
+        return self.drafted_calls + self.commit_calls
+
+    @property
     def drafted_ratio_with_commit(self) -> float:
-        """The search's calls (``drafted_calls``) and the commit's against full best-of-N's."""
-        return share_of_full_best_of(self.drafted_calls + self.commit_calls, self.width, self.rollout_calls)
+        return share_of_full_best_of(self.drafted_calls_with_commit, self.width, self.rollout_calls)
+
+    @property
+    def commit_ratio(self) -> float:
+        return share_of_full_best_of(self.commit_calls, self.width, self.rollout_calls)
+
+    @property
+    def over_full_best_of(self) -> bool:
+        """The cache skipped too little to pay for the commit: more calls than full best-of-N."""
+        return self.drafted_calls_with_commit > self.full_calls
 
     @property
     def full_rollout_seconds(self) -> float | None:
@@ -379,6 +397,9 @@ class SearchCost:
                 "read_back_calls": self.read_back_calls, "reuse_line": self.reuse_line(),
                 "drafted_calls": self.drafted_calls, "drafted_ratio": self.drafted_ratio,
                 "drafted_ratio_with_commit": self.drafted_ratio_with_commit,
+                "drafted_by_this_run": self.drafted_by_this_run,
+                "drafted_calls_with_commit": self.drafted_calls_with_commit, "commit_ratio": self.commit_ratio,
+                "over_full_best_of": self.over_full_best_of,
                 "stage_skipped_shares": [{"stage": name, "share": skipped_share(skipped, calls)}
                                          for name, skipped, calls in self.stage_calls],
                 "note": self.line()}

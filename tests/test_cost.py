@@ -95,6 +95,25 @@ def test_a_search_read_back_from_disk_keeps_its_cost_with_the_picks_commit_besid
     assert (resumed.search_calls, resumed.drafted_calls) == (48, 72)
 
 
+
+def test_the_payload_carries_the_sums_and_verdicts_the_panels_show():
+    """The panels format these fields and compute none (#52): the search's calls with the commit, the commit's share
+    of full best-of-N, whether this run computed every call, and whether the search cost more than full best-of-N."""
+    drafts = cached_drafts()  # 72 of the 150 calls of full best-of-3; a commit computes 50
+    before = SearchCost.of_search(drafts).as_dict()
+    assert (before["drafted_calls_with_commit"], before["commit_ratio"]) == (122, pytest.approx(50 / 150))
+    assert (before["drafted_by_this_run"], before["over_full_best_of"]) == (True, False)
+    read_back = SearchCost.of_search([dataclasses.replace(draft, reused=True) for draft in drafts])
+    shown = read_back.after_commit(50, 2.0).as_dict()
+    assert (shown["drafted_by_this_run"], shown["drafted_calls_with_commit"]) == (False, 122)
+    assert shown["drafted_ratio_with_commit"] == pytest.approx(shown["drafted_ratio"] + shown["commit_ratio"])
+    kept = read_back.after_keep().as_dict()
+    assert (kept["drafted_calls_with_commit"], kept["commit_ratio"]) == (72, 0)
+    # drafts that skipped nothing, with a commit that is not free: 150 + 50 calls of full best-of-3's 150
+    skipped_nothing = SearchCost.of_search([Draft(7 + index, 1.0, ROLLOUT_CALLS, 0) for index in range(3)])
+    assert (skipped_nothing.drafted_calls_with_commit, skipped_nothing.over_full_best_of) == (200, True)
+    assert SearchCost.of_search([Draft(7, 1.0, ROLLOUT_CALLS, 0)], commit_free=True).over_full_best_of is False
+
 def test_a_free_commit_costs_nothing_and_the_drafts_that_skipped_nothing_measure_the_full_rollout():
     drafts = [Draft(7, 2.0, 50, 0), Draft(8, 1.0, 25, 25), Draft(9, 2.2, 50, 0)]
     cost = SearchCost.of_search(drafts).after_commit(0, 0.0)
