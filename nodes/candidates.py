@@ -92,6 +92,12 @@ class SearchCandidates:
         return [candidate_number(draft.seed, self.first_seed) for draft in self.drafts]
 
     @property
+    def drafted_with_apply_cache(self) -> bool:
+        """The drafts ran with CachedSearch's own cache, tuned on Apply Cache (warmup, cooldown, tau), rather than
+        ComfyUI's caches or none: what the panels advise when the cache skipped too little."""
+        return any(step_cache_config(stage.patcher) is not None for stage in self.recipe.stages)
+
+    @property
     def stage_names(self) -> tuple[str, ...]:
         """The stages' names where a trajectory has several (the experts), else none."""
         return self.recipe.names if len(self.recipe.stages) > 1 else ()
