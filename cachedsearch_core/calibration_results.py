@@ -190,9 +190,9 @@ class EnginesCalibration:
         return self.ours.rows()
 
     def engine_rows(self) -> list[dict]:
-        """Every engine's rows, ``engine`` naming it."""
-        return [{"engine": calibration.plan.engine, **row} for calibration in self.calibrations
-                for row in calibration.rows()]
+        """Every engine's rows, ``engine`` naming it and ``ours`` marking CachedSearch's own cache's."""
+        return [{"engine": calibration.plan.engine, "ours": calibration.plan.engine == OUR_ENGINE, **row}
+                for calibration in self.calibrations for row in calibration.rows()]
 
     def memory_entry(self) -> dict:
         return self.ours.memory_entry()
