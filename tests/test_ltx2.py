@@ -256,3 +256,43 @@ def test_a_call_skips_only_when_video_and_audio_both_may(engine, tiny_ltx2):
     assert any(step >= 4 for step in plain[0].steps_skipped)  # without the jolt the video and audio skip there
     # Steps 4 and 5 (before cooldown) could skip on the video, not on the audio.
     assert sorted(statistics[0].steps_skipped) == sorted(step for step in plain[0].steps_skipped if step < 4)
+
+
+def sound_and_picture(engine, latent, vae, audio_vae):
+    """An LTX-2 latent as the official graph delivers it: LTXVSeparateAVLatent, then the video part through VAE
+    Decode and the audio part through the audio VAE's decode."""
+    video, audio = engine.run("LTXVSeparateAVLatent", av_latent=latent)
+    return engine.one("VAEDecode", samples=video, vae=vae), engine.one("LTXVAudioVAEDecode", samples=audio,
+                                                                         audio_vae=audio_vae)
+
+
+def test_the_verifier_judges_the_pictures_and_the_delivered_result_keeps_its_sound(engine, tiny_ltx2):
+    """The search in the official graph's shape (Sampler (Advanced) on a cached model): the Verifier ranks the
+    drafts' decoded video and its panel says the sound is not judged; the Recommit's packed latent, separated and
+    decoded, is the stock SamplerCustomAdvanced pipeline's picture and sound for the winning seed, bit for bit."""
+    model, positive, negative, latent = tiny_ltx2
+    _, _, vae = engine.run("CheckpointLoaderSimple", ckpt_name=tiny_models.LTX2_CHECKPOINT_FILE)
+    audio_vae = engine.one("LTXVAudioVAELoader", ckpt_name=tiny_models.LTX2_CHECKPOINT_FILE)
+    sampler = engine.one("KSamplerSelect", sampler_name="euler")
+    sigmas = engine.one("BasicScheduler", model=model, scheduler="simple", steps=STEPS, denoise=1.0)
+    guider = engine.one("CFGGuider", model=apply_cache(engine, model), positive=positive, negative=negative, cfg=CFG)
+    drafts, candidates, _ = engine.run("CachedSearchSamplerAdvanced", guider=guider, sampler=sampler, sigmas=sigmas,
+                                       latent_image=latent, seed=50, num_candidates=2)
+    assert all(draft.calls_skipped > 0 for draft in candidates.drafts)
+    images = engine.one("VAEDecode", samples=engine.run("LTXVSeparateAVLatent", av_latent=drafts)[0], vae=vae)
+    verifier = engine.one("CachedSearchLoadClipVerifier", model_folder="tiny-clip", dtype="fp32")
+    verified = engine.output("CachedSearchVerifier", images=images, candidates=candidates, prompt="a drum",
+                             verifier=verifier, frames_per_candidate=4)
+    assert verified.ui["cachedsearch_verifier"][0]["sound_not_judged"] is True
+    ranking = verified.result[0]
+    delivered, seed, _ = engine.run("CachedSearchRecommit", candidates=candidates, ranking=ranking, mode="commit")
+    assert seed == 50 + ranking.winner
+    picture, sound = sound_and_picture(engine, delivered, vae, audio_vae)
+
+    stock_guider = engine.one("CFGGuider", model=model, positive=positive, negative=negative, cfg=CFG)
+    stock = engine.run("SamplerCustomAdvanced", noise=engine.one("RandomNoise", noise_seed=seed), guider=stock_guider,
+                       sampler=sampler, sigmas=sigmas, latent_image=latent)[0]
+    stock_picture, stock_sound = sound_and_picture(engine, stock, vae, audio_vae)
+    assert picture.shape == (9, 64, 64, 3) and torch.equal(picture, stock_picture)
+    assert sound["sample_rate"] == stock_sound["sample_rate"]
+    assert sound["waveform"].shape[1] == 2 and torch.equal(sound["waveform"], stock_sound["waveform"])
