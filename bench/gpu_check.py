@@ -390,14 +390,15 @@ class GpuCheck:
         (samples, full_seconds, full_calls), rollout_peak, _ = self.memory.peak_during(
             lambda: self.rollout(self.model, latent, SEARCH_SEED))
         self.decode(samples)  # loads the VAE
-        frames, decode_seconds = self.timed(lambda: self.decode(samples))
+        (frames, decode_seconds), decode_peak, _ = self.memory.peak_during(
+            lambda: self.timed(lambda: self.decode(samples)))
         judge = self.extension.cachedsearch_core.judge.FrameJudge(verifier, prompt, VERIFIER_FRAMES)
         judge.score(frames)  # loads the verifier
         _, score_seconds = self.timed(lambda: judge.score(frames))
         candidate_seconds = full_seconds + decode_seconds + score_seconds
         figures["full_candidate"] = {"rollout_s": full_seconds, "decode_s": decode_seconds, "score_s": score_seconds,
                                      "total_s": candidate_seconds, "calls": full_calls.computed,
-                                     "peak_bytes": rollout_peak}
+                                     "peak_bytes": rollout_peak, "decode_peak_bytes": decode_peak}
         figures["full_best_of_n_s"] = count * candidate_seconds
         self.results.save()
         self.say(f"search: one full candidate {candidate_seconds:.2f} s (rollout {full_seconds:.2f}, decode "
@@ -405,27 +406,29 @@ class GpuCheck:
 
         clock.require(count * (full_seconds * self.cached_share() + decode_seconds + score_seconds) + full_seconds,
                       f"the search over {count} candidates")
-        stages = {}
+        stages, peaks = {}, {}
         cached = self.cached_model()
 
-        def search():
-            (drafts, candidates, _), stages["drafts_s"] = self.timed(lambda: self.run(
-                "CachedSearchSampler", model=cached, seed=SEARCH_SEED, num_candidates=count,
-                **self.sampling(latent)))
-            images, stages["decode_s"] = self.timed(lambda: self.decode(drafts))
-            (ranking, _), stages["scoring_s"] = self.timed(lambda: self.run(
-                "CachedSearchVerifier", images=images, candidates=candidates, prompt=prompt, verifier=verifier,
-                frames_per_candidate=VERIFIER_FRAMES))
-            (_, seed, _), stages["commit_s"] = self.timed(lambda: self.run(
-                "CachedSearchRecommit", candidates=candidates, ranking=ranking, mode="commit"))
-            return candidates, seed
+        def stage(name, work):
+            # each stage's own peak, so the search's peak says which stage holds the memory
+            (result, stages[f"{name}_s"]), peaks[name], _ = self.memory.peak_during(lambda: self.timed(work))
+            return result
 
-        (candidates, seed), search_peak, _ = self.memory.peak_during(search)
+        drafts, candidates, _ = stage("drafts", lambda: self.run(
+            "CachedSearchSampler", model=cached, seed=SEARCH_SEED, num_candidates=count, **self.sampling(latent)))
+        images = stage("decode", lambda: self.decode(drafts))
+        ranking, _ = stage("scoring", lambda: self.run(
+            "CachedSearchVerifier", images=images, candidates=candidates, prompt=prompt, verifier=verifier,
+            frames_per_candidate=VERIFIER_FRAMES))
+        _, seed, _ = stage("commit", lambda: self.run(
+            "CachedSearchRecommit", candidates=candidates, ranking=ranking, mode="commit"))
+        search_peak = max(peaks.values())
         search_seconds = sum(stages.values())
         draft_computed = sum(draft.calls_computed for draft in candidates.drafts)
         draft_made = sum(draft.calls_computed + draft.calls_skipped for draft in candidates.drafts)
         draft_seconds = stages["drafts_s"] / count
         figures["search"] = dict(stages, total_s=search_seconds, delivered_seed=seed, peak_bytes=search_peak,
+                                 stage_peak_bytes=peaks,
                                  draft_calls_computed=draft_computed, draft_calls_made=draft_made)
         figures["share_of_full_best_of_n"] = search_seconds / figures["full_best_of_n_s"]
         figures["calls_share"] = (draft_computed + full_calls.computed) / (count * full_calls.computed)
@@ -745,6 +748,14 @@ def rollout_lines(figures: dict) -> list:
     return lines
 
 
+def stage_peak_text(stage_peaks: dict | None, one_decode_peak: int | None) -> str:
+    """The search's peak by stage (older results have none)."""
+    if not stage_peaks:
+        return ""
+    text = "; by stage: " + ", ".join(f"{name} {peak / GIB:.2f}" for name, peak in stage_peaks.items()) + " GiB"
+    return text + (f" (one candidate's decode {one_decode_peak / GIB:.2f} GiB)" if one_decode_peak else "")
+
+
 def search_lines(figures: dict) -> list:
     full = figures["full_candidate"]
     lines = ["", f"{figures['video']}, {figures['steps']} steps, tau {figures['tau']:g}, {figures['verifier']}", "",
@@ -764,7 +775,8 @@ def search_lines(figures: dict) -> list:
                   f"Sec. 3.3 formula with these C_c and C_f {100 * figures['formula_share']:.1f} % (report: 63.3 % "
                   "at N = 8)",
                   f"peak memory ({figures['memory_kind']}): search {search['peak_bytes'] / GIB:.2f} GiB, one full "
-                  f"rollout {full['peak_bytes'] / GIB:.2f} GiB, ratio {figures['peak_ratio']:.2f}"]
+                  f"rollout {full['peak_bytes'] / GIB:.2f} GiB, ratio {figures['peak_ratio']:.2f}"
+                  + stage_peak_text(search.get("stage_peak_bytes"), full.get("decode_peak_bytes"))]
     return lines
 
 

@@ -90,6 +90,9 @@ def test_toy_search_is_measured_against_full_best_of_n(toy_run):
                                                    (count * full["calls"]))
     assert positive(full["peak_bytes"]) and positive(search["peak_bytes"])
     assert figures["peak_ratio"] == pytest.approx(search["peak_bytes"] / full["peak_bytes"])
+    assert list(search["stage_peak_bytes"]) == ["drafts", "decode", "scoring", "commit"]
+    assert search["peak_bytes"] == max(search["stage_peak_bytes"].values())
+    assert positive(full["decode_peak_bytes"])
 
 
 @pytest.mark.slow
