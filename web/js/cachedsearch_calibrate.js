@@ -68,10 +68,11 @@ function refresh(node) {
   show(node, children, height);
 }
 
-// The node an input's link comes from; undefined when the input is not linked.
+// The node an input's link comes from; undefined when the input is not linked. Through the node's own methods:
+// frontend 1.58 warns on reading input.link.
 function linkOrigin(node, name) {
-  const slot = node.inputs?.findIndex((input) => input.name === name) ?? -1;
-  return slot >= 0 && node.inputs[slot].link != null ? node.getInputNode?.(slot) ?? null : undefined;
+  const slot = node.findInputSlot(name);
+  return slot >= 0 && node.graph && node.isInputConnected(slot) ? node.getInputNode(slot) ?? null : undefined;
 }
 
 // A linked input's value where the link comes from a node that holds it in a widget (a Primitive, a String
@@ -91,7 +92,7 @@ function costRequest(node) {
     const value = linked ?? node.widgets?.find((w) => w.name === name)?.value;
     if (value !== undefined) inputs[name] = value;
   }
-  const clip = node.inputs?.find((input) => input.name === "clip")?.link != null;
+  const clip = linkOrigin(node, "clip") !== undefined;
   return { node: node.comfyClass ?? node.type, inputs, clip };
 }
 

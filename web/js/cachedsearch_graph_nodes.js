@@ -3,13 +3,10 @@
 // node 18; a top-level node by its own id), and the server's events (executed, progress_text, execution_cached, a
 // Recommit's wait) and the history use that id; a node's own `id` is local to the graph it is in. Public frontend
 // pieces only: app.graph (the top-level graph), graph.nodes, graph.getNodeById, node.isSubgraphNode() and
-// node.subgraph (the graph inside a subgraph node). A subgraph used by two subgraph nodes holds one set of nodes:
-// their panels show the first of them. Exports only: ComfyUI loads every script under web/ as an extension, and
-// this one registers nothing.
+// node.subgraph (the graph inside a subgraph node), graph.inputNode.slots[i].getLinks() (the links from a subgraph's
+// input i). A subgraph used by two subgraph nodes holds one set of nodes: their panels show the first of them.
+// Exports only: ComfyUI loads every script under web/ as an extension, and this one registers nothing.
 import { app } from "../../../scripts/app.js";
-
-// The id a subgraph's links give its input node (the saved format's `origin_id` of a link from a subgraph input).
-const SUBGRAPH_INPUT = -10;
 
 // Every node of the workflow with its execution id, [{node, id}], subgraphs' nodes after their subgraph node.
 export function workflowNodes(graph = app.graph, prefix = "") {
@@ -51,12 +48,19 @@ export function enclosingNodes(node) {
 // that input, outward. Setting them all sets what the next run uses.
 export function widgetsSetting(node, name) {
   const own = (node.widgets ?? []).filter((widget) => widget.name === name);
-  const input = node.inputs?.find((slot) => slot.widget?.name === name);
-  const graph = node.graph;
-  const link = input?.link == null ? undefined
-    : graph?.getLink?.(input.link) ?? graph?.links?.get?.(input.link) ?? graph?.links?.[input.link];
-  if (Number(link?.origin_id) !== SUBGRAPH_INPUT) return own; // a string on frontend 1.58
+  const slot = node.inputs?.findIndex((input) => input.widget?.name === name) ?? -1;
+  const feeding = slot < 0 ? -1 : subgraphInputFeeding(node, slot);
+  if (feeding < 0) return own;
   const holder = enclosingNodes(node).at(-1);
-  const outer = holder?.inputs?.[link.origin_slot]?.widget?.name;
+  const outer = holder?.inputs?.[feeding]?.widget?.name;
   return outer ? [...own, ...widgetsSetting(holder, outer)] : own;
+}
+
+// The index of the subgraph input that `node`'s input `slot` is linked to; -1 where it is linked elsewhere or not
+// at all, or the node is in the top-level graph. Read from the subgraph's input slots' links: frontend 1.58 warns on
+// reading input.link, and a subgraph node's own getInputLink(slot) follows the link inside it, not the one into it.
+function subgraphInputFeeding(node, slot) {
+  const inputs = node.graph?.inputNode?.slots ?? [];
+  return inputs.findIndex((input) => input.getLinks().some((link) =>
+    String(link.target_id) === String(node.id) && link.target_slot === slot));
 }
