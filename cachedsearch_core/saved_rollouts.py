@@ -7,8 +7,10 @@ the arm (cache engine, threshold and cache window). Changing one of these change
 it changes: a new tau adds rollouts, a new warmup recomputes the cached ones and keeps the full ones.
 
 The store is ``saved_work``, which a search's saved drafts share (one index, one format, one cap, the oldest
-entries of either kind evicted first); a rollout is a record there without tensors (scores, seconds and calls). A
-record that does not read back is dropped and reported; the rollout is computed again.
+entries of either kind evicted first); a rollout is a record there without tensors (scores, seconds and calls, and
+for a cached rollout its previews' scores, ``previews.RolloutPreviews``). A record that does not read back is dropped
+and reported; the rollout is computed again. A cached rollout saved before previews were recorded reads back without
+them, and Calibrate completes it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from .previews import RolloutPreviews
 from .saved_work import SavedKind
 
 KIND = "rollout"
@@ -23,19 +26,23 @@ KIND = "rollout"
 
 @dataclasses.dataclass(frozen=True)
 class SavedRollout:
-    """What a calibration keeps of a rollout: each verifier's score, seconds and transformer calls."""
+    """What a calibration keeps of a rollout: each verifier's score, seconds and transformer calls, and for a cached
+    rollout its previews (None for a full or ComfyUI-cache rollout, and for a cached one saved before they were
+    recorded)."""
 
     scores: tuple[float, ...]
     seconds: float
     calls: int
     skipped: int
+    previews: RolloutPreviews | None = None
 
     @classmethod
     def from_record(cls, record: dict) -> SavedRollout:
         """Raises ValueError when ``record`` is not a complete, finite rollout record (its fields in the store)."""
         try:
             rollout = cls(tuple(float(score) for score in record["scores"]), float(record["seconds"]),
-                          int(record["calls"]), int(record["skipped"]))
+                          int(record["calls"]), int(record["skipped"]),
+                          RolloutPreviews.from_record(record["previews"]) if "previews" in record else None)
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"incomplete record ({error})") from None
         if not rollout.scores or not all(map(math.isfinite, (*rollout.scores, rollout.seconds))) or \
@@ -44,7 +51,8 @@ class SavedRollout:
         return rollout
 
     def record(self) -> dict:
-        return {"scores": list(self.scores), "seconds": self.seconds, "calls": self.calls, "skipped": self.skipped}
+        fields = {"scores": list(self.scores), "seconds": self.seconds, "calls": self.calls, "skipped": self.skipped}
+        return fields if self.previews is None else {**fields, "previews": self.previews.record()}
 
 
 class SavedRollouts(SavedKind):

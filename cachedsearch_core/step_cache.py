@@ -40,6 +40,18 @@ Latent = torch.Tensor | Sequence[torch.Tensor]
 """A transformer's latent input or output: one tensor, or a list of parts (LTX-2's [video, audio])."""
 
 
+def step_of_sigma(ascending_sigmas: Sequence[float], sigma: float) -> int:
+    """Step of a sampling run over a schedule (its sigmas sorted rising) whose interval [sigma_{i+1}, sigma_i]
+    holds ``sigma``.
+
+    Samplers that evaluate the model between two schedule sigmas (heun,
+    dpmpp_2s) get the index of the step they are in, so warmup, cooldown
+    and the statistics count steps, not calls (and Calibrate's previews, ``nodes/previews.py``).
+    """
+    sigmas_at_or_above = len(ascending_sigmas) - bisect.bisect_left(ascending_sigmas, sigma)
+    return min(max(sigmas_at_or_above - 1, 0), len(ascending_sigmas) - 2)
+
+
 def latent_parts(x: Latent) -> tuple[torch.Tensor, ...]:
     return (x,) if isinstance(x, torch.Tensor) else tuple(x)
 
@@ -171,14 +183,7 @@ class TransformationVectorCache:
             return [self.branches.setdefault(key, BranchState()) for key in branch_keys]
 
     def step_index(self, sigma: float) -> int:
-        """Step whose interval [sigma_{i+1}, sigma_i] holds ``sigma``.
-
-        Samplers that evaluate the model between two schedule sigmas (heun,
-        dpmpp_2s) get the index of the step they are in, so warmup, cooldown
-        and the statistics count steps, not calls.
-        """
-        sigmas_at_or_above = len(self._ascending_sigmas) - bisect.bisect_left(self._ascending_sigmas, sigma)
-        return min(max(sigmas_at_or_above - 1, 0), self.total_steps - 1)
+        return step_of_sigma(self._ascending_sigmas, sigma)
 
     # Under torch.compile the decisions below run eagerly (dynamo would bake Python state such as the
     # accumulators into guarded graphs and recompile for each value); ``compute`` is still compiled.

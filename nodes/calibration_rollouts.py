@@ -15,18 +15,22 @@ import nodes as comfy_nodes
 
 from ..cachedsearch_core import StepCacheConfig
 from ..cachedsearch_core.audit import FULL_ARM, ScoreStore
-from ..cachedsearch_core.calibration import OUR_ENGINE, CalibrationPlan, prompt_lines
+from ..cachedsearch_core.calibration import OUR_ENGINE, CalibrationPlan, RolloutCount, prompt_lines
 from ..cachedsearch_core.calibration_experts import ExpertsPlan
 from ..cachedsearch_core.combine import VerifierCombination
 from ..cachedsearch_core.judge import FrameJudge
+from ..cachedsearch_core.previews import PreviewCost, RolloutPreviews, preview_steps
+from ..cachedsearch_core.pruning import CacheWindow
 from ..cachedsearch_core.saved_keys import fingerprint, rollout_key
 from ..cachedsearch_core.saved_rollouts import SavedRollout, SavedRollouts
 from ..cachedsearch_core.video_score import AVERAGE
 from .cache_patch import attach_step_cache
 from .calibration_graph import EXPERT_INPUTS
-from .calibration_inputs import COMFYUI_CACHE_WINDOW, thresholds_input
+from .calibration_inputs import COMFYUI_CACHE_WINDOW, calibrate_plans, experts_plan, thresholds_input
 from .full_compute import full_compute_model
+from .previews import PreviewScorer, RolloutCapture, cache_windows
 from .prompt_graph import upstream
+from .pruned_search import split_recipe
 from .runner import CandidateState, FullComputeCheck, SearchProgress, progress_text_sender, run_stages
 from .saved_drafts import saved_folder
 from .stages import StagedRecipe
@@ -77,6 +81,37 @@ def stage_arm_settings(tau: float | None, warmup_steps: int, cooldown_steps: int
     if tau is None:
         return {"engine": "full compute"}
     return {"engine": OUR_ENGINE, "tau": tau, "warmup_steps": warmup_steps, "cooldown_steps": cooldown_steps}
+
+
+def drafts_with_our_cache(arm_settings: dict) -> bool:
+    """Whether a rollout of ``arm_settings`` (one stage's, or each expert's by name) runs our step cache in some
+    stage: those are the rollouts a pruned search would draft, so they record previews."""
+    stages = arm_settings.values() if all(isinstance(value, dict) for value in arm_settings.values()) \
+        else [arm_settings]
+    return any(stage.get("engine") == OUR_ENGINE for stage in stages)
+
+
+def planned_preview_cost(inputs: dict, prompts: int) -> PreviewCost:
+    """What recording previews adds to the calibration a Calibrate node's checked widget values describe (the
+    canvas's cost line, ``calibration_cost``; a two-expert node's widgets hold taus_high): its cached rollouts of
+    our cache, each scored at the preview steps its cache windows give."""
+    shared = (inputs["seeds"], inputs["first_seed"], inputs["capture_target"], prompts)
+    steps = inputs["steps"]
+    if "taus_high" in inputs:
+        count = experts_plan(inputs["taus_high"], inputs["taus_low"], *shared).rollout_count()
+        split = inputs["split_step"]
+        windows = [CacheWindow(0, split, inputs["warmup_steps_high"], inputs["cooldown_steps_high"]),
+                   CacheWindow(split, steps - split, inputs["warmup_steps_low"], inputs["cooldown_steps_low"])]
+        return PreviewCost(count.rollouts - count.full_rollouts, preview_steps(windows, steps), count.at_most)
+    plans = calibrate_plans(inputs["taus"], *shared, inputs["easycache_thresholds"], inputs["lazycache_thresholds"])
+    ours = sum(len(plan.taus) for plan in plans if plan.engine == OUR_ENGINE)
+    window = CacheWindow(0, steps, inputs["warmup_steps"], inputs["cooldown_steps"])
+    return PreviewCost(ours * plans[0].prompts * plans[0].seeds, preview_steps([window], steps))
+
+
+def with_preview_cost(cost: RolloutCount, previews: PreviewCost) -> dict:
+    """The cost route's answer: the rollouts' cost and the previews', the canvas's line saying both."""
+    return {**cost.as_dict(), **previews.as_dict(), "line": f"{cost.line()} {previews.sentence()}"}
 
 
 def cached_model(model, warmup_steps: int, cooldown_steps: int, tau: float | None):
@@ -134,6 +169,10 @@ class Rollouts:
         self.progress = SearchProgress(rollouts * steps)
         self.store = ScoreStore(None)
         self.done = self.reused = 0
+        # What recording previews cost this run: decoding and scoring seconds, and verifier calls.
+        self.preview_seconds, self.preview_calls = 0.0, 0
+        # Each cached rollout's previews by (arm, prompt index, seed), for a policy chosen from this calibration.
+        self.recorded_previews: dict[tuple[str, int, int], RolloutPreviews] = {}
         self.cost = cost
         self.start = time.perf_counter()
         found = sum(saved.rollouts.get(saved.key(prompt, seed, arm)) is not None
@@ -156,28 +195,66 @@ class Rollouts:
                         for seed in self.seeds]
             for seed, score, rollout in zip(self.seeds, self.judge.combine([r.scores for r in rollouts]), rollouts):
                 self.store.add(arm, index, seed, score, rollout.seconds, calls=rollout.calls, skipped=rollout.skipped)
+                if rollout.previews is not None:
+                    self.recorded_previews[arm, index, seed] = rollout.previews
 
     def _rollout(self, arm: str, label: str, arm_settings: dict, recipe: StagedRecipe, prompt: CalibrationPrompt,
                  seed: int) -> SavedRollout:
         self.done += 1
         key = self.saved.key(prompt, seed, arm_settings) if self.saved is not None else None
         found = self.saved.rollouts.get(key) if key is not None else None
-        if found is not None:
+        # Previews are kept with the saved rollouts, where a calibration's later readers find them: none outside a
+        # server run, which saves nothing.
+        records_previews = key is not None and drafts_with_our_cache(arm_settings)
+        steps = preview_steps(cache_windows(recipe), recipe.steps) if records_previews else ()
+        if found is not None and (found.previews is not None or not steps):
             self.reused += 1
             self.progress.skip(recipe.steps)
             self.announce(f"rollout {self.done} / {self.total}: {label}seed {seed}: saved by an earlier run, reused "
                           f"({self.reused} so far)")
             return found
-        self.announce(f"rollout {self.done} / {self.total}: {label}seed {seed} ({self.reused} reused so far)")
-        full_compute = FullComputeCheck(_MODEL_INPUTS[len(recipe.stages)], _FULL_ARM_ADVICE) \
-            if arm == FULL_ARM else None
-        (state,) = run_stages(recipe, [CandidateState.start(seed, recipe.latent)], self.progress, full_compute=full_compute)
-        draft = state.draft
-        rollout = SavedRollout(self.judge.score(state.latent, prompt.text), draft.seconds,
-                               draft.calls, draft.calls_skipped)
+        if found is not None:  # saved before previews were recorded: completed, its own scores and costs kept
+            self.reused += 1
+            self.announce(f"rollout {self.done} / {self.total}: {label}seed {seed}: saved by an earlier run, its "
+                          f"previews recorded now (to step {steps[-1]})")
+            rollout = dataclasses.replace(found, previews=self._previews_only(recipe, prompt, seed, steps))
+        else:
+            self.announce(f"rollout {self.done} / {self.total}: {label}seed {seed} ({self.reused} reused so far)")
+            rollout = self._computed(arm, recipe, prompt, seed, steps)
         if key is not None:
             self.saved.rollouts.add(key, rollout)
         return rollout
+
+    def _computed(self, arm: str, recipe: StagedRecipe, prompt: CalibrationPrompt, seed: int,
+                  steps: tuple[int, ...]) -> SavedRollout:
+        """The rollout run and scored, with its previews at ``steps`` (none: no capture)."""
+        full_compute = FullComputeCheck(_MODEL_INPUTS[len(recipe.stages)], _FULL_ARM_ADVICE) \
+            if arm == FULL_ARM else None
+        capture = RolloutCapture(recipe, steps) if steps else None
+        (state,) = run_stages(capture.recipe() if capture else recipe, [CandidateState.start(seed, recipe.latent)],
+                              self.progress, full_compute=full_compute,
+                              on_computed_call=capture.on_computed_call if capture else None)
+        draft = state.draft
+        previews = self._scored(capture, prompt) if capture else None
+        return SavedRollout(self.judge.score(state.latent, prompt.text), draft.seconds, draft.calls,
+                            draft.calls_skipped, previews)
+
+    def _previews_only(self, recipe: StagedRecipe, prompt: CalibrationPrompt, seed: int,
+                       steps: tuple[int, ...]) -> RolloutPreviews:
+        """A saved rollout's previews: its trajectory sampled again only to the last preview step (cut there as a
+        pruned search cuts it, so every step before it is sampled as in the whole rollout) and scored."""
+        split = split_recipe(recipe, (steps[-1],))
+        capture = RolloutCapture(split.recipe, steps)
+        run_stages(capture.recipe(), [CandidateState.start(seed, recipe.latent)], self.progress,
+                   range(split.resume_indices[0]), on_computed_call=capture.on_computed_call)
+        self.progress.skip(recipe.steps - steps[-1])
+        return self._scored(capture, prompt)
+
+    def _scored(self, capture: RolloutCapture, prompt: CalibrationPrompt) -> RolloutPreviews:
+        previews = capture.previews(self.judge.previews(prompt.text))
+        self.preview_seconds += previews.seconds
+        self.preview_calls += previews.verifier_calls
+        return previews
 
     def finish(self) -> None:
         """Fills the bar when fewer rollouts ran than it was sized for (the picks were not measured together)."""
@@ -188,12 +265,18 @@ class Rollouts:
                    f"{len(self.prompts)} prompts ({self.prompts[0].text!r}, ...)")
         computed = self.done - self.reused
         saved = ([] if self.saved is None else
-                 [f"saved rollouts: {self.reused} of {self.done} reused from an earlier run, {computed} computed now "
+                 [f"saved rollouts: {self.done} of {self.done} reused from an earlier run, {computed} computed now "
                   f"({self.saved.rollouts.folder})", *self.saved.rollouts.problems])
         return [f"CachedSearch calibration: {prompts}, seeds {self.seeds[0]}-{self.seeds[-1]}, {settings}; verifier "
                 f"{self.judge.name(verifier)}",
                 f"cost: {self.cost}; took {time.perf_counter() - self.start:.1f} s (a full rollout "
-                f"{full_seconds:.2f} s)", *saved, ""]
+                f"{full_seconds:.2f} s)", *self.preview_line(), *saved, ""]
+
+    def preview_line(self) -> list[str]:
+        """What recording the cached rollouts' previews cost this run (nothing when none was scored)."""
+        if not self.preview_calls:
+            return []
+        return [f"previews: {self.preview_calls} verifier calls, {self.preview_seconds:.1f} s decoding and scoring"]
 
 
 class Judge:
@@ -228,6 +311,12 @@ class Judge:
             return verifier.name
         weights = f" {', '.join(f'{w:g}' for w in ranked.weights.weights)}" if ranked.rank_by == "weighted" else ""
         return f"{verifier.name}, VideoScore ranked by {ranked.rank_by}{weights}"
+
+    def previews(self, prompt: str) -> PreviewScorer:
+        """Scores a rollout's previews as a pruned search scores them: each verifier on K frames decoded from the
+        x0 estimate, K the frames a rollout is judged on."""
+        judges = tuple(dataclasses.replace(judge, prompt=prompt) for judge in self.judges)
+        return PreviewScorer(self.vae, judges, judges[0].frames)
 
     def score(self, latent: dict, prompt: str) -> tuple[float, ...]:
         """Each verifier's score of the rollout against ``prompt``."""

@@ -8,9 +8,12 @@ import itertools
 import time
 
 from ..cachedsearch_core import StageCalls
-from ..cachedsearch_core.pruning import PrunedCandidate, PruningOutcome, PruningPlan, RoundRecord, survivors
+from ..cachedsearch_core.pruning import (
+    PrunedCandidate, PruneRound, PruningOutcome, PruningPlan, RoundRecord, survivors,
+)
 from .cache_patch import TRAJECTORY_POSITION_OPTION
 from .candidates import SearchCandidates, candidates_from_states
+from .previews import keeping_x0
 from .runner import CandidateState, SearchProgress, run_stages
 from .saved_drafts import SavedDrafts
 from .stages import CustomSamplerStage, Stage, StagedRecipe
@@ -43,19 +46,6 @@ class PrunedSearch:
     @property
     def pruned(self) -> tuple[PrunedCandidate, ...]:
         return self.outcome.pruned
-
-
-def _keeping_x0(stage: Stage, estimates: list) -> Stage:
-    """The stage on a clone of its model whose post-CFG hook appends each call's x0 estimate to ``estimates``
-    and returns it unchanged (the sampling result is the stock one)."""
-    model = stage.patcher.clone()
-
-    def keep(args):
-        estimates.append(args["denoised"])
-        return args["denoised"]
-
-    model.set_model_sampler_post_cfg_function(keep)
-    return stage.with_model(model)
 
 
 def _at_trajectory_position(stage: Stage, steps_before: int, trajectory_steps: int) -> Stage:
@@ -125,16 +115,124 @@ def split_recipe(recipe: StagedRecipe, steps: tuple[int, ...]) -> SplitRecipe:
     return SplitRecipe(split, tuple(split.stage_starts.index(step) for step in steps), tuple(origins))
 
 
-def _read_back_or_run(saved: SavedDrafts | None, cuts, staged: StagedRecipe, states: list[CandidateState], progress,
-                      stages: range, announce, on_finished=None) -> tuple[list[CandidateState], list]:
-    """``states`` after ``cuts``: each read back as an earlier pruned search saved it there, else run on through
-    ``stages`` from where it is (continued: it pays only what it computes). Also returns, per state, what was read
-    back ((state, x0 estimate)) or None where it ran."""
-    found = [saved.reused_round_state(state.seed, cuts, staged.latent) if saved is not None else None
-             for state in states]
-    missing = [state.continued() for state, entry in zip(states, found) if entry is None]
-    advanced = iter(run_stages(staged, missing, progress, stages, announce, on_finished=on_finished))
-    return [entry[0] if entry is not None else next(advanced) for entry in found], found
+@dataclasses.dataclass
+class _Round:
+    """One prune round reached: its schedule entry, the index of the first split stage after its step, and the steps
+    cut so far (the key of a candidate's state saved there)."""
+
+    prune: PruneRound
+    resume_index: int
+    steps_cut: tuple[int, ...]
+
+
+class _PrunedRun:
+    """A pruned search in progress: the candidates still running (their states, and their indices in seed order),
+    the split stages they have all run, the rounds recorded, the candidates dropped and the time scoring took."""
+
+    def __init__(self, recipe: StagedRecipe, seeds: list[int], plan: PruningPlan, saved: SavedDrafts | None,
+                 announce):
+        self.recipe, self.seeds, self.plan, self.saved, self.announce = recipe, seeds, plan, saved, announce
+        self.split = split_recipe(recipe, plan.round_steps)
+        self.progress = SearchProgress(plan.search_steps(len(seeds), recipe.steps))
+        self.states = [CandidateState.start(seed, self.split.recipe.latent) for seed in seeds]
+        self.running = list(range(len(seeds)))
+        self.stages_run = 0
+        self.records: list[RoundRecord] = []
+        self.dropped: dict[int, PrunedCandidate] = {}
+        self.preview_seconds = 0.0
+        self.states_read_back = 0
+
+    def say(self, text: str) -> None:
+        if self.announce is not None:
+            self.announce(text)
+
+    def read_back_or_run(self, steps_cut: tuple[int, ...], end_stage: int, on_finished=None) -> list:
+        """Every running state after ``steps_cut``: read back as an earlier pruned search saved it there, else run
+        on to split stage ``end_stage`` from where it is (continued: it pays only what it computes). Returns, per
+        state, what was read back ((state, x0 estimate)) or None where it ran."""
+        read_back = [self.saved.reused_round_state(state.seed, steps_cut, self.split.recipe.latent)
+                     if self.saved is not None else None for state in self.states]
+        missing = [state.continued() for state, entry in zip(self.states, read_back) if entry is None]
+        advanced = iter(run_stages(self.split.recipe, missing, self.progress, range(self.stages_run, end_stage),
+                                   self.announce, on_finished=on_finished))
+        self.states = [entry[0] if entry is not None else next(advanced) for entry in read_back]
+        self.states_read_back += sum(entry is not None for entry in read_back)
+        return read_back
+
+    def previews_at(self, reached: _Round) -> list:
+        """Every running candidate's x0 estimate at the round's step: read back with its state, or captured while
+        the last split stage before the step runs on the x0-keeping clone, one candidate at a time so each
+        estimate is its own (and saved with the state)."""
+        read_back = self.read_back_or_run(reached.steps_cut, reached.resume_index - 1)
+        estimates = []
+        head = keeping_x0(self.split.recipe.stages[reached.resume_index - 1],
+                          lambda args: estimates.append(args["denoised"]))
+        head_recipe = dataclasses.replace(self.split.recipe,
+                                          stages=(*self.split.recipe.stages[: reached.resume_index - 1], head))
+        previews = []
+        for position, state in enumerate(self.states):
+            if read_back[position] is not None:
+                previews.append(read_back[position][1])
+                continue
+            self.say(f"draft {position + 1} / {len(self.states)} (seed {state.seed}) to step {reached.prune.step}")
+            estimates.clear()
+            (self.states[position],) = run_stages(head_recipe, [state], self.progress,
+                                                  range(reached.resume_index - 1, reached.resume_index))
+            previews.append(estimates[-1])
+            if self.saved is not None:
+                self.saved.save_round_state(reached.steps_cut, self.states[position], estimates[-1])
+        self.stages_run = reached.resume_index
+        return previews
+
+    def prune(self, reached: _Round, score_previews) -> None:
+        """Scores the running candidates' previews and keeps the round's best."""
+        previews = self.previews_at(reached)
+        self.say(f"scoring {len(self.states)} previews at step {reached.prune.step}")
+        start = time.perf_counter()
+        scores = tuple(float(score) for score in score_previews(previews))
+        self.preview_seconds += time.perf_counter() - start
+        if len(scores) != len(self.states):
+            raise ValueError(f"preview scores: got {len(scores)} for {len(self.states)} candidates")
+        kept = survivors(scores, reached.prune.keep)
+        self.records.append(RoundRecord(reached.prune.step, tuple(self.running), scores,
+                                        tuple(self.running[position] for position in kept)))
+        for position, state in enumerate(self.states):
+            if position not in kept:
+                self.dropped[self.running[position]] = PrunedCandidate(self._unsplit(state).draft, scores[position])
+        self.states = [self.states[position] for position in kept]
+        self.running = [self.running[position] for position in kept]
+
+    def _unsplit(self, state: CandidateState) -> CandidateState:
+        """The state with its calls counted per stage of the unsplit recipe."""
+        return dataclasses.replace(state, draft=state.draft.with_stages(
+            self.split.merged_calls(state.draft.stage_calls)))
+
+    def finish(self) -> list[CandidateState]:
+        """The survivors run (or read back) to the end, saved as each finishes."""
+        ends = self.end_steps
+        on_finished = (lambda state: self.saved.save_round_state(ends, state)) if self.saved is not None else None
+        self.read_back_or_run(ends, len(self.split.recipe.stages), on_finished)
+        return [self._unsplit(state) for state in self.states]
+
+    @property
+    def end_steps(self) -> tuple[int, ...]:
+        return (*self.plan.round_steps, self.recipe.steps)
+
+    def outcome(self) -> PruningOutcome:
+        first, *later = self.records
+        return PruningOutcome(
+            prune_step=self.plan.prune_step, steps=self.recipe.steps, seeds=tuple(self.seeds),
+            preview_scores=first.preview_scores, survivor_indices=tuple(self.running),
+            pruned=tuple(self.dropped[index] for index in sorted(self.dropped)),
+            preview_seconds=self.preview_seconds, preview_frames=self.plan.preview_frames,
+            later_rounds=tuple(later))
+
+    def all_saved(self) -> bool:
+        """Whether every state a re-queued search reads back is on disk: each round's candidates at it, the
+        survivors' ends."""
+        cuts = [(self.plan.round_steps[: number + 1], record.scored) for number, record in enumerate(self.records)]
+        return all(self.saved.store.get(self.saved.round_key(self.seeds[index], steps_cut)) is not None
+                   for steps_cut, scored in [*cuts, (self.end_steps, tuple(self.running))] for index in scored)
 
 
 def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan, score_previews,
@@ -151,69 +249,14 @@ def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan,
     as they are reached, and a re-queued search reads back what it finds instead of sampling it (its previews
     re-scored from the saved estimates), so it computes only what it lacks and ends as an uninterrupted one.
     """
-    split = split_recipe(recipe, plan.round_steps)
-    staged = split.recipe
-    progress = SearchProgress(plan.search_steps(len(seeds), recipe.steps))
-    running = list(range(len(seeds)))  # the candidates still running, by index in seed order
-    states = [CandidateState.start(seed, staged.latent) for seed in seeds]
-    records, dropped, preview_seconds, done = [], {}, 0.0, 0
-    reused_states = 0
-    for number, (prune_round, resume_index) in enumerate(zip(plan.rounds, split.resume_indices)):
-        cuts = plan.round_steps[: number + 1]
-        states, found = _read_back_or_run(saved, cuts, staged, states, progress, range(done, resume_index - 1),
-                                          announce)
-        reused_states += sum(entry is not None for entry in found)
-        # The last stage before the round's step runs on a clone that keeps the sampler's x0 estimate (the denoised
-        # output of its last call), one candidate at a time so each candidate's estimate is its own.
-        estimates = []
-        head = _keeping_x0(staged.stages[resume_index - 1], estimates)
-        head_recipe = dataclasses.replace(staged, stages=(*staged.stages[: resume_index - 1], head))
-        previews = []
-        for position, state in enumerate(states):
-            if found[position] is not None:  # read back at the round's step, with its estimate there
-                previews.append(found[position][1])
-                continue
-            if announce is not None:
-                announce(f"draft {position + 1} / {len(states)} (seed {state.seed}) to step {prune_round.step}")
-            estimates.clear()
-            (states[position],) = run_stages(head_recipe, [state], progress, range(resume_index - 1, resume_index))
-            previews.append(estimates[-1])
-            if saved is not None:
-                saved.save_round_state(cuts, states[position], estimates[-1])
-        if announce is not None:
-            announce(f"scoring {len(states)} previews at step {prune_round.step}")
-        start = time.perf_counter()
-        preview_scores = tuple(float(score) for score in score_previews(previews))
-        preview_seconds += time.perf_counter() - start
-        if len(preview_scores) != len(states):
-            raise ValueError(f"preview scores: got {len(preview_scores)} for {len(states)} candidates")
-        kept = survivors(preview_scores, prune_round.keep)
-        records.append(RoundRecord(prune_round.step, tuple(running), preview_scores,
-                                   tuple(running[position] for position in kept)))
-        for position, state in enumerate(states):
-            if position not in kept:
-                draft = state.draft.with_stages(split.merged_calls(state.draft.stage_calls))
-                dropped[running[position]] = PrunedCandidate(draft, preview_scores[position])
-        states, running, done = [states[p] for p in kept], [running[p] for p in kept], resume_index
-    ends = (*plan.round_steps, recipe.steps)
-    continuing, found = _read_back_or_run(
-        saved, ends, staged, states, progress, range(done, len(staged.stages)), announce,
-        on_finished=(lambda state: saved.save_round_state(ends, state)) if saved is not None else None)
-    reused_states += sum(entry is not None for entry in found)
-    continuing = [dataclasses.replace(state, draft=state.draft.with_stages(split.merged_calls(state.draft.stage_calls)))
-                  for state in continuing]
-    first, *later = records
-    outcome = PruningOutcome(plan.prune_step, recipe.steps, tuple(seeds), first.preview_scores, tuple(running),
-                             tuple(dropped[index] for index in sorted(dropped)), preview_seconds,
-                             plan.preview_frames, tuple(later))
+    run = _PrunedRun(recipe, seeds, plan, saved, announce)
+    for number, (prune, resume_index) in enumerate(zip(plan.rounds, run.split.resume_indices)):
+        run.prune(_Round(prune, resume_index, plan.round_steps[: number + 1]), score_previews)
+    finished = run.finish()
     if saved is None:
-        return PrunedSearch(candidates_from_states(recipe, continuing, pruning=outcome))
-    if announce is not None and reused_states:
-        announce(f"{reused_states} candidate states saved by an earlier pruned search, reused")
-    # Every state a re-executed search reads back is on disk: each round's candidates at it, the survivors' ends.
-    cuts_of = [(plan.round_steps[: number + 1], record.scored) for number, record in enumerate(records)]
-    on_disk = all(saved.store.get(saved.round_key(seeds[index], cuts)) is not None
-                  for cuts, scored in [*cuts_of, (ends, tuple(running))] for index in scored)
-    return PrunedSearch(candidates_from_states(recipe, continuing, pruning=outcome,
-                                               notes=saved.notes(), drafts_saved=on_disk,
+        return PrunedSearch(candidates_from_states(recipe, finished, pruning=run.outcome()))
+    if run.states_read_back:
+        run.say(f"{run.states_read_back} candidate states saved by an earlier pruned search, reused")
+    return PrunedSearch(candidates_from_states(recipe, finished, pruning=run.outcome(), notes=saved.notes(),
+                                               drafts_saved=run.all_saved(),
                                                drafts_not_kept=saved.not_kept_line()))

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import comfy.model_management
-import torch
 from comfy_api.latest import io
 
 from ..cachedsearch_core import candidate_seeds
@@ -15,42 +13,19 @@ from ..cachedsearch_core.budget import BudgetPlan
 from ..cachedsearch_core.pruned_budget import pruned_budget_width
 from ..cachedsearch_core.image_reward import require_prompt
 from ..cachedsearch_core.judge import FrameJudge
-from ..cachedsearch_core.pruning import CacheWindow, PruningPlan, PruningSchedule, preview_frame_indices
-from .cache_patch import step_cache_config
+from ..cachedsearch_core.pruning import PruningPlan, PruningSchedule
 from .panel_frames import save_panel_frames
 from .candidates import SearchCandidates
+from .previews import PreviewScorer, cache_windows, preview_model
 from .pruned_search import run_pruned_search
 from .stages import StagedRecipe
 from .types import PruningPlanType, Verifier
-
-
-def cache_windows(recipe: StagedRecipe) -> list[CacheWindow]:
-    """Each stage's steps in the whole trajectory with its cache's always-computed warmup and cooldown (none for a
-    stage without an active cache)."""
-    windows = []
-    for stage, name, first_step in zip(recipe.stages, recipe.names, recipe.stage_starts, strict=True):
-        config = step_cache_config(stage.patcher)
-        active = config is not None and config.mode.value != "off"
-        windows.append(CacheWindow(first_step, stage.step_count, config.warmup_steps if active else 0,
-                                   config.cooldown_steps if active else 0, name))
-    return windows
 
 
 def latent_frames(latent: dict) -> int:
     """Frames on the latent's time axis (1 for an image latent)."""
     samples = latent["samples"]
     return samples.shape[2] if samples.ndim == 5 else 1
-
-
-def decode_preview(vae, latent: torch.Tensor, preview_frames: int) -> torch.Tensor:
-    """``preview_frames`` evenly spaced frames of a [1, C, T, H, W] latent as images [K, H, W, 3], each latent
-    frame decoded on its own (as a clip's first frame): K one-frame decodes instead of the whole video."""
-    if latent.ndim != 5:
-        return vae.decode(latent)
-    picks = preview_frame_indices(latent.shape[2], preview_frames)
-    frames = latent[0, :, picks].movedim(1, 0).unsqueeze(2)  # [K, C, 1, H, W]: one clip per picked frame
-    images = vae.decode(frames)
-    return images.reshape(-1, *images.shape[-3:])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,21 +63,20 @@ class PreviewPruning:
         (``SavedDrafts``) it reuses and saves each candidate's states (``run_pruned_search``)."""
         plan = self.checked_plan(recipe, len(seeds))
         # The preview's frames are the K to judge, scored as the Verifier scores a draft's.
-        judge = FrameJudge(self.verifier, self.prompt, plan.preview_frames)
+        scorer = PreviewScorer(self.vae, (FrameJudge(self.verifier, self.prompt, plan.preview_frames),),
+                               plan.preview_frames)
         round_steps = iter(plan.round_steps)  # the runner scores the rounds in order
         previews_by_round = []
 
         def score_previews(estimates):
             step = next(round_steps)
-            # The x0 estimates are in the model's sampling space; the VAE decodes what the sampler outputs.
-            model = recipe.stages[recipe.stage_at(step)].patcher.model
+            model = preview_model(recipe, step)
             scores, previews = [], []
             for index, estimate in enumerate(estimates):
-                comfy.model_management.throw_exception_if_processing_interrupted()
                 if announce is not None:
                     announce(f"scoring preview {index + 1} / {len(estimates)} at step {step}")
-                frames = decode_preview(self.vae, model.process_latent_out(estimate), plan.preview_frames)
-                scores.append(judge.score(frames)[0])
+                (score,), frames = scorer.score(model, estimate)
+                scores.append(score)
                 previews.append(tuple(save_panel_frames(frames)))
             previews_by_round.append(previews)
             return scores

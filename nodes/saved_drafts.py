@@ -20,6 +20,7 @@ import folder_paths
 import torch
 
 from ..cachedsearch_core.draft_store import DraftStore
+from ..cachedsearch_core.previews import X0_PREVIEW
 from ..cachedsearch_core.records import Draft
 from ..cachedsearch_core.saved_keys import draft_key, fingerprint
 from .calibration_graph import root_model_file
@@ -122,7 +123,7 @@ class SavedDrafts:
         """The candidate as an earlier pruned search saved it after ``cuts``, with its saved x0 estimate (None for a
         survivor's end); None when none is saved (or it did not read back)."""
         read = self._read(self.round_key(seed, cuts), latent)
-        return None if read is None else (read[0], read[1].get("x0"))
+        return None if read is None else (read[0], read[1].get(X0_PREVIEW.saved_tensor))
 
     def _read(self, key: str, latent: dict) -> tuple[CandidateState, dict] | None:
         """The state saved under ``key`` (its latent in ``latent``'s entries) and every tensor saved with it; None
@@ -138,7 +139,7 @@ class SavedDrafts:
     def save_round_state(self, cuts, state: CandidateState, x0: torch.Tensor | None = None) -> None:
         """Saves a pruned search's candidate as it is after ``cuts`` (with its x0 estimate at a round's step)."""
         self._add(self.round_key(state.seed, cuts), state.draft, state.latent["samples"],
-                  None if x0 is None else {"x0": x0})
+                  None if x0 is None else {X0_PREVIEW.saved_tensor: x0})
 
     def _add(self, key: str, draft: Draft, samples, extras=None) -> None:
         try:

@@ -1,0 +1,125 @@
+"""The pruning preview, declared once: what a preview kind is called, the tensor a candidate's saved state keeps it
+under, where on a trajectory it is scored, and the record Calibrate keeps of a cached rollout's previews (issue 51
+item 1), which the policy chooser (``search_policy``) reads.
+
+A preview at prune step p is the verifier's score of the sampler's x0 estimate of its last call before step p,
+decoded as the Pruning Plan decodes it (a few latent frames, each on its own). The ComfyUI part (capturing the
+estimate during a rollout, decoding and scoring it) is ``nodes/previews.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+from .judge import spread_frame_indices
+from .pruning import CacheWindow
+from .search_policy import CachedRollout
+
+# At most this many prune steps are scored per cached rollout. The chooser (``policy_chooser``) prunes only at steps
+# every rollout scored, in at most ``MAX_ROUNDS`` (2) rounds, so it needs a few steps spread over where a Pruning
+# Plan may prune, not every one: on the tiny models six steps cost about a fifth of Calibrate's time (the measured
+# figure is in docs/pruning-and-budget.md, "Calibrate records previews").
+PREVIEW_STEPS = 6
+
+
+@dataclasses.dataclass(frozen=True)
+class PreviewKind:
+    """A kind of pruning preview: its name in records and reports, and the name of the tensor a pruned candidate's
+    saved state keeps it under (read back by a re-queued search instead of sampling again)."""
+
+    name: str
+    saved_tensor: str
+
+
+# The sampler's own x0 estimate: free to capture, one decode and one verifier call per scored candidate.
+X0_PREVIEW = PreviewKind(name="x0", saved_tensor="x0")
+
+
+def preview_steps(windows: Sequence[CacheWindow], steps: int, most: int = PREVIEW_STEPS) -> tuple[int, ...]:
+    """The prune steps to score on a trajectory of ``steps`` whose stages' caches are ``windows``: where a Pruning
+    Plan may prune (``CacheWindow.admits``, or a switch between two stages), at most ``most`` of them evenly
+    spread, the first and last included."""
+    switches = {window.first_step for window in windows[1:]}
+    allowed = [step for step in range(1, steps) if step in switches or any(w.admits(step) for w in windows)]
+    return tuple(allowed[index] for index in spread_frame_indices(len(allowed), most)) if allowed else ()
+
+
+@dataclasses.dataclass(frozen=True)
+class RolloutPreviews:
+    """What Calibrate records of one cached rollout's previews.
+
+    kind: the preview kind's name (``X0_PREVIEW``); steps: the prune steps scored, rising; scores: per step, each
+    verifier's score (a combined verifier's parts in order, uncombined, as ``SavedRollout.scores``); computed_before:
+    per step, the transformer calls the rollout computed before it; seconds: the decoding and verifier time the
+    previews took (not part of the rollout's own seconds)."""
+
+    kind: str
+    steps: tuple[int, ...]
+    scores: tuple[tuple[float, ...], ...]
+    computed_before: tuple[int, ...]
+    seconds: float
+
+    @property
+    def verifier_calls(self) -> int:
+        return sum(len(scores) for scores in self.scores)
+
+    @classmethod
+    def from_record(cls, record: dict) -> RolloutPreviews:
+        """Raises ValueError when ``record`` is not a complete, consistent previews record."""
+        try:
+            previews = cls(str(record["kind"]), tuple(int(step) for step in record["steps"]),
+                           tuple(tuple(float(score) for score in scores) for scores in record["scores"]),
+                           tuple(int(calls) for calls in record["computed_before"]), float(record["seconds"]))
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"incomplete previews ({error})") from None
+        if not len(previews.steps) == len(previews.scores) == len(previews.computed_before) or \
+                list(previews.steps) != sorted(set(previews.steps)) or min(previews.steps, default=1) < 1 or \
+                not all(math.isfinite(score) for scores in previews.scores for score in scores) or \
+                list(previews.computed_before) != sorted(previews.computed_before):
+            raise ValueError("previews: the steps, scores or calls do not line up")
+        return previews
+
+    def record(self) -> dict:
+        return {"kind": self.kind, "steps": list(self.steps), "scores": [list(scores) for scores in self.scores],
+                "computed_before": list(self.computed_before), "seconds": self.seconds}
+
+
+def cached_rollout(prompt: int, seed: int, tau: float, score: float, computed: int, steps: int,
+                   previews: RolloutPreviews, verifier: int = 0) -> CachedRollout:
+    """The chooser's record of a cached rollout of ``steps`` steps that computed ``computed`` calls in all, its
+    previews scored by verifier number ``verifier``. Each stretch's calls between scored steps are put on the
+    stretch's first step: the replay reads only the calls before a scored step and the total, which stay exact."""
+    per_step = [0] * steps
+    bounds = (0, *previews.steps)
+    totals = (*previews.computed_before, computed)
+    for start, before, total in zip(bounds, (0, *previews.computed_before), totals):
+        per_step[start] += total - before
+    return CachedRollout(prompt, seed, tau, score,
+                         {step: scores[verifier] for step, scores in zip(previews.steps, previews.scores)},
+                         tuple(per_step))
+
+
+@dataclasses.dataclass(frozen=True)
+class PreviewCost:
+    """What recording previews adds to a calibration, said before it runs: ``cached_rollouts`` (at most, when
+    ``at_most``) each scored at ``steps``, one decode of a few frames and one verifier call per step and verifier."""
+
+    cached_rollouts: int
+    steps: tuple[int, ...]
+    at_most: bool = False
+
+    @property
+    def verifier_calls(self) -> int:
+        return self.cached_rollouts * len(self.steps)
+
+    def sentence(self) -> str:
+        if not self.steps or not self.cached_rollouts:
+            return "No previews recorded: the cache window leaves no step to prune at."
+        shown = ", ".join(map(str, self.steps))
+        return (f"Previews: {self.verifier_calls} more verifier calls{' at most' if self.at_most else ''} "
+                f"({len(self.steps)} per cached rollout, at steps {shown}), each on a few decoded frames.")
+
+    def as_dict(self) -> dict:
+        return {"preview_verifier_calls": self.verifier_calls, "preview_steps": list(self.steps)}

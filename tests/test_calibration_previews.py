@@ -1,0 +1,157 @@
+"""Calibrate records each cached rollout's previews (issue 51 item 1) through the one preview seam
+(``cachedsearch_core/previews.py``, ``nodes/previews.py``): the scores equal what a pruned search's previews score
+for the same seed, an older saved rollout without previews is completed (sampled only to its last preview step, its
+own scores kept), and the cost before the run names the previews' verifier calls."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from cachedsearch_core.previews import (
+    X0_PREVIEW,
+    PreviewCost,
+    RolloutPreviews,
+    cached_rollout,
+    preview_steps,
+)
+from cachedsearch_core.pruning import CacheWindow
+from cachedsearch_core.saved_rollouts import SavedRollout
+
+STEPS, WARMUP, COOLDOWN, TAU = 8, 1, 1, 0.3
+SEEDS = (5, 6)
+FRAMES = 2
+PROMPT = "a red ball"
+
+
+def test_preview_steps_spread_over_where_a_pruning_plan_may_prune():
+    # warmup 1, cooldown 1 of 8: a Pruning Plan prunes at 2..6; at most 4 of them, first and last included
+    assert preview_steps([CacheWindow(0, 8, 1, 1)], 8, most=4) == (2, 3, 5, 6)
+    assert preview_steps([CacheWindow(0, 8, 1, 1)], 8) == (2, 3, 4, 5, 6)
+    # two experts: the switch at 4 is a prune step too, though both windows exclude it
+    experts = [CacheWindow(0, 4, 1, 1), CacheWindow(4, 4, 1, 1)]
+    assert preview_steps(experts, 8) == (2, 4, 6)
+    assert preview_steps([CacheWindow(0, 4, 2, 2)], 4) == ()
+
+
+def test_a_previews_record_reads_back_and_an_older_rollout_has_none():
+    previews = RolloutPreviews("x0", (2, 5), ((0.25,), (0.5,)), (4, 7), 0.125)
+    rollout = SavedRollout((0.75,), 2.0, 16, 6, previews)
+    assert SavedRollout.from_record(rollout.record()) == rollout
+    older = {"scores": [0.75], "seconds": 2.0, "calls": 16, "skipped": 6}
+    assert SavedRollout.from_record(older).previews is None
+    with pytest.raises(ValueError, match="previews"):
+        SavedRollout.from_record({**older, "previews": {**previews.record(), "steps": [5, 2]}})
+
+
+def test_the_chooser_reads_exact_calls_before_each_scored_step_and_in_all():
+    previews = RolloutPreviews("x0", (2, 5), ((0.25, 9.0), (0.5, 8.0)), (4, 7), 0.125)
+    record = cached_rollout(prompt=0, seed=3, tau=TAU, score=0.75, computed=12, steps=STEPS, previews=previews)
+    assert record.previews == {2: 0.25, 5: 0.5}
+    spent = [sum(record.computed_calls[:step]) for step in range(STEPS + 1)]
+    assert (spent[2], spent[5], spent[STEPS]) == (4, 7, 12)
+
+
+def test_the_cost_before_the_run_counts_a_verifier_call_per_preview_step_of_each_cached_rollout():
+    cost = PreviewCost(cached_rollouts=12, steps=(2, 4, 6))
+    assert cost.verifier_calls == 36
+    assert cost.as_dict() == {"preview_verifier_calls": 36, "preview_steps": [2, 4, 6]}
+    assert "36" in cost.sentence() and "2, 4, 6" in cost.sentence()
+
+
+@pytest.fixture
+def node_run():
+    """Inference mode, as ComfyUI runs a node (the models were loaded in it)."""
+    with torch.inference_mode():
+        yield
+
+
+@pytest.fixture(scope="module")
+def world(engine):
+    from scripts.tiny_models import WAN21_VAE_FILE
+
+    model, positive, negative, latent = engine.tiny_wan_t2v()
+    vae = engine.one("VAELoader", vae_name=WAN21_VAE_FILE)
+    verifier = engine.one("CachedSearchLoadImageReward", ckpt_name="ImageReward.pt", dtype="fp32")
+    return model, positive, negative, latent, vae, verifier
+
+
+def _rollouts(engine, world, folder, seeds=SEEDS):
+    """A calibration's rollouts of one prompt on ``seeds``, saved in ``folder``."""
+    core = engine.extension.cachedsearch_core  # the loaded extension's, which Calibrate uses
+    rollouts_module = engine.extension.nodes.calibration_rollouts
+    model, positive, negative, latent, vae, verifier = world
+    judge = rollouts_module.Judge(vae, verifier, PROMPT, FRAMES, latent, core.video_score.AVERAGE, "")
+    saved = rollouts_module.SavedSetup(core.saved_rollouts.SavedRollouts(str(folder)), "test setup")
+    plan = core.calibration.CalibrationPlan((TAU,), len(seeds), seeds[0], 0.9)
+    prompts = [rollouts_module.CalibrationPrompt(PROMPT, positive)]
+    return rollouts_module.Rollouts(None, plan, prompts, STEPS, judge, "test", saved, [], len(seeds))
+
+
+def _cached_arm(engine, world):
+    """Our cache at TAU on the model, and the recipe of a prompt on it."""
+    search = engine.extension.nodes
+    model, _, negative, latent, _, _ = world
+    settings = search.calibration_rollouts.stage_arm_settings(TAU, WARMUP, COOLDOWN)
+    cached = search.calibration_rollouts.cached_model(model, WARMUP, COOLDOWN, TAU)
+
+    def recipe_of(prompt):
+        stage = search.stages.KSamplerStage(cached, prompt.positive, negative, STEPS, 5.0, "euler", "simple")
+        return search.stages.StagedRecipe.single(stage, latent)
+    return settings, recipe_of
+
+
+@pytest.mark.slow  # in process, several seconds
+def test_recorded_previews_are_the_pruned_search_previews_of_the_same_seeds(engine, world, tmp_path, node_run):
+    search = engine.extension.nodes
+    settings, recipe_of = _cached_arm(engine, world)
+    rollouts = _rollouts(engine, world, tmp_path)
+    rollouts.run("tau", "tau", settings, recipe_of)
+    recorded = [rollouts.recorded_previews["tau", 0, seed] for seed in SEEDS]
+    steps = preview_steps([CacheWindow(0, STEPS, WARMUP, COOLDOWN)], STEPS)
+    assert all(previews.steps == steps and previews.kind == X0_PREVIEW.name for previews in recorded)
+    _, _, _, _, vae, verifier = world
+    recipe = recipe_of(rollouts.prompts[0])
+    for index, step in enumerate(steps):
+        pruning = search.pruning_nodes.PreviewPruning(0.5, step, 1, FRAMES, vae, verifier, PROMPT)
+        outcome = pruning.search(recipe, list(SEEDS)).pruning
+        assert outcome.preview_scores == tuple(previews.scores[index][0] for previews in recorded)
+        # what each pruned candidate computed before the step is what the rollout computed before it
+        dropped = {candidate.draft.seed: candidate.draft.calls_computed for candidate in outcome.pruned}
+        assert all(dropped[seed] == previews.computed_before[index]
+                   for seed, previews in zip(SEEDS, recorded) if seed in dropped)
+    assert len({previews.scores for previews in recorded}) == len(SEEDS)  # the seeds' previews differ
+
+
+@pytest.mark.slow
+def test_an_older_saved_rollout_is_completed_not_run_again(engine, world, tmp_path, node_run):
+    model = world[0]
+    settings, recipe_of = _cached_arm(engine, world)
+    first = _rollouts(engine, world, tmp_path)
+    first.run("tau", "tau", settings, recipe_of)
+    keys = [first.saved.key(first.prompts[0], seed, settings) for seed in SEEDS]
+    whole = [first.saved.rollouts.get(key) for key in keys]
+    # as an older version saved them: no previews, and final scores of their own that a re-run would not give
+    older = [dataclasses.replace(rollout, scores=(123.0 + index,), previews=None)
+             for index, rollout in enumerate(whole)]
+    for key, rollout in zip(keys, older):
+        first.saved.rollouts.add(key, rollout)
+
+    calls = []
+    # a computed call runs the patch embedding; a skipped one does not
+    hook = model.model.diffusion_model.patch_embedding.register_forward_pre_hook(lambda *_: calls.append(1))
+    try:
+        again = _rollouts(engine, world, tmp_path)
+        again.run("tau", "tau", settings, recipe_of)
+    finally:
+        hook.remove()
+    completed = [again.saved.rollouts.get(key) for key in keys]
+    for before, after, rollout in zip(older, completed, whole):
+        assert after == dataclasses.replace(before, previews=after.previews)  # its own scores and costs kept
+        assert after.previews.scores == rollout.previews.scores
+        assert after.previews.computed_before == rollout.previews.computed_before
+    # each sampled only to its last preview step (the calls computed before it), one verifier call per step
+    assert len(calls) == sum(rollout.previews.computed_before[-1] for rollout in whole) < \
+        sum(rollout.calls - rollout.skipped for rollout in whole)
+    assert again.preview_calls == sum(len(rollout.previews.steps) for rollout in whole)
+    assert again.reused == len(SEEDS)
