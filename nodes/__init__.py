@@ -16,6 +16,7 @@ from .node_ids import warn_about_clashes
 from .pick import register_pick_routes
 from .prompt_server import prompt_server
 from .pruning_nodes import PruningPlanNode
+from .route_checks import ExtensionRoutes
 from .saved_work_routes import register_saved_work_routes
 from .schedule_route import register_schedule_route
 from .search_nodes import RankingFromScores, Recommit, SearchSampler, SearchSamplerAdvanced, SearchSamplerExperts
@@ -42,12 +43,13 @@ def load_extension() -> None:
     server = prompt_server()
     if server is None or server in _SERVERS_WITH_ROUTES:
         return
-    register_server_hooks()
-    register_pick_routes()
-    register_saved_work_routes()
-    register_calibration_cost_route()
-    register_schedule_route()
-    register_docs_route()
+    routes = ExtensionRoutes(server)
+    register_server_hooks(routes)
+    register_pick_routes(routes)
+    register_saved_work_routes(routes)
+    register_calibration_cost_route(routes, (Calibrate, CalibrateExperts))
+    register_schedule_route(routes)
+    register_docs_route(routes)
     _SERVERS_WITH_ROUTES.add(server)
 
 

@@ -1,4 +1,4 @@
-"""The budget plan node and the optional input the search nodes take it on."""
+"""The budget plan node (the search nodes take its plan on ``sampler_node.budget_input``)."""
 
 from __future__ import annotations
 
@@ -13,17 +13,6 @@ _WALL_TIME_NOTE = (
     "recommit will take; counts everything a rollout spends, but the chosen N then depends on wall time (machine "
     "load, model loading in the first draft), so the same graph can choose a different N."
 )
-
-
-def budget_input() -> io.Input:
-    """The optional input of the search nodes that replaces num_candidates with a budget."""
-    return BudgetType.Input(
-        "budget", optional=True,
-        tooltip="Optional: a CachedSearch Budget plan. When connected, num_candidates is ignored and the search "
-        "drafts seeds seed, seed + 1, ... while the drafts plus one full recommit fit in what full best-of-M would "
-        "cost (at most the plan's max_candidates). With a wall-time plan the chosen N depends on wall time. With a "
-        "Pruning Plan connected too, the search takes the widest N whose pruning schedule and the recommit fit.",
-    )
 
 
 class SearchBudget(io.ComfyNode):

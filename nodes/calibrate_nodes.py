@@ -17,7 +17,15 @@ import torch
 from comfy_api.latest import io
 
 from ..cachedsearch_core.audit import FULL_ARM, tau_arm
-from ..cachedsearch_core.calibration import COMFYUI_ENGINES, DEFAULT_TAUS, OUR_ENGINE, CalibrationPlan, sweep_cost
+from ..cachedsearch_core.calibration import (
+    COMFYUI_ENGINES,
+    DEFAULT_TAUS,
+    OUR_ENGINE,
+    CalibrationPlan,
+    RolloutCount,
+    sweep_cost,
+    sweep_rollouts,
+)
 from ..cachedsearch_core.calibration_experts import (
     EXPERTS,
     HIGH_NOISE,
@@ -56,7 +64,7 @@ from .input_checks import check_latent, check_same_latent_format, denoise_messag
 from .ksampler_inputs import expert_settings_inputs, ksampler_settings_inputs
 from .stages import KSamplerStage, StagedRecipe, official_expert_stages
 from .types import SHOW_RESULTS_WHEN_CACHED
-from .verifier_nodes import DEFAULT_ASPECT_WEIGHTS
+from .verifier_inputs import DEFAULT_ASPECT_WEIGHTS
 
 _SAVED = ("Every finished rollout is saved, so queueing it again after Cancel, a crash or a restart computes only "
           "the missing ones.")
@@ -126,6 +134,14 @@ class Calibrate(io.ComfyNode):
         return plan_message(lambda: calibrate_plans(taus, seeds, first_seed, capture_target,
                                                      easycache_thresholds=easycache_thresholds,
                                                      lazycache_thresholds=lazycache_thresholds))
+
+    @classmethod
+    def planned_rollouts(cls, inputs: dict, prompts: int) -> RolloutCount:
+        """What a calibration with these widget values runs, from the very plans ``execute`` runs (the
+        calibration-cost route's answer)."""
+        return sweep_rollouts(calibrate_plans(inputs["taus"], inputs["seeds"], inputs["first_seed"],
+                                              inputs["capture_target"], prompts, inputs["easycache_thresholds"],
+                                              inputs["lazycache_thresholds"]))
 
     @classmethod
     def execute(cls, model, negative, latent_image, vae, verifier, prompt, first_seed, seeds, steps, cfg,
@@ -243,6 +259,12 @@ class CalibrateExperts(io.ComfyNode):
         if message is not True or None in (taus_high, taus_low, seeds, first_seed, capture_target):
             return message
         return plan_message(lambda: experts_plan(taus_high, taus_low, seeds, first_seed, capture_target))
+
+    @classmethod
+    def planned_rollouts(cls, inputs: dict, prompts: int) -> RolloutCount:
+        """What a calibration with these widget values runs (the calibration-cost route's answer)."""
+        return experts_plan(inputs["taus_high"], inputs["taus_low"], inputs["seeds"], inputs["first_seed"],
+                            inputs["capture_target"], prompts).rollout_count()
 
     @classmethod
     def execute(cls, model_high, model_low, negative, latent_image, vae, verifier, prompt, first_seed, seeds,

@@ -3,16 +3,12 @@
 
 from __future__ import annotations
 
-import functools
-
 from comfy_api.latest import io
 
-from ..cachedsearch_core.calibration import RolloutCount, prompt_lines, sweep_rollouts
-from .calibrate_nodes import Calibrate, CalibrateExperts
-from .calibration_inputs import calibrate_plans, experts_plan
-from .prompt_server import prompt_server
+from ..cachedsearch_core.calibration import RolloutCount, prompt_lines
 from .route_checks import (
-    RouteRefused, answering_refusals, check_fields, flag, number, read_json_object, shown, text, whole_number,
+    ExtensionRoutes, RouteRefused, check_fields, flag, json_answer, number, read_json_object, shown, text,
+    whole_number,
 )
 
 COST_ROUTE = "/cachedsearch/calibration_cost"
@@ -30,21 +26,17 @@ WINDOW_INPUTS = ("steps", "split_step", "warmup_steps", "cooldown_steps", "warmu
                  "warmup_steps_low", "cooldown_steps_low")
 
 
-@functools.cache
-def _cost_widgets() -> dict[str, dict[str, io.Input]]:
-    """Per calibrating node id, the widgets the cost and the node's window check depend on, as its schema declares
-    them."""
-    schemas = [node.define_schema() for node in (Calibrate, CalibrateExperts)]
-    return {schema.node_id: {widget.id: widget for widget in schema.inputs if widget.id in COST_INPUTS + WINDOW_INPUTS}
-            for schema in schemas}
+def cost_widgets(node) -> dict[str, io.Input]:
+    """The widgets a calibrating node's cost and window check depend on, as its schema declares them."""
+    return {widget.id: widget for widget in node.define_schema().inputs if widget.id in COST_INPUTS + WINDOW_INPUTS}
 
 
-def checked_widgets(node_type, inputs: dict) -> dict:
+def checked_widgets(widgets_by_node: dict[str, dict[str, io.Input]], node_type, inputs: dict) -> dict:
     """The values of the widgets the cost of node ``node_type`` depends on, each of the type and within the range
     the node declares (one not sent takes its default); raises RouteRefused naming the widget."""
-    widgets = _cost_widgets().get(node_type) if isinstance(node_type, str) else None
+    widgets = widgets_by_node.get(node_type) if isinstance(node_type, str) else None
     if widgets is None:
-        raise RouteRefused(400, f"node: got {shown(node_type)}; use {' or '.join(_cost_widgets())}")
+        raise RouteRefused(400, f"node: got {shown(node_type)}; use {' or '.join(widgets_by_node)}")
     values = {}
     for name, widget in widgets.items():
         value = inputs.get(name, widget.default)
@@ -58,33 +50,25 @@ def checked_widgets(node_type, inputs: dict) -> dict:
     return values
 
 
-def planned_cost(node_type: str, inputs: dict, clip_connected: bool) -> RolloutCount:
+def planned_cost(node, inputs: dict, clip_connected: bool) -> RolloutCount:
     """What the calibration a node's widget values (checked by ``checked_widgets``) describe will run, from the very
     plans it runs (raises ValueError naming the input, also for a cache window the node refuses). With a text encoder
     on clip every line of prompt is a prompt; otherwise there is one."""
-    prompts = len(prompt_lines(inputs["prompt"])) if clip_connected else 1
-    shared = (inputs["seeds"], inputs["first_seed"], inputs["capture_target"], prompts)
-    node = Calibrate if node_type == Calibrate.define_schema().node_id else CalibrateExperts
     windows = node.validate_inputs(**{name: value for name, value in inputs.items() if name in WINDOW_INPUTS})
     if windows is not True:
         raise ValueError(windows)
-    if node is Calibrate:
-        return sweep_rollouts(calibrate_plans(inputs["taus"], *shared, inputs["easycache_thresholds"],
-                                              inputs["lazycache_thresholds"]))
-    return experts_plan(inputs["taus_high"], inputs["taus_low"], *shared).rollout_count()
+    return node.planned_rollouts(inputs, len(prompt_lines(inputs["prompt"])) if clip_connected else 1)
 
 
-def register_calibration_cost_route() -> None:
-    """POST /cachedsearch/calibration_cost on the running ComfyUI server (if any): {"node": its class, "inputs":
-    its widget values, "clip": whether a text encoder is connected} -> the cost (``RolloutCount.as_dict``), or a
-    4xx with {"error": the message naming the input}."""
-    server = prompt_server()
-    if server is None:
-        return
-    from aiohttp import web  # a server runs on aiohttp
+def register_calibration_cost_route(routes: ExtensionRoutes, calibrating_nodes) -> None:
+    """POST /cachedsearch/calibration_cost on a running ComfyUI server, for ``calibrating_nodes`` (the Calibrate
+    node classes, handed in so that no route imports a node module): {"node": its id, "inputs": its widget values,
+    "clip": whether a text encoder is connected} -> the cost (``RolloutCount.as_dict``), or a 4xx with {"error": the
+    message naming the input}."""
+    nodes = {node.define_schema().node_id: node for node in calibrating_nodes}
+    widgets_by_node = {node_id: cost_widgets(node) for node_id, node in nodes.items()}
 
-    @server.routes.post(COST_ROUTE)
-    @answering_refusals
+    @routes.post(COST_ROUTE)
     async def calibration_cost(request):
         body = await read_json_object(request, COST_MAX_BYTES, COST_REQUEST)
         check_fields(body, ("node", "inputs"), ("clip",), COST_REQUEST)
@@ -92,9 +76,9 @@ def register_calibration_cost_route() -> None:
             raise RouteRefused(400, f"inputs: got {shown(body['inputs'])}; use an object of the node's widget values "
                                     "by name")
         clip = flag(body.get("clip", False), "clip", "whether a text encoder is connected to the node's clip")
-        inputs = checked_widgets(body["node"], body["inputs"])
+        inputs = checked_widgets(widgets_by_node, body["node"], body["inputs"])
         try:
-            cost = planned_cost(body["node"], inputs, clip)
+            cost = planned_cost(nodes[body["node"]], inputs, clip)
         except ValueError as error:  # the node's own message for a value it would refuse
             raise RouteRefused(400, str(error)) from None
-        return web.json_response(cost.as_dict())
+        return json_answer(cost.as_dict())

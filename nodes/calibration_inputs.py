@@ -16,7 +16,7 @@ from ..cachedsearch_core.calibration import (
 from ..cachedsearch_core.calibration_experts import ExpertsPlan
 from .ksampler_inputs import stock_range
 from .types import ADVANCED_INPUT, CombinedVerifier, Verifier, VideoVerifier
-from .verifier_nodes import video_score_ranking_inputs
+from .verifier_inputs import frames_per_candidate_input, video_score_ranking_inputs
 
 
 def scene_inputs() -> list:
@@ -64,9 +64,8 @@ def ranking_inputs() -> list:
 
 
 def frames_input():
-    return io.Int.Input("frames_per_candidate", default=8, min=1, max=256,
-                        tooltip="K frames the verifier scores per rollout, as on the Verifier node (a VideoScore "
-                        "verifier reads up to this many, its max_frames).")
+    return frames_per_candidate_input("K frames the verifier scores per rollout, as on the Verifier node (a "
+                                      "VideoScore verifier reads up to this many, its max_frames).")
 
 
 def cache_window_inputs(suffix: str = "", warmup: int = 5, cooldown: int = 5, whose: str = "") -> list:

@@ -30,8 +30,9 @@ from .calibration_inputs import COMFYUI_CACHE_WINDOW, calibrate_plans, experts_p
 from .full_compute import full_compute_model
 from .previews import PreviewScorer, RolloutCapture, cache_windows
 from .prompt_graph import upstream
+from .prompt_server import progress_text_sender
 from .pruned_search import split_recipe
-from .runner import CandidateState, FullComputeCheck, SearchProgress, progress_text_sender, run_stages
+from .runner import CandidateState, FullComputeCheck, SearchProgress, run_stages
 from .saved_drafts import saved_folder
 from .stages import StagedRecipe
 

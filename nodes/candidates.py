@@ -7,7 +7,7 @@ import dataclasses
 
 import torch
 
-from ..cachedsearch_core import Draft, Ranking, SearchCost, search_cost, search_report
+from ..cachedsearch_core import CacheMode, Draft, Ranking, SearchCost, search_cost, search_report
 from ..cachedsearch_core.budget import BudgetOutcome
 from ..cachedsearch_core.pruned_budget import PrunedBudget
 from ..cachedsearch_core.panels import candidate_number, candidate_rows
@@ -20,33 +20,33 @@ from .saved_drafts import SavedDrafts
 from .stages import StagedRecipe
 
 
-def _describe_stage_cache(model) -> str:
-    config = step_cache_config(model)
-    if config is None:
-        engines = [engine.describe(model) for engine in cache_engines_on(model)]
-        # A foreign cache's skips are counted by CachedSearch's own meter, as its own cache's are.
-        return f"{' + '.join(engines)}, skipped calls counted by CachedSearch" if engines else "no cache"
-    if config.mode.value == "off":
-        return "cache off"
-    setting = f"tau {config.tau:g}" if config.mode.value == "adaptive" else f"every {config.static_interval} steps"
-    return (f"cache {config.mode.value} {setting} (warmup {config.warmup_steps}, "
-            f"cooldown {config.cooldown_steps})")
-
-
 # The report's cache line for a search on one model without a cache, or with it off.
 NO_CACHE_DESCRIPTION = "no cache on this model: drafts cost as much as full rollouts"
 CACHE_OFF_DESCRIPTION = "cache off: drafts cost as much as full rollouts"
 
 
+def _describe_stage_cache(model) -> tuple[str, str]:
+    """A stage's cache as a staged report names it, and as a one-stage search's own cache line says it."""
+    config = step_cache_config(model)
+    if config is None:
+        engines = [engine.describe(model) for engine in cache_engines_on(model)]
+        if not engines:
+            return "no cache", NO_CACHE_DESCRIPTION
+        # A foreign cache's skips are counted by CachedSearch's own meter, as its own cache's are.
+        counted = f"{' + '.join(engines)}, skipped calls counted by CachedSearch"
+        return counted, counted
+    if config.mode is CacheMode.OFF:
+        return "cache off", CACHE_OFF_DESCRIPTION
+    setting = f"tau {config.tau:g}" if config.mode is CacheMode.ADAPTIVE else f"every {config.static_interval} steps"
+    cached = f"cache {config.mode.value} {setting} (warmup {config.warmup_steps}, cooldown {config.cooldown_steps})"
+    return cached, cached
+
+
 def describe_cache(recipe: StagedRecipe) -> str:
     descriptions = [_describe_stage_cache(stage.patcher) for stage in recipe.stages]
     if len(descriptions) > 1:
-        return "; ".join(f"{name}: {description}" for name, description in zip(recipe.names, descriptions))
-    if descriptions[0] == "no cache":
-        return NO_CACHE_DESCRIPTION
-    if descriptions[0] == "cache off":
-        return CACHE_OFF_DESCRIPTION
-    return descriptions[0]
+        return "; ".join(f"{name}: {staged}" for name, (staged, _) in zip(recipe.names, descriptions))
+    return descriptions[0][1]
 
 
 @dataclasses.dataclass(frozen=True)

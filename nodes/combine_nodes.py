@@ -7,7 +7,7 @@ from comfy_api.latest import io
 
 from ..cachedsearch_core.combine import NORMALISATIONS, RANK_AVERAGE, VerifierCombination, combine_rankings
 from .types import SHOW_RESULTS_WHEN_CACHED, Candidates, CombinedVerifier, RankingType, Verifier, VideoVerifier
-from .verifier_nodes import show_ranking
+from .ranking_panel import show_ranking
 
 
 NORMALISATION_TOOLTIP = ("rank average (default): ranks scaled to [0, 1], robust to one verifier's outliers. z-score: "

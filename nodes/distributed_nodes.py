@@ -21,41 +21,39 @@ from .distributed_search import (
     server_inbox,
     setup_from_prompt,
 )
-from .input_checks import check_latent
-from .prompt_server import prompt_server
 from .candidates import SearchCandidates, run_search
-from .runner import progress_text_sender
-from .saved_drafts import SavedDrafts
-from .stages import KSamplerStage, StagedRecipe
-from .search_nodes import SearchSampler, search_output
+from .prompt_server import prompt_server
+from .sampler_node import (
+    SearchSamplerNode,
+    ksampler_recipe,
+    ksampler_search_inputs,
+    ksampler_search_message,
+    optional_search_inputs,
+    sampler_schema,
+    search_output,
+    search_outputs,
+)
 
-# Pruning and budgets decide from all drafts at once, which a search split across machines does not have until its
-# workers finish; they stay on the single-machine sampler.
-SINGLE_MACHINE_INPUTS = ("pruning", "budget")
-
-
-class DistributedSearchSampler(io.ComfyNode):
+class DistributedSearchSampler(SearchSamplerNode):
     @classmethod
     def define_schema(cls) -> io.Schema:
-        base = SearchSampler.define_schema()
-        return io.Schema(
-            node_id=NODE_ID,
-            display_name="CachedSearch Distributed Sampler",
-            category="CachedSearch",
-            description="CachedSearch Sampler spread over ComfyUI-Distributed's workers: connect to_collector to a "
+        return sampler_schema(
+            NODE_ID, "CachedSearch Distributed Sampler",
+            "CachedSearch Sampler spread over ComfyUI-Distributed's workers: connect to_collector to a "
             "Distributed Collector and enable workers in its panel. Each participant drafts a fixed slice of the "
             "seeds; the master gathers all N (exact latents) and re-drafts the seeds of a worker that stops "
             "answering, so ranking and delivered video equal a single-machine search. Without workers it "
             "searches alone.",
-            inputs=[
-                *(entry for entry in base.inputs if entry.id not in SINGLE_MACHINE_INPUTS),
+            [
+                *ksampler_search_inputs("Sampling steps per candidate."),
+                *optional_search_inputs(single_machine=False),
                 io.Float.Input("worker_timeout", default=60.0, min=1.0, max=3600.0, step=1.0,
                                tooltip="Seconds without a heartbeat or draft after which the master stops waiting "
                                "for a worker and drafts its remaining seeds itself. Workers send a heartbeat "
                                "every 2 s (a quarter of this if shorter) while drafting."),
             ],
-            outputs=[
-                *base.outputs,
+            [
+                *search_outputs(),
                 io.Image.Output(display_name="to_collector",
                                 tooltip="Connect to ComfyUI-Distributed's Distributed Collector and leave the "
                                 "collector's outputs unconnected: the link is how its orchestrator finds this search "
@@ -63,36 +61,24 @@ class DistributedSearchSampler(io.ComfyNode):
                                 "CachedSearch's own route, not as collector images (this output is an empty "
                                 "placeholder)."),
             ],
-            hidden=[io.Hidden.unique_id, io.Hidden.prompt],
             is_output_node=True,
         )
 
     @classmethod
     def validate_inputs(cls, seed=None, num_candidates=None, denoise=None):
-        return SearchSampler.validate_inputs(seed, num_candidates, denoise)
+        return ksampler_search_message(seed, num_candidates, denoise)
 
     @classmethod
     def execute(cls, model, positive, negative, latent_image, seed, num_candidates, steps, cfg, sampler_name,
                 scheduler, denoise, worker_timeout, preview_vae=None, save_drafts=True) -> io.NodeOutput:
-        message = cls.validate_inputs(seed, num_candidates, denoise)
-        if message is not True:
-            raise ValueError(message)
-        check_latent(latent_image)
-        stage = KSamplerStage(model, positive, negative, steps, cfg, sampler_name, scheduler, denoise)
-        recipe = StagedRecipe.single(stage, latent_image)
-        announce = progress_text_sender(cls.hidden.unique_id)
-        setup = setup_from_prompt(cls.hidden.prompt, cls.hidden.unique_id)
         # The orchestration's entry (participants, job) changes with every distributed run: not part of a draft.
-        saved = SavedDrafts.for_node(cls.hidden, save_drafts, positive, negative, latent_image,
-                                     not_drafting=(SETUP_INPUT,))
+        announce, saved = cls.open_run(cls.validate_inputs(seed, num_candidates, denoise), latent_image,
+                                       save_drafts, positive, negative, not_drafting=(SETUP_INPUT,))
+        recipe = ksampler_recipe(model, positive, negative, latent_image, steps, cfg, sampler_name, scheduler,
+                                 denoise)
+        setup = setup_from_prompt(cls.hidden.prompt, cls.hidden.unique_id)
         if setup is None:
-            alone = run_search(recipe, candidate_seeds(seed, num_candidates), announce, saved)
-            candidates = DistributedCandidates(
-                **{field.name: getattr(alone, field.name) for field in dataclasses.fields(SearchCandidates)
-                   if field.name != "notes"},
-                drafted_by=(MASTER,) * len(alone),
-                notes=(*alone.notes, "no workers: queued without ComfyUI-Distributed's orchestration (enable "
-                                     "workers in its panel)"))
+            candidates = _alone(recipe, candidate_seeds(seed, num_candidates), announce, saved)
         else:
             slices = seed_slices(seed, num_candidates, setup.participants)
             if setup.is_worker and not slice_of(slices, setup.participant):
@@ -107,3 +93,14 @@ class DistributedSearchSampler(io.ComfyNode):
                                               server_inbox(prompt_server()), saved)
         output = search_output(candidates, preview_vae, announce)
         return io.NodeOutput(*output.result, torch.zeros(1, 1, 1, 3), ui=output.ui)
+
+
+def _alone(recipe, seeds, announce, saved) -> DistributedCandidates:
+    """A search queued without ComfyUI-Distributed's orchestration: every seed drafted here, said in a note."""
+    alone = run_search(recipe, seeds, announce, saved)
+    return DistributedCandidates(
+        **{field.name: getattr(alone, field.name) for field in dataclasses.fields(SearchCandidates)
+           if field.name != "notes"},
+        drafted_by=(MASTER,) * len(alone),
+        notes=(*alone.notes, "no workers: queued without ComfyUI-Distributed's orchestration (enable workers in its "
+                             "panel)"))

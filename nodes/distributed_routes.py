@@ -18,9 +18,9 @@ import asyncio
 from ..cachedsearch_core.draft_exchange import MAX_SEEDS_PER_JOB, MessageRefused, decode_draft
 from ..cachedsearch_core.records import MAX_SEED
 from .distributed_search import MASTER, ROUTE, attach_distributed_setup, server_inbox
-from .prompt_server import prompt_server
 from .route_checks import (
-    RouteRefused, answering_refusals, check_fields, name, no_query, read_chunks, read_json_object, shown, whole_number,
+    ExtensionRoutes, RouteRefused, check_fields, json_answer, name, no_query, read_chunks, read_json_object, shown,
+    whole_number,
 )
 
 # A claim of 64 seeds of 20 digits is under 2 KB.
@@ -46,49 +46,46 @@ def _sender(job_id, participant) -> tuple[str, str]:
     return job_id, participant
 
 
-def register_server_hooks() -> None:
-    """The distributed routes and the on-prompt handler, on the running ComfyUI server (if any)."""
-    server = prompt_server()
-    if server is None:
-        return
-    from aiohttp import web  # a server runs on aiohttp
+def _claimed_seeds(seeds) -> list:
+    if not isinstance(seeds, list) or not 0 < len(seeds) <= MAX_SEEDS_PER_JOB:
+        raise RouteRefused(400, f"seeds: got {shown(seeds)}; use a list of the 1 to {MAX_SEEDS_PER_JOB} seeds "
+                                "this worker drafts")
+    for seed in seeds:
+        whole_number(seed, "seeds", 0, MAX_SEED, "seeds, each a whole number")
+    return seeds
 
-    server.add_on_prompt_handler(attach_distributed_setup)
-    inbox = server_inbox(server)
 
-    @server.routes.post(f"{ROUTE}/claim")
-    @answering_refusals
+def _from_inbox(message_call, *arguments):
+    """The inbox's answer to a worker's message; its refusal is the route's."""
+    try:
+        return message_call(*arguments)
+    except MessageRefused as error:
+        raise _refusal(error) from None
+
+
+def register_server_hooks(routes: ExtensionRoutes) -> None:
+    """The distributed routes and the on-prompt handler, on a running ComfyUI server."""
+    routes.server.add_on_prompt_handler(attach_distributed_setup)
+    inbox = server_inbox(routes.server)
+
+    @routes.post(f"{ROUTE}/claim")
     async def receive_claim(request):
         body = await read_json_object(request, MESSAGE_MAX_BYTES, CLAIM_REQUEST)
         check_fields(body, ("job_id", "participant", "seeds"), (), CLAIM_REQUEST)
         job_id, participant = _sender(body["job_id"], body["participant"])
-        seeds = body["seeds"]
-        if not isinstance(seeds, list) or not 0 < len(seeds) <= MAX_SEEDS_PER_JOB:
-            raise RouteRefused(400, f"seeds: got {shown(seeds)}; use a list of the 1 to {MAX_SEEDS_PER_JOB} seeds "
-                                    "this worker drafts")
-        for seed in seeds:
-            whole_number(seed, "seeds", 0, MAX_SEED, "seeds, each a whole number")
-        try:
-            token = inbox.claim(job_id, participant, seeds)
-        except MessageRefused as error:
-            raise _refusal(error) from None
-        return web.json_response({"token": token, "keep_going": True})
+        token = _from_inbox(inbox.claim, job_id, participant, _claimed_seeds(body["seeds"]))
+        return json_answer({"token": token, "keep_going": True})
 
-    @server.routes.post(f"{ROUTE}/heartbeat")
-    @answering_refusals
+    @routes.post(f"{ROUTE}/heartbeat")
     async def receive_heartbeat(request):
         body = await read_json_object(request, MESSAGE_MAX_BYTES, HEARTBEAT_REQUEST)
         check_fields(body, ("job_id", "participant", "token"), (), HEARTBEAT_REQUEST)
         job_id, participant = _sender(body["job_id"], body["participant"])
         token = name(body["token"], "token", "the token this worker's claim was answered with")
-        try:
-            inbox.heartbeat(job_id, participant, token)
-        except MessageRefused as error:
-            raise _refusal(error) from None
-        return web.json_response({"keep_going": True})
+        _from_inbox(inbox.heartbeat, job_id, participant, token)
+        return json_answer({"keep_going": True})
 
-    @server.routes.post(f"{ROUTE}/draft")
-    @answering_refusals
+    @routes.post(f"{ROUTE}/draft")
     async def receive_draft(request):
         chunks = await read_chunks(request, DRAFT_MAX_BYTES)
         try:
@@ -96,14 +93,10 @@ def register_server_hooks() -> None:
         except ValueError as error:
             raise RouteRefused(400, str(error)) from None
         _sender(message.job_id, message.participant)
-        try:
-            inbox.deliver(message)
-        except MessageRefused as error:
-            raise _refusal(error) from None
-        return web.json_response({"keep_going": True})
+        _from_inbox(inbox.deliver, message)
+        return json_answer({"keep_going": True})
 
-    @server.routes.get(f"{ROUTE}/jobs")
-    @answering_refusals
+    @routes.get(f"{ROUTE}/jobs")
     async def job_status(request):
         no_query(request)
-        return web.json_response(inbox.status())
+        return json_answer(inbox.status())

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import pathlib
 
-from .prompt_server import prompt_server
-from .route_checks import RouteRefused, answering_refusals, no_query, shown
+from .route_checks import ExtensionRoutes, RouteRefused, no_query, shown
 
 DOCS_ROUTE = "/cachedsearch/docs"
 PACK_ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -29,16 +28,13 @@ def doc_file(path: str) -> pathlib.Path:
     return file
 
 
-def register_docs_route() -> None:
-    """GET /cachedsearch/docs/<path> on the running ComfyUI server (if any): the file, or a 404 naming the path."""
-    server = prompt_server()
-    if server is None:
-        return
-    from aiohttp import web  # a server runs on aiohttp
+def register_docs_route(routes: ExtensionRoutes) -> None:
+    """GET /cachedsearch/docs/<path> on a running ComfyUI server: the file, or a 404 naming the path."""
 
-    @server.routes.get(DOCS_ROUTE + "/{path:.+}")
-    @answering_refusals
+    @routes.get(DOCS_ROUTE + "/{path:.+}")
     async def doc(request):
+        from aiohttp import web  # a server runs on aiohttp
+
         no_query(request)
         file = doc_file(request.match_info["path"])
         return web.Response(body=file.read_bytes(), content_type=KINDS[file.suffix.lower()].split(";")[0],

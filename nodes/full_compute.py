@@ -19,6 +19,7 @@ import comfy.patcher_extension
 import torch
 
 from ..cachedsearch_core import StageCalls
+from ..cachedsearch_core.calibration import OUR_ENGINE
 from ..cachedsearch_core.work_count import Shortfall, WorkCount, block_lists
 from .cache_patch import CONFIG_OPTION, WRAPPER_KEY, call_options
 
@@ -54,7 +55,7 @@ class CacheEngine:
 # ComfyUI's EasyCache and LazyCache (comfy_extras/nodes_easycache.py, the same keys in 0.3.75 and 0.33.0) both keep
 # their state under transformer_options["easycache"].
 KNOWN_CACHE_ENGINES = (
-    CacheEngine("CachedSearch cache", ((_WRAPPERS.OUTER_SAMPLE, WRAPPER_KEY), (_WRAPPERS.DIFFUSION_MODEL, WRAPPER_KEY)),
+    CacheEngine(OUR_ENGINE, ((_WRAPPERS.OUTER_SAMPLE, WRAPPER_KEY), (_WRAPPERS.DIFFUSION_MODEL, WRAPPER_KEY)),
                 CONFIG_OPTION),
     CacheEngine("EasyCache", ((_WRAPPERS.OUTER_SAMPLE, "easycache"), (_WRAPPERS.CALC_COND_BATCH, "easycache"),
                               (_WRAPPERS.DIFFUSION_MODEL, "easycache")), "easycache"),

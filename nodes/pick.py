@@ -18,7 +18,7 @@ import comfy.model_management
 from ..cachedsearch_core.pick import MODES, VERIFIERS_CHOICE, Pick, PickChoices
 from .prompt_server import PerServer, prompt_server
 from .route_checks import (
-    RouteRefused, answering_refusals, check_fields, name, no_query, read_json_object, shown, whole_number,
+    ExtensionRoutes, RouteRefused, check_fields, json_answer, name, no_query, read_json_object, shown, whole_number,
 )
 from .candidates import SearchCandidates
 from .commit import Commit, commit, run_full_compute
@@ -149,17 +149,11 @@ def wait_for_click(choices: PickChoices, preselected: int, mode: str, timeout_se
     return VERIFIERS_CHOICE, mode
 
 
-def register_pick_routes() -> None:
-    """POST and GET /cachedsearch/pick on the running ComfyUI server (if any)."""
-    server = prompt_server()
-    if server is None:
-        return
-    from aiohttp import web  # a server runs on aiohttp
+def register_pick_routes(routes: ExtensionRoutes) -> None:
+    """POST and GET /cachedsearch/pick on a running ComfyUI server."""
+    mailbox = MAILBOXES.of(routes.server)
 
-    mailbox = MAILBOXES.of(server)
-
-    @server.routes.post(ROUTE)
-    @answering_refusals
+    @routes.post(ROUTE)
     async def post_pick(request):
         body = await read_json_object(request, PICK_MAX_BYTES, PICK_REQUEST)
         # "candidates" and "preselected": the awaiting event's own fields, which a client may send back with its pick
@@ -176,10 +170,9 @@ def register_pick_routes() -> None:
             mailbox.answer(prompt_id, node, candidate, mode)
         except PickRefused as refused:
             raise RouteRefused(refused.status, str(refused)) from None
-        return web.json_response({"ok": True})
+        return json_answer({"ok": True})
 
-    @server.routes.get(ROUTE)
-    @answering_refusals
+    @routes.get(ROUTE)
     async def list_waiting(request):
         no_query(request)
-        return web.json_response({"waiting": mailbox.listing()})
+        return json_answer({"waiting": mailbox.listing()})

@@ -15,6 +15,14 @@ def prompt_server():
     return getattr(PromptServer, "instance", None)
 
 
+def progress_text_sender(node_id):
+    """A function that shows a line of text on the node in the GUI, or None outside a server run."""
+    server = prompt_server()
+    if server is None or node_id is None:
+        return None
+    return lambda text: server.send_progress_text(text, node_id)
+
+
 class PerServer:
     """State that belongs to one server (a mailbox its routes fill and its runs read), not to the process: two
     servers in one process (tests, embedding) keep theirs apart, and a server that is gone takes its state along.

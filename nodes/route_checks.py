@@ -28,9 +28,14 @@ class RouteRefused(Exception):
         self.fields = fields
 
     def response(self):
-        from aiohttp import web  # a route runs on aiohttp
+        return json_answer({"error": str(self), **self.fields}, status=self.status)
 
-        return web.json_response({"error": str(self), **self.fields}, status=self.status)
+
+def json_answer(payload, status: int = 200):
+    """A route's JSON answer."""
+    from aiohttp import web  # a route runs on aiohttp, which a server has and a script without one need not
+
+    return web.json_response(payload, status=status)
 
 
 def answering_refusals(handler):
@@ -44,6 +49,20 @@ def answering_refusals(handler):
             return refused.response()
 
     return answered
+
+
+class ExtensionRoutes:
+    """A running server's route table as every route of the extension goes on it: ``@routes.post(path)`` puts the
+    handler there answering the RouteRefused it raises (``answering_refusals``)."""
+
+    def __init__(self, server):
+        self.server = server
+
+    def get(self, path: str):
+        return lambda handler: self.server.routes.get(path)(answering_refusals(handler))
+
+    def post(self, path: str):
+        return lambda handler: self.server.routes.post(path)(answering_refusals(handler))
 
 
 def shown(value) -> str:

@@ -11,10 +11,9 @@ import time
 import comfy.model_management
 import comfy.utils
 
-from ..cachedsearch_core import Draft, StageCalls
+from ..cachedsearch_core import Draft
 from .cache_patch import STATISTICS_CALLBACK_OPTION
 from .full_compute import CallMeter, check_full_compute
-from .prompt_server import prompt_server
 from .stages import StagedRecipe
 
 
@@ -91,14 +90,6 @@ class SearchProgress:
         if hook is not None and self.done < self.total:
             hook(self.total, self.total, None)
         self.done = self.total
-
-
-def progress_text_sender(node_id):
-    """A function that shows a line of text on the node in the GUI, or None outside a server run."""
-    server = prompt_server()
-    if server is None or node_id is None:
-        return None
-    return lambda text: server.send_progress_text(text, node_id)
 
 
 @dataclasses.dataclass(frozen=True)

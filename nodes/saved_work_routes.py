@@ -16,11 +16,11 @@ import asyncio
 
 from ..cachedsearch_core.draft_store import DraftStore
 from ..cachedsearch_core.saved_work import DEFAULT_MAX_BYTES, write_cap
-from .prompt_server import prompt_server
 from .route_checks import (
+    ExtensionRoutes,
     RouteRefused,
-    answering_refusals,
     check_fields,
+    json_answer,
     name,
     no_query,
     number,
@@ -45,37 +45,30 @@ def listing() -> dict:
             "default_max_bytes": DEFAULT_MAX_BYTES, "drafts": drafts}
 
 
-def register_saved_work_routes() -> None:
-    """The saved-work routes on the running ComfyUI server (if any)."""
-    server = prompt_server()
-    if server is None:
-        return
-    from aiohttp import web  # a server runs on aiohttp
+def register_saved_work_routes(routes: ExtensionRoutes) -> None:
+    """The saved-work routes on a running ComfyUI server."""
 
-    @server.routes.get(ROUTE)
-    @answering_refusals
+    @routes.get(ROUTE)
     async def get_saved_work(request):
         no_query(request)
-        return web.json_response(await _off_the_loop(listing))
+        return json_answer(await _off_the_loop(listing))
 
-    @server.routes.post(f"{ROUTE}/cap")
-    @answering_refusals
+    @routes.post(f"{ROUTE}/cap")
     async def set_cap(request):
         body = await read_json_object(request, BODY_MAX_BYTES, CAP_REQUEST)
         check_fields(body, ("gigabytes",), (), CAP_REQUEST)
         gigabytes = number(body["gigabytes"], "gigabytes", MIN_GIGABYTES, MAX_GIGABYTES, "the cap in GB (1 GB = 1024³ bytes)")
         await _off_the_loop(write_cap, saved_folder(), round(gigabytes * GIGABYTE))
-        return web.json_response(await _off_the_loop(listing))
+        return json_answer(await _off_the_loop(listing))
 
-    @server.routes.post(f"{ROUTE}/clear")
-    @answering_refusals
+    @routes.post(f"{ROUTE}/clear")
     async def clear(request):
         body = await read_json_object(request, BODY_MAX_BYTES, CLEAR_REQUEST)
         check_fields(body, (), ("model",), CLEAR_REQUEST)
         model = None if body.get("model") is None else name(body["model"], "model", "a model file GET "
                                                                                     f"{ROUTE} lists")
         removed, freed = await _off_the_loop(lambda: DraftStore(saved_folder()).clear(model))
-        return web.json_response({"removed": removed, "freed_bytes": freed})
+        return json_answer({"removed": removed, "freed_bytes": freed})
 
 
 async def _off_the_loop(work, *args):

@@ -3,9 +3,8 @@ is typed (web/js/cachedsearch_plan_title.js asks whenever the widget changes), b
 
 from __future__ import annotations
 
-from .prompt_server import prompt_server
 from .pruning_nodes import PruningPlanNode, schedule_rounds
-from .route_checks import RouteRefused, answering_refusals, check_fields, read_json_object, text
+from .route_checks import ExtensionRoutes, RouteRefused, check_fields, json_answer, read_json_object, text
 
 SCHEDULE_ROUTE = "/cachedsearch/pruning_schedule"
 # Parsing is linear in the text; a schedule is a few dozen characters, so 16 KB bounds a request's time on the loop.
@@ -13,17 +12,12 @@ SCHEDULE_MAX_BYTES = 16 * 1024
 SCHEDULE_REQUEST = '{"schedule": the text of the Pruning Plan\'s schedule widget}'
 
 
-def register_schedule_route() -> None:
-    """POST /cachedsearch/pruning_schedule on the running ComfyUI server (if any): {"schedule": text} -> {"rounds":
-    how many rounds it prunes in (0: empty, one prune as the other widgets say)}, or a 400 with {"error": the node's
-    own message}."""
-    server = prompt_server()
-    if server is None:
-        return
-    from aiohttp import web  # a server runs on aiohttp
+def register_schedule_route(routes: ExtensionRoutes) -> None:
+    """POST /cachedsearch/pruning_schedule on a running ComfyUI server: {"schedule": text} -> {"rounds": how many
+    rounds it prunes in (0: empty, one prune as the other widgets say)}, or a 400 with {"error": the node's own
+    message}."""
 
-    @server.routes.post(SCHEDULE_ROUTE)
-    @answering_refusals
+    @routes.post(SCHEDULE_ROUTE)
     async def pruning_schedule(request):
         body = await read_json_object(request, SCHEDULE_MAX_BYTES, SCHEDULE_REQUEST)
         check_fields(body, ("schedule",), (), SCHEDULE_REQUEST)
@@ -31,4 +25,4 @@ def register_schedule_route() -> None:
         message = PruningPlanNode.validate_inputs(schedule=schedule)
         if message is not True:
             raise RouteRefused(400, message)
-        return web.json_response({"rounds": schedule_rounds(schedule)})
+        return json_answer({"rounds": schedule_rounds(schedule)})

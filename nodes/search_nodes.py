@@ -1,213 +1,92 @@
+"""The search nodes of one machine: the three samplers (``sampler_node`` holds what they share), Ranking From
+Scores, and Recommit, which delivers the winner or the artist's pick."""
+
 from __future__ import annotations
 
 from comfy_api.latest import io
 
-from ..cachedsearch_core import MAX_CANDIDATES, Ranking, candidate_seeds, parse_scores
+from ..cachedsearch_core import MAX_CANDIDATES, Ranking, parse_scores
 from ..cachedsearch_core.pick import VERIFIERS_CHOICE, resolve_pick, with_pick_line
-from .budget_nodes import budget_input
-from .budget_search import run_budget_search
-from .input_checks import check_latent, check_same_latent_format, denoise_message, split_step_message
-from .panel_frames import decode_draft_frames, panel_rows
+from .input_checks import check_same_latent_format, split_step_message
+from .ksampler_inputs import expert_settings_inputs
 from .pick import commit_pick, pick_choices, wait_for_click
-from .candidates import SearchCandidates, pruned_rows, run_search
-from .ksampler_inputs import expert_settings_inputs, ksampler_settings_inputs, stock_ksampler_input
-from .runner import progress_text_sender
-from .saved_drafts import SAVE_DRAFTS_TOOLTIP, SavedDrafts
-from .stages import CustomSamplerStage, KSamplerStage, StagedRecipe, official_expert_stages
-from .types import ADVANCED_INPUT, SHOW_RESULTS_WHEN_CACHED, Candidates, PruningPlanType, RankingType
-
-_SEED_TOOLTIP = (
-    "This search covers seeds seed ... seed + num_candidates - 1 (candidate i uses seed + i, so a stock KSampler "
-    "with that seed reproduces it). Control after generate: randomize (the default) searches a fresh range each "
-    "time you queue; fixed repeats this search; increment would repeat all but one of its seeds."
+from .sampler_node import (
+    SearchSamplerNode,
+    ksampler_recipe,
+    ksampler_search_inputs,
+    ksampler_search_message,
+    optional_search_inputs,
+    sampler_schema,
+    search_inputs,
+    seed_range_message,
 )
-_CANDIDATES_TOOLTIP = (
-    "How many seeds to explore (N): more seeds find a better winner, for one more draft each. What N keeps of full "
-    "best-of-N's gain and what it costs against it, measured: this node's help page."
-)
+from .stages import CustomSamplerStage, StagedRecipe, official_expert_stages
+from .types import ADVANCED_INPUT, SHOW_RESULTS_WHEN_CACHED, Candidates, RankingType
 
 
-def _search_inputs() -> list:
-    return [
-        stock_ksampler_input("seed", tooltip=_SEED_TOOLTIP),
-        io.Int.Input("num_candidates", default=8, min=1, max=MAX_CANDIDATES, tooltip=_CANDIDATES_TOOLTIP),
-    ]
-
-
-def _pruning_input():
-    return PruningPlanType.Input("pruning", optional=True, tooltip="Optional, from CachedSearch Pruning Plan: stop "
-                                 "every candidate at the prune step, score a preview there and continue only the best "
-                                 "(what it saves, measured: the Pruning Plan's help page). Unconnected: every "
-                                 "candidate runs to the end.")
-
-
-def _explore(recipe: StagedRecipe, seed: int, num_candidates: int, announce, pruning, budget,
-             saved: SavedDrafts | None = None) -> SearchCandidates:
-    """The drafts of N seeds from ``seed``; pruned when a pruning plan is connected; as many seeds as a budget
-    plan affords when one is connected (with a pruning plan too: the widest N whose schedule fits). Every search
-    reuses and saves its drafts in ``saved``."""
-    if budget is not None:
-        if pruning is not None:
-            return pruning.search_within(recipe, seed, budget, announce, saved)
-        return run_budget_search(recipe, seed, budget, announce, saved=saved)
-    seeds = candidate_seeds(seed, num_candidates)
-    if pruning is None:
-        return run_search(recipe, seeds, announce, saved)
-    return pruning.search(recipe, seeds, announce, saved)
-
-
-def _preview_vae_input():
-    return io.Vae.Input("preview_vae", optional=True, tooltip="Optional: decode small previews of every draft to "
-                        "watch them on the panel (8 frames each, after the search; costs one VAE decode per "
-                        "draft). Unconnected: nothing extra is decoded.")
-
-
-def _save_drafts_input():
-    return io.Boolean.Input("save_drafts", default=True, optional=True, **ADVANCED_INPUT, tooltip=SAVE_DRAFTS_TOOLTIP)
-
-
-def _search_outputs() -> list:
-    return [
-        io.Latent.Output(display_name="drafts", tooltip="The N drafts on the batch axis, in seed order."),
-        Candidates.Output(display_name="candidates", tooltip="Seeds, settings and cache statistics for the "
-                          "verifier and the recommit node."),
-        io.String.Output(display_name="report", tooltip="Per-candidate seed, skipped calls and seconds."),
-    ]
-
-
-def _seed_range_message(seed, num_candidates) -> str | bool:
-    """validate_inputs' answer for the seed range (values are None while they come from links)."""
-    if seed is None or num_candidates is None:
-        return True
-    try:
-        candidate_seeds(seed, num_candidates)
-    except ValueError as error:
-        return str(error)
-    return True
-
-
-def search_output(candidates: SearchCandidates, preview_vae=None, announce=None) -> io.NodeOutput:
-    """The sampler's outputs and its panel: every candidate's row (decoded frames with ``preview_vae``) and the
-    search's cost against full best-of-N."""
-    cost = candidates.cost()
-    report = candidates.report(cost=cost)
-    frames = decode_draft_frames(preview_vae, candidates, announce) if preview_vae is not None else None
-    shown = {"text": (report,), "cachedsearch_drafts": panel_rows(candidates, frames=frames),
-             "cachedsearch_cost": [{**cost.as_dict(), "cache": candidates.cache_description,
-                                    "drafts_saved": candidates.drafts_saved,
-                                    "drafts_not_kept": candidates.drafts_not_kept}]}
-    if candidates.pruning is not None:
-        shown["cachedsearch_pruned"] = pruned_rows(candidates)
-        shown["cachedsearch_pruning"] = [candidates.pruning.as_dict()]
-    if candidates.budget is not None:
-        shown["cachedsearch_budget"] = [candidates.budget.as_dict()]
-    return io.NodeOutput(candidates.latent(candidates.draft_latents), candidates, report, ui=shown)
-
-
-class SearchSampler(io.ComfyNode):
+class SearchSampler(SearchSamplerNode):
     @classmethod
     def define_schema(cls) -> io.Schema:
-        return io.Schema(
-            node_id="CachedSearchSampler",
-            display_name="CachedSearch Sampler",
-            category="CachedSearch",
-            description="Best-of-N exploration: samples num_candidates seeds one by one like KSampler, on the "
-            "cached model, for a verifier to rank. Recommit then re-generates only the winner at full compute.",
-            inputs=[
-                io.Model.Input("model", tooltip="Usually the output of CachedSearch Apply Cache; without a cache "
-                               "the drafts cost as much as full rollouts."),
-                io.Conditioning.Input("positive", tooltip="What the videos should show."),
-                io.Conditioning.Input("negative", tooltip="What the videos should avoid."),
-                io.Latent.Input("latent_image", tooltip="A batch-1 latent (empty video latent, or one with a "
-                                "noise mask)."),
-                *_search_inputs(),
-                *ksampler_settings_inputs("Sampling steps per candidate."),
-                _pruning_input(),
-                budget_input(),
-                _preview_vae_input(),
-                _save_drafts_input(),
-            ],
-            outputs=_search_outputs(),
-            hidden=[io.Hidden.unique_id, io.Hidden.prompt],
-            **SHOW_RESULTS_WHEN_CACHED,
-        )
+        return sampler_schema(
+            "CachedSearchSampler", "CachedSearch Sampler",
+            "Best-of-N exploration: samples num_candidates seeds one by one like KSampler, on the cached model, for a "
+            "verifier to rank. Recommit then re-generates only the winner at full compute.",
+            [*ksampler_search_inputs("Sampling steps per candidate."), *optional_search_inputs()])
 
     @classmethod
     def validate_inputs(cls, seed=None, num_candidates=None, denoise=None):
-        message = denoise_message(denoise)
-        return _seed_range_message(seed, num_candidates) if message is True else message
+        return ksampler_search_message(seed, num_candidates, denoise)
 
     @classmethod
     def execute(cls, model, positive, negative, latent_image, seed, num_candidates, steps, cfg, sampler_name,
                 scheduler, denoise, pruning=None, budget=None, preview_vae=None, save_drafts=True) -> io.NodeOutput:
-        message = cls.validate_inputs(seed, num_candidates, denoise)
-        if message is not True:
-            raise ValueError(message)
-        check_latent(latent_image)
-        stage = KSamplerStage(model, positive, negative, steps, cfg, sampler_name, scheduler, denoise)
-        announce = progress_text_sender(cls.hidden.unique_id)
-        saved = SavedDrafts.for_node(cls.hidden, save_drafts, positive, negative, latent_image)
-        return search_output(_explore(StagedRecipe.single(stage, latent_image), seed, num_candidates, announce,
-                                       pruning, budget, saved), preview_vae, announce)
+        announce, saved = cls.open_run(cls.validate_inputs(seed, num_candidates, denoise), latent_image,
+                                       save_drafts, positive, negative)
+        recipe = ksampler_recipe(model, positive, negative, latent_image, steps, cfg, sampler_name, scheduler,
+                                 denoise)
+        return cls.search(recipe, seed, num_candidates, announce, saved, pruning, budget, preview_vae)
 
 
-class SearchSamplerAdvanced(io.ComfyNode):
+class SearchSamplerAdvanced(SearchSamplerNode):
     @classmethod
     def define_schema(cls) -> io.Schema:
-        return io.Schema(
-            node_id="CachedSearchSamplerAdvanced",
-            display_name="CachedSearch Sampler (Advanced)",
-            category="CachedSearch",
-            description="The best-of-N exploration of CachedSearch Sampler over custom-sampling parts, like "
+        return sampler_schema(
+            "CachedSearchSamplerAdvanced", "CachedSearch Sampler (Advanced)",
+            "The best-of-N exploration of CachedSearch Sampler over custom-sampling parts, like "
             "SamplerCustomAdvanced with RandomNoise: for guiders (BasicGuider, CFGGuider) and explicit sigmas.",
-            inputs=[
+            [
                 io.Guider.Input("guider", tooltip="BasicGuider / CFGGuider on the cached model."),
                 io.Sampler.Input("sampler", tooltip="From KSamplerSelect or another sampler node."),
                 io.Sigmas.Input("sigmas", tooltip="From BasicScheduler or another scheduler node."),
                 io.Latent.Input("latent_image", tooltip="A batch-1 latent."),
-                *_search_inputs(),
-                _pruning_input(),
-                budget_input(),
-                _preview_vae_input(),
-                _save_drafts_input(),
-            ],
-            outputs=_search_outputs(),
-            hidden=[io.Hidden.unique_id, io.Hidden.prompt],
-            **SHOW_RESULTS_WHEN_CACHED,
-        )
+                *search_inputs(),
+                *optional_search_inputs(),
+            ])
 
     @classmethod
     def validate_inputs(cls, seed=None, num_candidates=None):
-        return _seed_range_message(seed, num_candidates)
+        return seed_range_message(seed, num_candidates)
 
     @classmethod
     def execute(cls, guider, sampler, sigmas, latent_image, seed, num_candidates, pruning=None,
                 budget=None, preview_vae=None, save_drafts=True) -> io.NodeOutput:
-        message = _seed_range_message(seed, num_candidates)
-        if message is not True:
-            raise ValueError(message)
-        check_latent(latent_image)
+        announce, saved = cls.open_run(cls.validate_inputs(seed, num_candidates), latent_image, save_drafts, sigmas)
         if sigmas.shape[-1] < 2:
             raise ValueError("sigmas: needs at least two values (one step); check the scheduler node's steps")
         recipe = StagedRecipe.single(CustomSamplerStage(guider, sampler, sigmas), latent_image)
-        announce = progress_text_sender(cls.hidden.unique_id)
-        saved = SavedDrafts.for_node(cls.hidden, save_drafts, sigmas, latent_image)
-        return search_output(_explore(recipe, seed, num_candidates, announce, pruning, budget, saved), preview_vae,
-                              announce)
+        return cls.search(recipe, seed, num_candidates, announce, saved, pruning, budget, preview_vae)
 
 
-class SearchSamplerExperts(io.ComfyNode):
+class SearchSamplerExperts(SearchSamplerNode):
     @classmethod
     def define_schema(cls) -> io.Schema:
-        return io.Schema(
-            node_id="CachedSearchSamplerExperts",
-            display_name="CachedSearch Sampler (High/Low Experts)",
-            category="CachedSearch",
-            description="Best-of-N exploration on a two-expert model such as Wan 2.2 A14B: each candidate runs the "
-            "official two-KSamplerAdvanced graph (the high-noise expert adds the seed's noise and samples up to "
-            "split_step, the low-noise expert finishes), each expert with its own cache. Recommit replays the "
-            "winner's two stages uncached, exactly as the stock graph with that seed.",
-            inputs=[
+        return sampler_schema(
+            "CachedSearchSamplerExperts", "CachedSearch Sampler (High/Low Experts)",
+            "Best-of-N exploration on a two-expert model such as Wan 2.2 A14B: each candidate runs the official "
+            "two-KSamplerAdvanced graph (the high-noise expert adds the seed's noise and samples up to split_step, "
+            "the low-noise expert finishes), each expert with its own cache. Recommit replays the winner's two "
+            "stages uncached, exactly as the stock graph with that seed.",
+            [
                 io.Model.Input("model_high", tooltip="The high-noise expert (first steps), usually through its own "
                                "CachedSearch Apply Cache; a higher tau suits it better than the low-noise expert."),
                 io.Model.Input("model_low", tooltip="The low-noise expert (the remaining steps), usually through its "
@@ -216,43 +95,31 @@ class SearchSamplerExperts(io.ComfyNode):
                 io.Conditioning.Input("negative", tooltip="What the videos should avoid (both experts)."),
                 io.Latent.Input("latent_image", tooltip="A batch-1 latent (EmptyHunyuanLatentVideo, or the latent "
                                 "of WanImageToVideo)."),
-                *_search_inputs(),
+                *search_inputs(),
                 *expert_settings_inputs(
                     "Total sampling steps of both experts together (the official graph: 20).",
                     "The step where the low-noise expert takes over (official: 10 of 20; 2 of 4 with the 4-step "
                     "LoRAs). Warmup and cooldown count within each expert's steps.",
                     "Classifier-free guidance scale of both experts (official: 3.5; 1.0 with the 4-step LoRAs)."),
-                _pruning_input(),
-                budget_input(),
-                _preview_vae_input(),
-                _save_drafts_input(),
-            ],
-            outputs=_search_outputs(),
-            hidden=[io.Hidden.unique_id, io.Hidden.prompt],
-            **SHOW_RESULTS_WHEN_CACHED,
-        )
+                *optional_search_inputs(),
+            ])
 
     @classmethod
     def validate_inputs(cls, seed=None, num_candidates=None, steps=None, split_step=None):
         message = split_step_message(steps, split_step)
-        return message if message is not True else _seed_range_message(seed, num_candidates)
+        return message if message is not True else seed_range_message(seed, num_candidates)
 
     @classmethod
     def execute(cls, model_high, model_low, positive, negative, latent_image, seed, num_candidates, steps,
                 split_step, cfg, sampler_name, scheduler, pruning=None, budget=None,
                 preview_vae=None, save_drafts=True) -> io.NodeOutput:
-        message = cls.validate_inputs(seed, num_candidates, steps, split_step)
-        if message is not True:
-            raise ValueError(message)
-        check_latent(latent_image)
+        announce, saved = cls.open_run(cls.validate_inputs(seed, num_candidates, steps, split_step), latent_image,
+                                       save_drafts, positive, negative)
         check_same_latent_format(model_high, model_low)
         recipe = StagedRecipe(official_expert_stages(model_high, model_low, positive, negative, steps, split_step,
                                                      cfg, sampler_name, scheduler),
                               latent_image, ("high noise", "low noise"))
-        announce = progress_text_sender(cls.hidden.unique_id)
-        saved = SavedDrafts.for_node(cls.hidden, save_drafts, positive, negative, latent_image)
-        return search_output(_explore(recipe, seed, num_candidates, announce, pruning, budget, saved), preview_vae,
-                              announce)
+        return cls.search(recipe, seed, num_candidates, announce, saved, pruning, budget, preview_vae)
 
 
 class RankingFromScores(io.ComfyNode):
@@ -279,6 +146,30 @@ class RankingFromScores(io.ComfyNode):
         return io.NodeOutput(ranking)
 
 
+_RANKING_TOOLTIP = ("From the verifier (or Ranking From Scores): its winner is delivered while pick is 0. "
+                    "Unconnected: you are the verifier, so set pick.")
+_MODE_TOOLTIP = ("commit: full-compute re-generation of the chosen candidate (recommended). keep: its cached draft, no "
+                 "extra compute (not for a pruned candidate).")
+_MODEL_TOOLTIP = ("Model to commit with (its cache is removed on a copy). Defaults to the model the drafts were "
+                  "sampled with. Connect the model before a cache CachedSearch does not know (a First-Block cache, a "
+                  "TeaCache) so the commit is full compute. After a search on two experts use model_high and "
+                  "model_low instead.")
+_PICK_TOOLTIP = ("0: deliver the verifier's choice. k: deliver candidate k, the k-th seed from the sampler's seed "
+                 "(pruned candidates count too). Commit this / Keep this on a draft sets it and queues again; "
+                 "ComfyUI's cache serves the search, so only this node runs.")
+_PICK_AMONG_TOOLTIP = ("How many candidates the pick was made among (set with the pick). When it differs from this "
+                       "search's, the run stops instead of delivering another search's seed. 0: not checked.")
+_WAIT_FOR_PICK_TOOLTIP = ("Pause this run at Recommit until you click Commit this or Keep this on a draft (the "
+                          "verifier's choice is pre-selected). Only while pick is 0; Cancel stops the wait. Off: never "
+                          "waits (API and batch runs).")
+_PICK_TIMEOUT_TOOLTIP = ("Seconds to wait for your click before the pre-selected candidate is delivered; 0: wait as "
+                         "long as it takes.")
+_MODEL_HIGH_TOOLTIP = ("After a search on two experts (High/Low Experts sampler): the high-noise expert to commit "
+                       "with, before any cache CachedSearch does not know. Unconnected: the expert the drafts ran on, "
+                       "its known caches removed on a copy.")
+_MODEL_LOW_TOOLTIP = "After a search on two experts: the low-noise expert to commit with, likewise."
+
+
 class Recommit(io.ComfyNode):
     @classmethod
     def define_schema(cls) -> io.Schema:
@@ -291,40 +182,19 @@ class Recommit(io.ComfyNode):
             "cached draft (cheaper, slightly damped motion).",
             inputs=[
                 Candidates.Input("candidates", tooltip="From the CachedSearch sampler."),
-                RankingType.Input("ranking", optional=True,
-                                  tooltip="From the verifier (or Ranking From Scores): its winner is delivered while "
-                                  "pick is 0. Unconnected: you are the verifier, so set pick."),
-                io.Combo.Input("mode", options=["commit", "keep"], default="commit",
-                               tooltip="commit: full-compute re-generation of the chosen candidate (recommended). "
-                               "keep: its cached draft, no extra compute (not for a pruned candidate)."),
-                io.Model.Input("model", optional=True,
-                               tooltip="Model to commit with (its cache is removed on a copy). Defaults to the "
-                               "model the drafts were sampled with. Connect the model before a cache CachedSearch "
-                               "does not know (a First-Block cache, a TeaCache) so the commit is full compute. "
-                               "After a search on two experts use model_high and model_low instead."),
-                io.Int.Input("pick", default=0, min=0, max=MAX_CANDIDATES, optional=True,
-                             tooltip="0: deliver the verifier's choice. k: deliver candidate k, the k-th seed from "
-                             "the sampler's seed (pruned candidates count too). Commit this / Keep this on a draft "
-                             "sets it and queues again; ComfyUI's cache serves the search, so only this node runs."),
+                RankingType.Input("ranking", optional=True, tooltip=_RANKING_TOOLTIP),
+                io.Combo.Input("mode", options=["commit", "keep"], default="commit", tooltip=_MODE_TOOLTIP),
+                io.Model.Input("model", optional=True, tooltip=_MODEL_TOOLTIP),
+                io.Int.Input("pick", default=0, min=0, max=MAX_CANDIDATES, optional=True, tooltip=_PICK_TOOLTIP),
                 io.Int.Input("pick_among", default=0, min=0, max=MAX_CANDIDATES, optional=True, **ADVANCED_INPUT,
-                             tooltip="How many candidates the pick was made among (set with the pick). When it "
-                             "differs from this search's, the run stops instead of delivering another search's "
-                             "seed. 0: not checked."),
+                             tooltip=_PICK_AMONG_TOOLTIP),
                 # Not advanced: the artist's way to pick in the same run must show without "Show advanced inputs".
-                io.Boolean.Input("wait_for_pick", default=False, optional=True,
-                                 tooltip="Pause this run at Recommit until you click Commit this or Keep this on a "
-                                 "draft (the verifier's choice is pre-selected). Only while pick is 0; Cancel "
-                                 "stops the wait. Off: never waits (API and batch runs)."),
+                io.Boolean.Input("wait_for_pick", default=False, optional=True, tooltip=_WAIT_FOR_PICK_TOOLTIP),
                 io.Int.Input("pick_timeout", default=0, min=0, max=86400, optional=True, **ADVANCED_INPUT,
-                             tooltip="Seconds to wait for your click before the pre-selected candidate is "
-                             "delivered; 0: wait as long as it takes."),
+                             tooltip=_PICK_TIMEOUT_TOOLTIP),
                 # Last, so the sockets of workflows saved before them keep their places.
-                io.Model.Input("model_high", optional=True,
-                               tooltip="After a search on two experts (High/Low Experts sampler): the high-noise "
-                               "expert to commit with, before any cache CachedSearch does not know. Unconnected: "
-                               "the expert the drafts ran on, its known caches removed on a copy."),
-                io.Model.Input("model_low", optional=True,
-                               tooltip="After a search on two experts: the low-noise expert to commit with, likewise."),
+                io.Model.Input("model_high", optional=True, tooltip=_MODEL_HIGH_TOOLTIP),
+                io.Model.Input("model_low", optional=True, tooltip=_MODEL_LOW_TOOLTIP),
             ],
             outputs=[
                 io.Latent.Output(display_name="latent", tooltip="The delivered video latent."),

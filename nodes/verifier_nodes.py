@@ -1,5 +1,4 @@
-"""The ranking nodes: a verifier's scores of every draft, and the ranking, text and table they show (Combine
-Scores shows its ranking the same way)."""
+"""The verifier nodes: a verifier's scores of every draft, shown as a ranking (``ranking_panel``)."""
 
 from __future__ import annotations
 
@@ -9,22 +8,11 @@ from comfy_api.latest import io
 
 from ..cachedsearch_core import Ranking
 from ..cachedsearch_core.judge import FrameJudge
-from ..cachedsearch_core.panels import describe_verifier
-from ..cachedsearch_core.video_score import ASPECTS, AVERAGE, MAX_FRAMES, REPORT_FRAMES
-from .candidates import pruned_rows
-from .packed_latent import carries_sound
-from .panel_frames import panel_rows, save_panel_frames
-from .types import SHOW_RESULTS_WHEN_CACHED, Candidates, RankingType, Verifier, VideoVerifier
-
-
-def _draft_inputs() -> list:
-    """The inputs every verifier node takes: the decoded drafts, their candidates and the prompt."""
-    return [
-        io.Image.Input("images", tooltip="All drafts' frames as VAEDecode emits them: N x F frames."),
-        Candidates.Input("candidates", tooltip="From the CachedSearch sampler that made the drafts."),
-        io.String.Input("prompt", multiline=True, default="",
-                        tooltip="The prompt the videos were made from (the same text as the encoder's)."),
-    ]
+from ..cachedsearch_core.video_score import MAX_FRAMES, REPORT_FRAMES
+from .panel_frames import save_panel_frames
+from .ranking_panel import show_ranking
+from .types import SHOW_RESULTS_WHEN_CACHED, RankingType, Verifier, VideoVerifier
+from .verifier_inputs import draft_inputs, frames_per_candidate_input, video_score_ranking_inputs
 
 
 class ScoreCandidates(io.ComfyNode):
@@ -38,10 +26,9 @@ class ScoreCandidates(io.ComfyNode):
             "uniformly spaced frames of each candidate (first and last included). Connect the VAEDecode of the "
             "sampler's drafts (N x F frames).",
             inputs=[
-                *_draft_inputs(),
+                *draft_inputs(),
                 Verifier.Input("verifier", tooltip="From CachedSearch Load ImageReward or Load CLIP Verifier."),
-                io.Int.Input("frames_per_candidate", default=8, min=1, max=256,
-                             tooltip="K frames scored per candidate (the report uses 8); more is slower."),
+                frames_per_candidate_input("K frames scored per candidate (the report uses 8); more is slower."),
             ],
             outputs=[
                 RankingType.Output(display_name="ranking", tooltip="Scores and winner for Recommit."),
@@ -87,42 +74,6 @@ def _ranking_output(images, candidates, judge: FrameJudge) -> io.NodeOutput:
     return show_ranking(ranking, candidates, frames)
 
 
-def show_ranking(ranking, candidates, frames=None) -> io.NodeOutput:
-    """The ranking, its text and the GUI table: every candidate in seed order with score, rank and margin (pruned
-    ones with their preview), what the verifier's score means, and ``frames`` (keyed by candidate number)."""
-    lines = []
-    for index, (number, seed, score) in enumerate(zip(candidates.candidate_numbers, candidates.seeds,
-                                                      ranking.scores)):
-        details = "".join(f", {name} {values[index]:.4f}" for name, values in ranking.columns)
-        lines.append(f"{'*' if index == ranking.winner else ' '} candidate {number}, seed {seed}: {score:.4f}"
-                     f"{details}")
-    text = "\n".join(lines)
-    shown = {"text": (text,), "cachedsearch_ranking": panel_rows(candidates, ranking, frames),
-             "cachedsearch_verifier": [describe_verifier(ranking.verifier,
-                                                         carries_sound(candidates.draft_latents))]}
-    if candidates.pruning is not None:
-        shown["cachedsearch_pruned"] = pruned_rows(candidates)
-        shown["cachedsearch_pruning"] = [candidates.pruning.as_dict()]
-    return io.NodeOutput(ranking, text, ui=shown)
-
-
-DEFAULT_ASPECT_WEIGHTS = "1, 1, 1, 1, 1"
-
-
-def video_score_ranking_inputs(**options) -> list:
-    """How VideoScore's five aspects make one score: the VideoScore Verifier's inputs, which Calibrate repeats so a
-    calibration judges as the search does."""
-    return [
-        io.Combo.Input("rank_by", options=[AVERAGE, *ASPECTS, "weighted"], default=AVERAGE, **options,
-                       tooltip="Which score ranks: the mean of the five aspects (the report's choice), one "
-                       "aspect, or 'weighted' with aspect_weights."),
-        io.String.Input("aspect_weights", default=DEFAULT_ASPECT_WEIGHTS, **options,
-                        tooltip="For rank_by = weighted: five non-negative numbers in the order visual "
-                        "quality, temporal consistency, dynamic degree, text-to-video alignment, factual "
-                        "consistency."),
-    ]
-
-
 class ScoreVideos(io.ComfyNode):
     @classmethod
     def define_schema(cls) -> io.Schema:
@@ -135,7 +86,7 @@ class ScoreVideos(io.ComfyNode):
             "their average (the report's choice), one aspect, or a weighted mean. Connect the VAEDecode of the "
             "sampler's drafts (N x F frames).",
             inputs=[
-                *_draft_inputs(),
+                *draft_inputs(),
                 VideoVerifier.Input("verifier", tooltip="From CachedSearch Load VideoScore."),
                 io.Int.Input("max_frames", default=REPORT_FRAMES, min=1, max=MAX_FRAMES,
                              tooltip="Frames the judge reads per candidate (all of them if the clip is shorter). "

@@ -22,7 +22,7 @@ def search(engine, wan, folder):  # noqa: F811
     nodes = engine.extension.nodes
     saved = nodes.saved_drafts.SavedDrafts(DraftStore(folder), "setup")
     candidates = nodes.candidates.run_search(recipe_for(engine, wan), SEEDS, saved=saved)
-    (cost,) = nodes.search_nodes.search_output(candidates).ui["cachedsearch_cost"]
+    (cost,) = nodes.sampler_node.search_output(candidates).ui["cachedsearch_cost"]
     return candidates, cost
 
 
