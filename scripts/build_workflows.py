@@ -21,6 +21,7 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from scripts import comfy_runtime, node_packs  # noqa: E402
+from scripts.subgraph_workflow import wrap_in_subgraph  # noqa: E402
 from scripts.workflow_format import GROUP_PADDING, api_to_gui, column_layout, gui_to_api  # noqa: E402
 
 WORKFLOWS_DIR = REPO_ROOT / "workflows"
@@ -607,6 +608,28 @@ def wan22_a14b_calibrate() -> dict:
     return workflow
 
 
+SUBGRAPH_NOTE = """
+### The search in a subgraph
+As ComfyUI's official templates do, the whole pipeline sits in the subgraph **Wan 2.1 search**: the node shows
+the inputs you set on every run (prompt, size, seeds, steps, model files) and, after a run, what the search
+inside did. Open it (the icon at its top right, or "open the subgraph" below its widgets) to watch the drafts play
+on the Verifier's panel and to commit the one you like; everything else (tau, sampler, verifier settings) is
+inside too.
+"""
+
+
+def wan21_in_subgraph() -> dict:
+    """The Wan 2.1 search in the official templates' shape: the pipeline in one subgraph, SaveVideo outside."""
+    workflow = wan21_t2v()
+    workflow["note"] += SUBGRAPH_NOTE
+    workflow["subgraph"] = {"name": "Wan 2.1 search", "outside": ("save",), "promoted": (
+        ("prompt", "value", "prompt"), ("latent", "width", None), ("latent", "height", None),
+        ("latent", "length", "frames"), ("search", "seed", None), ("search", "num_candidates", None),
+        ("search", "steps", None), ("unet", "unet_name", "diffusion_model"), ("clip", "clip_name", "text_encoder"),
+        ("vae", "vae_name", None), ("load_verifier", "ckpt_name", "image_reward"))}
+    return workflow
+
+
 TITLES = {
     "cache": "Apply Cache (explore cheap)", "search": "N cached drafts", "verify": "Rank drafts (ImageReward)",
     "recommit": "Recommit winner (full compute)", "prompt": "Prompt (text encoder + verifier)",
@@ -640,6 +663,7 @@ WORKFLOWS = {  # file name (the template browser's card title, numbered in the o
     "11 Calibrate Wan 2.2 A14B": wan22_a14b_calibrate,
     "12 HunyuanVideo search": hunyuan_t2v,
     "13 HunyuanVideo 1.5 + 1080p": hunyuan15_t2v,
+    "14 Wan 2.1 in a subgraph": wan21_in_subgraph,
 }
 
 
@@ -666,9 +690,18 @@ def build(object_info: dict) -> dict[str, tuple[dict, dict]]:
                 object_info[node["type"]].get("python_module", ""), comfy_runtime.EXTENSION_FOLDER))
         for key, properties in workflow.get("node_properties", {}).items():
             gui["nodes"][list(api).index(key)]["properties"].update(properties)
+        if "subgraph" in workflow:
+            gui = _in_subgraph(gui, list(api), workflow["subgraph"], object_info)
         # The API twin is what the frontend queues for the GUI file (every widget, defaults included).
         built[name] = (gui, gui_to_api(gui, object_info))
     return built
+
+
+def _in_subgraph(gui: dict, keys: list[str], subgraph: dict, object_info: dict) -> dict:
+    """The workflow's pipeline moved into a subgraph (its nodes are numbered in the order of ``keys``)."""
+    node_id = {key: index + 1 for index, key in enumerate(keys)}
+    return wrap_in_subgraph(gui, object_info, subgraph["name"], {node_id[key] for key in subgraph["outside"]},
+                            [(node_id[key], name, label) for key, name, label in subgraph["promoted"]])
 
 
 def main() -> None:

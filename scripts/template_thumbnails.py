@@ -79,6 +79,8 @@ TEMPLATE_CARDS = {
     "13 HunyuanVideo 1.5 + 1080p": TemplateCard(
         "HunyuanVideo 1.5 T2V", "Search, then 1080p", "Only the winner goes through super-resolution",
         "upscale"),
+    "14 Wan 2.1 in a subgraph": TemplateCard(
+        "Wan 2.1 T2V 1.3B", "Search in a subgraph", "As the official templates: its inputs on one node", "search"),
     "04 Calibrate tau, one prompt": TemplateCard(
         "Any one-stage model (Wan 2.1)", "Calibrate tau", "Find the cache setting that keeps your verifier's pick",
         "calibrate"),

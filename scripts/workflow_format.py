@@ -9,7 +9,11 @@ gives widgets missing from ``widgets_values`` their defaults and ignores surplus
 values, so one file serves runtimes whose nodes gained inputs. Frontend-only
 nodes (notes) have no ``/object_info`` entry and no API counterpart. A bypassed
 node (mode 4) is left out of the API graph, its consumers fed by its input of
-the same type, as the frontend queues it.
+the same type, as the frontend queues it. A workflow in the shape of ComfyUI's official templates holds its
+pipeline in a subgraph (``definitions.subgraphs``; a subgraph node's ``type`` is its subgraph's id): its links
+from the subgraph's input node (id -10) come from the subgraph node's inputs, its links to the output node
+(id -20) feed the subgraph node's outputs, and an input left unlinked on the subgraph node carries the value of
+the inner widget it promotes (``proxyWidgets`` in the node's properties lists the inner widgets it shows).
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ FRONTEND_ONLY_NODES = {"Note", "MarkdownNote"}
 # Queueing a shipped workflow again searches a fresh seed range (a fixed seed would repeat the search).
 SEED_CONTROL = "randomize"
 BYPASSED_MODE = 4
+# The saved format's ids of a subgraph's input and output nodes, in its links.
+SUBGRAPH_INPUT_NODE, SUBGRAPH_OUTPUT_NODE = -10, -20
 
 
 def _ordered_inputs(info: dict) -> list[tuple[str, list]]:
@@ -152,6 +158,14 @@ def _socket_type(spec: list) -> str:
     return "COMBO" if isinstance(spec[0], list) else spec[0]
 
 
+def input_order_and_type(info: dict, name: str) -> tuple[int, str]:
+    """(place among the node's inputs in /object_info, socket type) of input ``name``."""
+    for place, (input_name, spec) in enumerate(_ordered_inputs(info)):
+        if input_name == name:
+            return place, _socket_type(spec)
+    raise KeyError(f"{name} is not an input of this node (its inputs: {[n for n, _ in _ordered_inputs(info)]})")
+
+
 def gui_widget_slots(gui_node: dict, info: dict) -> list[tuple[str | None, object]]:
     """(API input name, value) per widget of a GUI node as the frontend reads it: missing values take their
     defaults, surplus ones are ignored; the name is None for a control-after-generate mode."""
@@ -159,32 +173,121 @@ def gui_widget_slots(gui_node: dict, info: dict) -> list[tuple[str | None, objec
     return widget_values(_ordered_inputs(info), lambda _name, spec: next(values, default_value(spec)))
 
 
+class _Scope:
+    """One graph of a GUI workflow as the frontend executes it: the top level, or a subgraph's inner graph entered
+    through its subgraph node. ``prefix`` makes a node id its execution id ("18:12": node 12 inside node 18)."""
+
+    def __init__(self, graph: dict, definitions: dict, prefix: str = "", parent=None, node: dict | None = None):
+        self.graph, self.definitions, self.prefix, self.parent, self.node = graph, definitions, prefix, parent, node
+        self.by_id = {entry["id"]: entry for entry in graph["nodes"]}
+        # link id -> (origin id, origin slot, target id, target slot): lists at the top level, objects in a subgraph
+        self.links = {}
+        for link in graph.get("links", []):
+            if isinstance(link, dict):
+                self.links[link["id"]] = (link["origin_id"], link["origin_slot"], link["target_id"], link["target_slot"])
+            else:
+                self.links[link[0]] = tuple(link[1:5])
+
+    def enter(self, node: dict) -> "_Scope":
+        return _Scope(self.definitions[node["type"]], self.definitions, f"{self.prefix}{node['id']}:", self, node)
+
+    def source(self, link_id: int):
+        """What a link delivers: an API reference [execution id, slot], or a _Promoted widget's value."""
+        origin, slot = self.links[link_id][:2]
+        if origin == SUBGRAPH_INPUT_NODE:
+            return self.parent_source(slot)
+        node = self.by_id[origin]
+        if node.get("mode") == BYPASSED_MODE:  # fed by its input of the same type, as the frontend queues it
+            kind = node["outputs"][slot]["type"]
+            entry = next(entry for entry in node["inputs"] if entry["type"] == kind and entry.get("link") is not None)
+            return self.source(entry["link"])
+        if node["type"] in self.definitions:
+            inner = self.enter(node)
+            (link_id,) = [key for key, (_, _, target, target_slot) in inner.links.items()
+                          if target == SUBGRAPH_OUTPUT_NODE and target_slot == slot]
+            return inner.source(link_id)
+        return [f"{self.prefix}{origin}", slot]
+
+    def parent_source(self, index: int):
+        """What feeds this subgraph's input ``index``: the subgraph node's link outside, else the widget it
+        promotes (the node's input without a link)."""
+        name = self.graph["inputs"][index]["name"]
+        entry = next((entry for entry in self.node.get("inputs", []) if entry["name"] == name), {})
+        if entry.get("link") is not None:
+            return self.parent.source(entry["link"])
+        return _Promoted(self, index)
+
+
+class _Promoted:
+    """A subgraph input promoting an inner widget, unlinked outside. The frontend copies the widget of the input's
+    first target onto the subgraph node when it loads the workflow (the official templates save the subgraph
+    node's own widgets_values empty), so every target takes that first one's value."""
+
+    def __init__(self, scope: _Scope, index: int):
+        self.scope, self.index = scope, index
+
+    def value(self, object_info: dict):
+        first = self.scope.graph["inputs"][self.index]["linkIds"][0]
+        _, _, target, slot = self.scope.links[first]
+        node = self.scope.by_id[target]
+        name = node["inputs"][slot]["name"]
+        if node["type"] in self.scope.definitions:  # promoted again, from a subgraph inside
+            inner = self.scope.enter(node)
+            index = next(i for i, entry in enumerate(inner.graph["inputs"]) if entry["name"] == name)
+            return _Promoted(inner, index).value(object_info)
+        return dict(gui_widget_slots(node, object_info[node["type"]])).get(name)
+
+
+def subgraph_definitions(gui: dict) -> dict[str, dict]:
+    """Subgraph id -> its definition, at any depth (a subgraph node's ``type`` is its subgraph's id)."""
+    found = {}
+    for definition in gui.get("definitions", {}).get("subgraphs", []):
+        found[definition["id"]] = definition
+        found.update(subgraph_definitions(definition))
+    return found
+
+
+def nodes_by_execution_id(gui: dict) -> dict[str, dict]:
+    """Execution id -> GUI node, for every node of the workflow, those inside subgraphs (any depth) included."""
+    found = {}
+
+    def walk(scope: _Scope) -> None:
+        for node in scope.graph["nodes"]:
+            found[f"{scope.prefix}{node['id']}"] = node
+            if node["type"] in scope.definitions:
+                walk(scope.enter(node))
+
+    walk(_Scope(gui, subgraph_definitions(gui)))
+    return found
+
+
 def gui_to_api(gui: dict, object_info: dict) -> dict:
-    """The API graph a GUI workflow queues (node ids as strings, notes and bypassed nodes dropped)."""
-    links = {link[0]: link for link in gui["links"]}
-    by_id = {node["id"]: node for node in gui["nodes"]}
-
-    def upstream(source: int, slot: int) -> tuple[int, int]:
-        node = by_id[source]
-        if node.get("mode") != BYPASSED_MODE:
-            return source, slot
-        kind = node["outputs"][slot]["type"]
-        entry = next(entry for entry in node["inputs"] if entry["type"] == kind and entry.get("link") is not None)
-        _, passed_source, passed_slot, *_ = links[entry["link"]]
-        return upstream(passed_source, passed_slot)
-
+    """The API graph a GUI workflow queues, as the frontend's graphToPrompt builds it: node ids as strings, the
+    nodes inside subgraphs (any depth) by their execution ids ("18:12"), links through subgraph inputs and outputs
+    followed to the nodes that feed them, notes and bypassed nodes dropped."""
     api = {}
-    for node in gui["nodes"]:
+    _add_graph(_Scope(gui, subgraph_definitions(gui)), object_info, api)
+    return api
+
+
+def _add_graph(scope: _Scope, object_info: dict, api: dict) -> None:
+    for node in scope.graph["nodes"]:
         if node["type"] in FRONTEND_ONLY_NODES or node.get("mode") == BYPASSED_MODE:
             continue
-        info = object_info[node["type"]]
-        inputs = {name: value for name, value in gui_widget_slots(node, info) if name is not None}
+        if node["type"] in scope.definitions:
+            _add_graph(scope.enter(node), object_info, api)
+            continue
+        inputs = {name: value for name, value in gui_widget_slots(node, object_info[node["type"]]) if name is not None}
         for entry in node.get("inputs", []):
             if entry.get("link") is not None:
-                source, slot = upstream(*links[entry["link"]][1:3])
-                inputs[entry["name"]] = [str(source), slot]
-        api[str(node["id"])] = {"class_type": node["type"], "inputs": inputs}
-    return api
+                source = scope.source(entry["link"])
+                if isinstance(source, _Promoted):
+                    source = source.value(object_info)
+                if source is None:  # a promoted socket (not a widget) with nothing linked outside: no input
+                    inputs.pop(entry["name"], None)
+                else:
+                    inputs[entry["name"]] = source
+        api[f"{scope.prefix}{node['id']}"] = {"class_type": node["type"], "inputs": inputs}
 
 
 def widget_specs(info: dict, given: dict) -> dict[str, list]:

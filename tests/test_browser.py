@@ -26,7 +26,8 @@ from PIL import Image, ImageDraw
 from cachedsearch_core.cost import fewer_calls_factor, skipped_share
 from conftest import NEWEST_FRONTEND
 from scripts import node_packs
-from scripts.workflow_format import api_to_gui, column_layout, gui_to_api
+from scripts.subgraph_workflow import subgraph_shape, wrap_in_subgraph
+from scripts.workflow_format import api_to_gui, column_layout, gui_to_api, nodes_by_execution_id, subgraph_definitions
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 BROWSER_TESTS = REPO_ROOT / "tests" / "browser"
@@ -41,6 +42,10 @@ SHIPPED_CANDIDATES = 8
 SHIPPED = sorted(path.stem for path in (REPO_ROOT / "workflows").glob("*.json")
                  if "several GPUs" not in path.stem
                  and not ("GGUF" in path.stem and node_packs.GGUF.find_archive() is None))
+# The layout checks measure the graph shown: the shipped workflows whose panels lie on the top-level canvas (the one
+# with its pipeline in a subgraph is checked inside it by test_templates_subgraph_browser.py).
+LAID_OUT = [name for name in SHIPPED
+            if subgraph_shape(json.loads((REPO_ROOT / "workflows" / f"{name}.json").read_text())) is None]
 LIVE_LAYOUT_WORKFLOW = "01 Wan 2.1 (start here)"
 LONG_SEED = 1125899906842000  # 16 digits, as `randomize` draws them
 FRAMES = 8
@@ -194,16 +199,24 @@ def tiny_shipped(name: str, object_info: dict) -> dict:
             node["inputs"].update(num_candidates=SHIPPED_CANDIDATES, seed=LONG_SEED)
         if node["class_type"] == "CachedSearchPruningPlan":
             node["inputs"]["keep"] = SHIPPED_CANDIDATES // 2
-    by_id = {str(node["id"]): node for node in gui["nodes"]}
+    by_id = nodes_by_execution_id(gui)
     layout = {key: (*by_id[key]["pos"], *by_id[key]["size"]) for key in tiny}
     notes = [(node["widgets_values"][0], (*node["pos"], *node["size"])) for node in gui["nodes"]
              if node["type"] == "MarkdownNote"]
-    groups = [(group["title"], group["bounding"], group["color"]) for group in gui["groups"]]
+    groups = [(group["title"], group["bounding"], group["color"])
+              for graph in (gui, *subgraph_definitions(gui).values()) for group in graph["groups"]]
     titles = {key: by_id[key]["title"] for key in tiny if "title" in by_id[key]}
     tiny_gui = api_to_gui(tiny, object_info, layout, titles, notes=notes, groups=groups)
     for node in tiny_gui["nodes"]:
         if node["type"] in STAND_INS:
             node["flags"]["collapsed"] = True
+    shape = subgraph_shape(gui)
+    if shape is not None:  # the same subgraph again, less what the stand-ins replaced (the text encoder's file)
+        ids = {key: index + 1 for index, key in enumerate(tiny)}
+        promoted = [(ids[key], name, label) for key, name, label in shape["promoted"]
+                    if key in tiny and name in tiny[key]["inputs"]]
+        tiny_gui = wrap_in_subgraph(tiny_gui, object_info, shape["name"], {ids[key] for key in tiny if ":" not in key},
+                                    promoted)
     return tiny_gui
 
 
@@ -311,7 +324,7 @@ def check_ui(server, tmp_path, frontend: str, full: bool, vue_nodes: bool, live_
     files["unknown_node"]["nodes"][0]["type"] = UNKNOWN_NODE_TYPE
     combination = f"{frontend_version(frontend)}_{'nodes2' if vue_nodes else 'classic'}"
     checks = []
-    for name in SHIPPED:
+    for name in LAID_OUT:
         files[f"saved_{name}"] = shipped_as_saved_after_run(name, frames)
         checks.append({"name": name, "workflow": str(tmp_path / f"saved_{name}.json"), "live": False,
                        "screenshot": str(ARTIFACTS / f"layout_{name}_{combination}.png")})
@@ -370,7 +383,7 @@ def check_ui(server, tmp_path, frontend: str, full: bool, vue_nodes: bool, live_
     assert "★ 170.500+0.100-" in stored and "410pruned-0.12540%16.5commit" in stored
     assert_rounds_shown(seen["storedRounds"])
     # the shipped workflows as saved after a run: nothing overlaps, leaves its group or clips, in this renderer
-    assert set(seen["layout"]) == set(SHIPPED) | ({f"{LIVE_LAYOUT_WORKFLOW} (live)"} if live_layout else set())
+    assert set(seen["layout"]) == set(LAID_OUT) | ({f"{LIVE_LAYOUT_WORKFLOW} (live)"} if live_layout else set())
     assert_fits(seen["layout"])
     # a stored draft plays as a loop, enlarges, pauses, steps and plays again
     player = seen["player"]
@@ -543,7 +556,7 @@ def test_shipped_workflows_fit_after_a_live_run(request, tmp_path, frontend, vue
     ARTIFACTS.mkdir(exist_ok=True)
     combination = f"{frontend_version(frontend)}_{'nodes2' if vue_nodes else 'classic'}"
     checks = []
-    for name in SHIPPED:
+    for name in LAID_OUT:
         (tmp_path / f"{name}.json").write_text(json.dumps(tiny_shipped(name, object_info)))
         checks.append({"name": name, "workflow": str(tmp_path / f"{name}.json"), "live": True,
                        "screenshot": str(ARTIFACTS / f"layout_{name}_{combination}_live.png")})
@@ -551,7 +564,7 @@ def test_shipped_workflows_fit_after_a_live_run(request, tmp_path, frontend, vue
     seen = run_browser(server, {"workflows": [], "after_run": checks, "missing_node_probes": []},
                        tmp_path / "config.json", vue_nodes=vue_nodes)
     assert seen["vueNodes"] in (vue_nodes, None)
-    assert set(seen["layout"]) == set(SHIPPED)
+    assert set(seen["layout"]) == set(LAID_OUT)
     assert all(problems["measuredOnDom"] == vue_nodes for problems in seen["layout"].values())
     assert_fits(seen["layout"])
     assert seen["extensionErrors"] == []

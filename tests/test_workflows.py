@@ -10,8 +10,10 @@ from PIL import Image
 
 from scripts import node_packs
 from scripts.graphs import tiny_workflow_variant
+from scripts.subgraph_workflow import subgraph_shape
 from scripts.workflow_format import (
-    DYNAMIC_COMBO, FRONTEND_ONLY_NODES, declared_inputs, gui_to_api, gui_widget_slots, widget_specs,
+    DYNAMIC_COMBO, FRONTEND_ONLY_NODES, SUBGRAPH_INPUT_NODE, SUBGRAPH_OUTPUT_NODE, declared_inputs, gui_to_api,
+    gui_widget_slots, input_order_and_type, nodes_by_execution_id, subgraph_definitions, widget_specs,
 )
 
 WORKFLOWS = pathlib.Path(__file__).resolve().parents[1] / "workflows"
@@ -39,6 +41,26 @@ def input_spec(info, name):
     return {**info["input"].get("required", {}), **info["input"].get("optional", {})}[name]
 
 
+def graphs_and_links(gui):
+    """(the graph's nodes by id, its definition or None for the top level, (link id, origin, slot, target, target
+    slot, type)) of every link of the workflow, those inside subgraphs included."""
+    for graph, definition in [(gui, None), *((d, d) for d in subgraph_definitions(gui).values())]:
+        nodes = {node["id"]: node for node in graph["nodes"]}
+        for link in graph["links"]:
+            yield nodes, definition, (tuple(link[key] for key in ("id", "origin_id", "origin_slot", "target_id",
+                                                                 "target_slot", "type"))
+                                      if isinstance(link, dict) else tuple(link))
+
+
+def produced_type(nodes, definitions, definition, origin, slot, object_info):
+    """The type a link's origin puts out: a node's output, a subgraph node's output or a subgraph's input."""
+    if origin == SUBGRAPH_INPUT_NODE:
+        return definition["inputs"][slot]["type"]
+    if nodes[origin]["type"] in definitions:
+        return definitions[nodes[origin]["type"]]["outputs"][slot]["type"]
+    return object_info[nodes[origin]["type"]]["output"][slot]
+
+
 def test_the_workflows_ship():
     assert NAMES == [
         "01 Wan 2.1 (start here)",
@@ -53,6 +75,7 @@ def test_the_workflows_ship():
         "11 Calibrate Wan 2.2 A14B",
         "12 HunyuanVideo search",
         "13 HunyuanVideo 1.5 + 1080p",
+        "14 Wan 2.1 in a subgraph",
     ]
     assert sorted(path.stem for path in (WORKFLOWS / "api").glob("*.json")
                   if "several GPUs" not in path.stem) == NAMES
@@ -62,14 +85,22 @@ def test_the_workflows_ship():
 def test_workflow_nodes_links_and_widgets_are_valid_on_the_live_server(object_info, name):
     needs_gguf_pack(name)
     gui, api = load(name)
-    for node in gui["nodes"]:
-        assert node["type"] in object_info or node["type"] in FRONTEND_ONLY_NODES, node["type"]
-    nodes = {node["id"]: node for node in gui["nodes"]}
-    for link_id, source, slot, target, target_slot, kind in gui["links"]:
-        produced = object_info[nodes[source]["type"]]["output"][slot]
+    definitions = subgraph_definitions(gui)
+    for node in nodes_by_execution_id(gui).values():
+        assert node["type"] in object_info or node["type"] in FRONTEND_ONLY_NODES | set(definitions), node["type"]
+    for nodes, definition, (link_id, source, slot, target, target_slot, kind) in graphs_and_links(gui):
+        produced = produced_type(nodes, definitions, definition, source, slot, object_info)
+        if target == SUBGRAPH_OUTPUT_NODE:
+            assert definition["outputs"][target_slot]["type"] == kind == produced, name
+            continue
         entry = nodes[target]["inputs"][target_slot]
         assert entry["link"] == link_id
-        expected = input_spec(object_info[nodes[target]["type"]], entry["name"])[0]
+        info = object_info[nodes[target]["type"]]
+        if source == SUBGRAPH_INPUT_NODE:  # a promoted widget: the subgraph input has the widget's type
+            assert entry["widget"]["name"] == entry["name"] and \
+                kind == produced == input_order_and_type(info, entry["name"])[1], (name, entry["name"])
+            continue
+        expected = input_spec(info, entry["name"])[0]
         assert kind == produced and produced in expected.split(","), (name, entry["name"])  # "A,B": either type
     for key, node in declared_inputs(api, object_info).items():
         specs = widget_specs(object_info[node["class_type"]], node["inputs"])
@@ -96,7 +127,10 @@ def test_every_node_from_a_pack_names_its_pack_for_the_missing_nodes_dialog(obje
     known = {own["cnr_id"], *(pack.registry_id for pack in node_packs.PACKS)}
     checked = set()
     for path in sorted(WORKFLOWS.glob("*.json")):
-        for node in json.loads(path.read_text())["nodes"]:
+        gui = json.loads(path.read_text())
+        for node in nodes_by_execution_id(gui).values():
+            if node["type"] in subgraph_definitions(gui):
+                continue  # a subgraph node: its nodes inside are checked
             info = object_info.get(node["type"])
             module = info.get("python_module", "") if info is not None else None
             if node["type"] in FRONTEND_ONLY_NODES or (module is not None and not module.startswith("custom_nodes.")):
@@ -126,7 +160,7 @@ def test_gui_file_and_api_twin_describe_the_same_graph(object_info, name):
 @pytest.mark.parametrize("name", NAMES)
 def test_queueing_the_workflow_again_searches_a_fresh_seed_range(object_info, name):
     gui, _ = load(name)
-    (sampler,) = [node for node in gui["nodes"] if node["type"].startswith("CachedSearchSampler")]
+    (sampler,) = [node for node in nodes_by_execution_id(gui).values() if node["type"].startswith("CachedSearchSampler")]
     slots = gui_widget_slots(sampler, object_info[sampler["type"]])
     seed_index = [slot_name for slot_name, _ in slots].index("seed")
     assert slots[seed_index + 1] == (None, "randomize")  # fixed would repeat the search, increment N - 1 seeds
@@ -183,7 +217,8 @@ def frames(server, entry):
 @pytest.mark.parametrize("name, pooled", [("01 Wan 2.1 (start here)", False),
                                           ("12 HunyuanVideo search", True),
                                           ("06 Wan 2.2 TI2V 5B search", False),
-                                          ("02 Wan 2.1 pruned search", False)])
+                                          ("02 Wan 2.1 pruned search", False),
+                                          ("14 Wan 2.1 in a subgraph", False)])
 @pytest.mark.slow
 def test_workflow_runs_end_to_end_and_delivers_the_stock_result_for_the_winner(comfy_server, name, pooled):
     _, api = load(name)
@@ -215,3 +250,28 @@ def test_the_family_calibration_workflow_runs_on_tiny_weights(comfy_server):
     (calibrate_key,) = [key for key, node in api.items() if node["class_type"] == "CachedSearchCalibrate"]
     (shown,) = entry["outputs"][calibrate_key]["cachedsearch_calibration"]
     assert (shown["prompts"], shown["seeds"], [row["tau"] for row in shown["rows"]]) == (1, 2, [2.0])
+
+
+def test_the_subgraph_workflow_is_the_start_here_search_in_the_official_templates_shape():
+    """The pipeline of `01 Wan 2.1 (start here)` in one subgraph: on the top level only its node, SaveVideo and the
+    note; the node shows the inputs set on every run, each promoted from the inner widget it feeds (proxyWidgets);
+    what it queues is 01's graph with the inner nodes' ids as paths ("18:10")."""
+    gui, api = load("14 Wan 2.1 in a subgraph")
+    _, flat = load("01 Wan 2.1 (start here)")
+    shape = subgraph_shape(gui)
+    assert sorted(node["type"] for node in gui["nodes"] if node["type"] not in subgraph_definitions(gui)) == \
+        ["MarkdownNote", "SaveVideo"]
+    (node,) = [node for node in gui["nodes"] if node["type"] in subgraph_definitions(gui)]
+    assert node["widgets_values"] == [] and all(entry["link"] is None for entry in node["inputs"])
+    inner = {key: api[key]["class_type"] for key, _, _ in shape["promoted"]}
+    assert [(inner[key], name) for key, name, _ in shape["promoted"]] == [
+        ("PrimitiveStringMultiline", "value"), ("EmptyHunyuanLatentVideo", "width"),
+        ("EmptyHunyuanLatentVideo", "height"), ("EmptyHunyuanLatentVideo", "length"),
+        ("CachedSearchSampler", "seed"), ("CachedSearchSampler", "num_candidates"), ("CachedSearchSampler", "steps"),
+        ("UNETLoader", "unet_name"), ("CLIPLoader", "clip_name"), ("VAELoader", "vae_name"),
+        ("CachedSearchLoadImageReward", "ckpt_name")]
+    assert node["properties"]["proxyWidgets"] == [[key.split(":")[1], name] for key, name, _ in shape["promoted"]]
+    assert sorted(key for key in api if ":" not in key) == [str(n["id"]) for n in gui["nodes"] if n["type"] == "SaveVideo"]
+    assert {key.split(":")[-1]: {"class_type": n["class_type"], "inputs": {
+        input_name: [value[0].split(":")[-1], value[1]] if isinstance(value, list) else value
+        for input_name, value in n["inputs"].items()}} for key, n in api.items()} == flat

@@ -234,7 +234,8 @@ async function loadWorkflow(workflow) {
     const root = window.app.rootGraph ?? window.app.graph;
     for (const graph of [root, ...(root.subgraphs?.values() ?? [])]) {
       for (const node of graph.nodes) {
-        if (!(node.type in window.LiteGraph.registered_node_types)) missing.add(node.type);
+        // a subgraph node's type is its subgraph's id, defined in the workflow itself
+        if (!node.isSubgraphNode?.() && !(node.type in window.LiteGraph.registered_node_types)) missing.add(node.type);
       }
     }
     return [...missing].sort();
