@@ -83,16 +83,14 @@ COLUMNS = {"unet": 0, "checkpoint": 0, "audio_vae": 0, "text": 0, "negative_text
 
 
 @pytest.fixture(scope="module")
-def ltx2_server(start_comfy_server):
-    """A server of its own with frontend 1.58.1 (no other test's drafts or runs on it)."""
-    if not (NEWEST_FRONTEND / "index.html").exists():
-        pytest.skip(f"no {NEWEST_FRONTEND}: run scripts/setup_browser.sh")
-    server = start_comfy_server("ltx2_browser", ["--front-end-root", str(NEWEST_FRONTEND)])
+def ltx2_server(newest_frontend_server, start_comfy_server):
+    """A server of its own with frontend 1.58.1 (no other test's drafts or runs on it); the suite's shared server
+    says first whether this runtime has LTX-2, so a runtime without it starts none."""
     missing = [name for name in ("LTXVConcatAVLatent", "LTXVSeparateAVLatent", "LTXVAudioVAEDecode")
-               if name not in server.get("/object_info")]
+               if name not in newest_frontend_server.get("/object_info")]
     if missing:
         pytest.skip(f"LTX-2: this ComfyUI has no {', '.join(missing)}")
-    return server
+    return start_comfy_server("ltx2_browser", ["--front-end-root", str(NEWEST_FRONTEND)])
 
 
 def saved_video_streams(server, saved_by_node: dict) -> list[str]:
