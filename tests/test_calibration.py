@@ -38,6 +38,7 @@ from cachedsearch_core.calibration_results import Calibration, EnginesCalibratio
 from cachedsearch_core.combine import VerifierCombination
 from cachedsearch_core.cost import MEASURED_CACHED_SHARE
 from cachedsearch_core.fidelity import PROMPT_BOOTSTRAP, SEED_BOOTSTRAP, ranking_fidelity
+from report_text import line_of, numbers
 
 FULL = [0.2, 0.9, 0.5, 0.4]
 
@@ -56,17 +57,6 @@ FULL = [0.2, 0.9, 0.5, 0.4]
 def test_bad_plans_name_the_input_the_value_and_the_fix(taus, seeds, target, message):
     with pytest.raises(ValueError, match=message):
         CalibrationPlan(taus, seeds, 0, target)
-
-
-def numbers(text):
-    """The numbers a line says, in order."""
-    return [float(number) for number in re.findall(r"\d+(?:\.\d+)?", text)]
-
-
-def line_of(text, head):
-    """The one line of ``text`` that starts with ``head``."""
-    (line,) = [line for line in text.splitlines() if line.startswith(head)]
-    return line
 
 
 def test_the_cost_counts_its_thresholds_in_the_singular_for_one():
@@ -174,7 +164,8 @@ def test_a_window_that_leaves_nothing_to_skip_is_named_with_a_window_that_does()
 
 def test_apply_cache_says_whether_its_tau_is_the_calibrated_one():
     entry = {"tau": 0.3, "capture": 0.95, "capture_target": 0.9, "seeds": 4, "prompts": 1, "taus": [0.3]}
-    assert describe_remembered(entry, used_tau=0.3).endswith("tau 0.3 (capture 95 %); this node uses it")
+    same = describe_remembered(entry, used_tau=0.3)
+    assert numbers(same) == [0.3, 95] and same.endswith("this node uses it")
     differs = describe_remembered(entry, used_tau=0.1)
     assert numbers(differs) == [0.3, 95, 0.1, 0.3] and not differs.endswith("this node uses it")  # set 0.3, not 0.1
     assert numbers(describe_remembered(entry)) == [0.3, 95]
@@ -399,7 +390,7 @@ def test_comfyui_engines_get_their_own_table_and_the_fewest_computed_calls_win()
     report = engines.report()
     assert "EasyCache:\n| reuse_threshold |" in report and "Recommended EasyCache reuse_threshold: 0.2" in report
     fewest = line_of(report, "Fewest computed calls")  # EasyCache's 0.2: its capture, speed-up and calls
-    assert "EasyCache reuse_threshold" in fewest and numbers(fewest) == [0.2, 100.0, 3.33, 12, 40]
+    assert f"EasyCache {easy.threshold_name}" in fewest and numbers(fewest) == [0.2, 100.0, 3.33, 12, 40]
     assert [row["engine"] for row in engines.engine_rows()] == ["CachedSearch cache", "EasyCache", "EasyCache"]
     assert engines.chart().shape == (800, 640, 3)
     with pytest.raises(ValueError, match="easycache_thresholds: 3.5 in \"0.2 3.5\" is outside EasyCache's range 0 "
