@@ -12,3 +12,16 @@ def line_of(text: str, head: str) -> str:
     """The one line of ``text`` that starts with ``head`` (a line's first words name it, as a heading does)."""
     (line,) = [line for line in text.splitlines() if line.startswith(head)]
     return line
+
+
+def refusal(input_name: str, *facts) -> str:
+    """A pattern for an error that names ``input_name`` first and then says ``facts`` (values, counts) in order: a
+    refusal's wording is the product's, its facts are what a test pins down."""
+    return rf"^{re.escape(input_name)}: " + "".join(rf".*?{_whole(str(fact))}" for fact in facts)
+
+
+def _whole(fact: str) -> str:
+    """``fact`` as a pattern that does not match inside a longer word or number (3 is not the 3 of 0.3 or 13)."""
+    edge = r"(?<![\w.])" if re.match(r"\w", fact) else ""
+    end = r"(?![\w]|\.\d)" if re.search(r"\w$", fact) else ""
+    return f"{edge}{re.escape(fact)}{end}"

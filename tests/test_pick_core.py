@@ -3,7 +3,8 @@
 import pytest
 
 from cachedsearch_core.pick import PickChoices, resolve_pick, with_pick_line
-from cachedsearch_core.search_report import COMMIT_FREE_DELIVERY, DELIVERED_BY
+from cachedsearch_core.search_report import COMMIT_FREE_DELIVERY, DELIVERED_BY, WINNER_LINE_PREFIX
+from report_text import numbers
 
 SEEDS = (40, 41, 42, 43)
 PRUNED = PickChoices(SEEDS, (1, 3))  # a pruned search of 4 kept candidates 2 and 4
@@ -21,16 +22,17 @@ def test_a_pick_names_the_candidate_in_seed_order_pruned_candidates_included():
 def test_pick_zero_is_the_verifiers_choice():
     pick = resolve_pick(PRUNED, 0, "commit", verifier_winner=1)
     assert (pick.candidate, pick.seed, pick.draft_index, pick.picked_by) == (4, 43, 1, "verifier")
-    assert pick.report_line() == "winner: candidate 4, seed 43, delivered by recommit at full compute"
+    line = pick.report_line()  # the verifier's choice is the report's winner: candidate 4, seed 43, committed
+    assert line.startswith(WINNER_LINE_PREFIX) and numbers(line) == [4, 43] and line.endswith(DELIVERED_BY["commit"])
 
 
 def test_the_report_line_says_who_chose():
     mine = resolve_pick(FULL, 3, "commit", verifier_winner=1)
-    assert mine.report_line() == ("picked by you: candidate 3 (seed 42); the verifier preferred candidate 2 "
-                                  "(seed 41); delivered by recommit at full compute")
+    line = mine.report_line()  # you chose candidate 3 (seed 42), the verifier candidate 2 (seed 41)
+    assert "you" in line and numbers(line) == [3, 42, 2, 41] and line.endswith(DELIVERED_BY["commit"])
     alone = resolve_pick(FULL, 1, "keep")
-    assert alone.report_line() == ("picked by you: candidate 1 (seed 40); no verifier ranked the drafts; "
-                                   "delivered by the cached draft as-is (keep)")
+    line = alone.report_line()  # you chose candidate 1 (seed 40); no verifier's choice to name
+    assert "you" in line and numbers(line) == [1, 40] and line.endswith(DELIVERED_BY["keep"])
     assert alone.delivery_fields(3) == {"candidate": 1, "seed": 40, "mode": "keep", "picked_by": "you",
                                         "verifier_choice": None, "pick_among": 3}
     assert mine.delivery_fields(3)["verifier_choice"] == {"candidate": 2, "seed": 41}

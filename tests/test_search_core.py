@@ -6,7 +6,8 @@ import pytest
 
 from cachedsearch_core import Draft, Ranking, SearchCost, StageCalls, candidate_seeds, parse_scores, search_report
 from cachedsearch_core.cost import calls_per_stage
-from cachedsearch_core.search_report import COMMIT_FREE_DELIVERY, COMMIT_FREE_LINE, DELIVERED_BY
+from cachedsearch_core.search_report import COMMIT_FREE_DELIVERY, COMMIT_FREE_LINE, DELIVERED_BY, WINNER_LINE_PREFIX
+from report_text import refusal
 
 
 def test_candidate_seeds_are_consecutive_from_the_seed():
@@ -45,7 +46,7 @@ def test_ranking_rejects_missing_or_non_finite_scores(scores, message):
 
 def test_ranking_length_must_match_candidates():
     Ranking((1.0, 2.0)).check_matches(2)
-    with pytest.raises(ValueError, match="ranking: has 2 scores but the search made 3 candidates"):
+    with pytest.raises(ValueError, match=refusal("ranking", 2, 3)):  # 2 scores, 3 candidates
         Ranking((1.0, 2.0)).check_matches(3)
 
 
@@ -70,10 +71,10 @@ def test_report_lists_candidates_scores_winner_and_cost():
     assert lines[0] == "CachedSearch: 2 candidate(s), cache adaptive tau 0.1"
     assert lines[2].split() == ["1", "7", "0.2000", "26/50", "(52%)", "1.00"]
     assert lines[3].split() == ["*", "2", "8", "0.4000", "25/50", "(50%)", "1.00"]
-    assert "winner: candidate 2, seed 8, delivered by recommit at full compute" in text
+    assert winner_line(text) == ("candidate 2, seed 8", DELIVERED_BY["commit"])
     # The cost lines close the report: calls, then seconds.
     assert lines[-2:] == SearchCost.of_search(drafts).after_commit(50, 2.0).report_lines()
-    assert lines[-2].startswith("transformer calls: ") and lines[-1].startswith("seconds measured on this machine")
+    assert lines[-2].startswith("transformer calls: ") and lines[-1].startswith("seconds ")
 
 
 def test_report_before_ranking_has_no_scores_or_winner():
@@ -94,14 +95,14 @@ def test_report_names_why_the_cache_was_inactive_once():
     reason = "its latent input is a NestedTensor"
     drafts = [Draft(3, 0.5, 10, 0, cache_inactive_reason=reason), Draft(4, 0.5, 10, 0, cache_inactive_reason=reason)]
     lines = report(drafts).splitlines()
-    assert lines.count(f"cache inactive on this model: {reason}") == 1
+    assert len([line for line in lines if "inactive" in line and line.endswith(reason)]) == 1
     assert not any("inactive" in line for line in report([Draft(3, 0.5, 10, 0)]).splitlines())
 
 
 def winner_line(text):
     """The winner line's candidate and what delivered it."""
-    (line,) = [line for line in text.splitlines() if line.startswith("winner: ")]
-    return tuple(line.removeprefix("winner: ").split(", delivered by "))
+    (line,) = [line for line in text.splitlines() if line.startswith(WINNER_LINE_PREFIX)]
+    return tuple(line.removeprefix(WINNER_LINE_PREFIX).split(", delivered by "))
 
 
 def test_report_says_what_delivered_the_winner():
