@@ -10,10 +10,10 @@ import copy
 import json
 
 import pytest
+from cachedsearch_core import Draft, SearchCost
 from test_browser import (
     ARTIFACTS,
     browser_available,
-    drafts_cost,
     frontend_version,
     run_browser_script,
     stored_results_workflow,
@@ -35,10 +35,10 @@ NOTHING_SKIPPED = {"rows": [dict(row, skipped=0.0, call_speedup=1.0, calls=24, c
                    "recommended_tau": 0.0, "capture_target": 0.9, "seeds": 4, "steps": 8, "intervals": True,
                    "prompts": 3, "rollouts": 36, "reused_rollouts": 12}
 
-# A search of 3 drafts on EasyCache that skipped nothing: with its commit it costs more than full best-of-3.
-EASYCACHE_SKIPPED_NOTHING = {**drafts_cost(skipped=0, calls=150, mean_seconds=1.0), "calls_ratio": 1.0,
-                             "search_calls": 150, "full_calls": 150, "commit_calls": 50, "num_candidates": 3,
-                             "commit_free": False,
+# A search of 3 drafts on EasyCache that skipped nothing: with its commit it costs more than full best-of-3 (the
+# cost model's payload, as the Sampler sends it).
+EASYCACHE_SKIPPED_NOTHING = {**SearchCost.of_search([Draft(7 + index, 1.0, 50, 0) for index in range(3)]).as_dict(),
+                             "drafted_with_apply_cache": False,
                              "cache": "EasyCache (reuse_threshold 0.2), skipped calls counted by CachedSearch"}
 
 

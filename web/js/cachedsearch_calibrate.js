@@ -209,11 +209,11 @@ const COLUMNS = {
   capture: "capture: share of best-of-S's gain over a random seed kept",
   regret: "regret: verifier score lost by picking among cached drafts",
 };
-const OUR_ENGINE = "CachedSearch cache";
-
+// The legend: each column's line, capture's with the seeds it rests on and its target.
 function legendLines(result) {
-  const lines = Object.values(COLUMNS);
-  lines[5] = lines[5].replace("S", String(result.seeds)) + ` (target ${Math.round(100 * result.capture_target)}%)`;
+  const capture = `${COLUMNS.capture.replace("best-of-S", `best-of-${result.seeds}`)} ` +
+    `(target ${Math.round(100 * result.capture_target)}%)`;
+  const lines = Object.entries(COLUMNS).map(([title, line]) => (title === "capture" ? capture : line));
   if (result.intervals) {
     lines.push(`[low, high]: 95% bootstrap interval over the ${result.prompts > 1 ? "prompts" : "seeds"}`);
   }
@@ -252,7 +252,7 @@ function renderCalibration(node, output) {
     line.dataset.capture = row.capture?.[0] ?? "";
     if (engines) line.dataset.engine = row.engine;
     if (experts) line.append(element("td", row.expert ?? ""));
-    if (engines) line.append(element("td", starts ? (row.engine === OUR_ENGINE ? "CachedSearch" : row.engine) : ""));
+    if (engines) line.append(element("td", starts ? (row.ours ? "CachedSearch" : row.engine) : ""));
     line.append(element("td", `${row.recommended ? "★ " : ""}${row.tau}`), element("td", `${Math.round(100 * row.skipped)}%`),
       element("td", `${row.call_speedup.toFixed(2)}x`), element("td", `${row.speedup.toFixed(2)}x`), measuredCell(row.rho),
       measuredCell(row.top1), measuredCell(row.capture), measuredCell(row.regret, 3));

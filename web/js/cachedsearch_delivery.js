@@ -7,6 +7,24 @@ import { FONT, LINE_HEIGHT, PANEL, show, STORED } from "./cachedsearch_panel.js"
 import { queuePick, waiting } from "./cachedsearch_pick.js";
 import { budgetLine, CALLS_TITLE, chooserLine, draftedCost, overFullText } from "./cachedsearch_rows.js";
 
+const percent = (share) => `${(100 * share).toFixed(1)}%`;
+
+// The search's cost with this delivery: its calls whichever run computed the drafts (a pick that read them back
+// from disk still shows what the search cost), with the commit's beside them; the seconds are this run's only, so
+// they show only where this run drafted everything.
+function costText(delivery, given) {
+  const ratio = given.drafted_ratio_with_commit ?? given.calls_ratio_with_commit;
+  const seconds = given.drafted_by_this_run === false ? undefined : given.seconds_ratio_with_commit;
+  const time = typeof seconds === "number" ? percent(seconds) : "";
+  const best = `full best-of-${delivery.num_candidates}`;
+  if (typeof ratio !== "number") return time ? `search cost ${time} of ${best} in time` : "no commit: drafts only";
+  const drafts = draftedCost(given).ratio;
+  const parts = typeof drafts === "number" && typeof given.commit_ratio === "number" && !given.kept
+    ? ` (the drafts ${percent(drafts)}, this commit ${percent(given.commit_ratio)})` : "";
+  return `search cost ${percent(ratio)} of ${best}'s transformer calls${parts}${given.kept ? ", no commit" : ""}` +
+    (time ? ` (${time} in time measured on this machine)` : "");
+}
+
 export function renderDelivery(node, output) {
   const delivery = output.cachedsearch_delivery?.[0];
   if (!delivery) return false;
@@ -15,31 +33,11 @@ export function renderDelivery(node, output) {
   // relative_cost (time) on the delivery itself, or the time only.
   const given = delivery.cost ??
     { calls_ratio_with_commit: delivery.calls_ratio, seconds_ratio_with_commit: delivery.relative_cost };
-  // The search's calls whichever run computed them, with this delivery's commit beside them: a pick that read the
-  // drafts back from disk still shows what the search cost. Its seconds are this run's only, so they show only
-  // where this run drafted everything.
-  const drafted = draftedCost(given);
-  const ratio = typeof given.drafted_ratio_with_commit === "number" ? given.drafted_ratio_with_commit
-    : given.calls_ratio_with_commit;
-  const seconds = drafted.calls !== given.search_calls ? undefined : given.seconds_ratio_with_commit;
-  const time = typeof seconds === "number" ? `${(100 * seconds).toFixed(1)}%` : "";
-  const best = `full best-of-${delivery.num_candidates}`;
-  const percent = (share) => `${(100 * share).toFixed(1)}%`;
-  let cost = "no commit: drafts only";
-  if (typeof ratio === "number") {
-    const parts = typeof drafted.ratio === "number" && !given.kept
-      ? ` (the drafts ${percent(drafted.ratio)}, this commit ${percent(ratio - drafted.ratio)})` : "";
-    cost = `search cost ${percent(ratio)} of ${best}'s transformer calls${parts}` + (given.kept ? ", no commit" : "") +
-      (time ? ` (${time} in time measured on this machine)` : "");
-  } else if (time) {
-    cost = `search cost ${time} of ${best} in time`;
-  }
   const budget = budgetLine(delivery.budget, delivery.budget?.measured_commit);
   const chooser = chooserLine(delivery);
-  const withCommit = typeof ratio === "number" && typeof given.full_calls === "number"
-    ? Math.round(ratio * given.full_calls) : undefined;
   const text = `delivered seed ${delivery.seed} (candidate ${delivery.candidate}, ${delivery.mode})` +
-    `${chooser ? `; ${chooser}` : ""}; ${cost}${budget ? `; ${budget}` : ""}.${overFullText(given, withCommit)}`;
+    `${chooser ? `; ${chooser}` : ""}; ${costText(delivery, given)}${budget ? `; ${budget}` : ""}.` +
+    overFullText(given);
   // The delivered video itself shows where the workflow decodes and saves it (its Save Video node).
   const content = element("div");
   const summary = element("div", text, "cachedsearch-summary");

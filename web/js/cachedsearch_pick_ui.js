@@ -1,17 +1,14 @@
 // The pick on a panel: the Commit and Keep buttons (in the table and in the large view), the note under the table
-// saying what a pick costs in the search's own numbers, what happened once a pick ran, and the way through this
-// workflow's earlier runs. Before the click the note says only what is known then: whether a run waits for the
-// pick, what a commit and a search cost; after it, whether ComfyUI reused the drafts (the run's execution_cached).
+// saying what a pick costs in the search's own numbers, and what happened once a pick ran. Before the click the
+// note says only what is known then: whether a run waits for the pick, what a commit and a search cost; after it,
+// whether ComfyUI reused the drafts (the run's execution_cached).
 // Exports only: ComfyUI loads every script under web/ as an extension, and this one registers nothing.
-import { app } from "../../../scripts/app.js";
 import { api } from "../../../scripts/api.js";
-import { renderDelivery, showNoDelivery } from "./cachedsearch_delivery.js";
-import { element, fitNode } from "./cachedsearch_dom.js";
+import { element } from "./cachedsearch_dom.js";
 import { executionIdOf, workflowNodes } from "./cachedsearch_graph_nodes.js";
-import { PANEL, rendererOf, STORED, STORED_PROMPT } from "./cachedsearch_panel.js";
+import { PANEL, STORED, STORED_PROMPT } from "./cachedsearch_panel.js";
 import { showLarge } from "./cachedsearch_player.js";
-import { showStopped } from "./cachedsearch_stopped.js";
-import { earlierRuns, queuePick, reusedInRun, waitFor } from "./cachedsearch_pick.js";
+import { queuePick, reusedInRun, waitFor } from "./cachedsearch_pick.js";
 import { describe, draftedCost, framesOf } from "./cachedsearch_rows.js";
 
 export const SAVED_DRAFTS = "These drafts come from a saved workflow: queue it to pick from them.";
@@ -148,68 +145,6 @@ export function enlarge(node, rows, row, status, what) {
   const frames = framesOf(row);
   if (frames.length === 0) return;
   showLarge(frames, `${describe(row)}${what ? `, ${what}` : ""}`, pickActions(node, rows, row, status));
-}
-
-// Every panel of this graph as run `runs[index]` left it (index 0: the newest), so the drafts, the ranking and
-// the delivery shown are one run's. A node that showed nothing in that run keeps what it shows (ComfyUI reused
-// it), except a Recommit of a run that was cancelled or failed: it delivered nothing there, and says so. A run
-// stopped before some panels' nodes ran (cachedsearch_stopped.js, always runs[0]) names them in `notRun`.
-function showRun(runs, index) {
-  const { promptId, outputs, stopped, notRun } = runs[index];
-  for (const { node, id } of workflowNodes()) {
-    const renderer = rendererOf(node);
-    if (renderer && notRun?.has(id)) {
-      node.cachedsearchView = undefined;
-      showStopped(node);
-      continue;
-    }
-    const output = outputs[id];
-    if (!renderer || (!output && !(stopped && renderer === renderDelivery))) continue;
-    node.cachedsearchView = index === 0 ? undefined : { runs, index, promptId };
-    if (output) renderer(node, output);
-    else showNoDelivery(node);
-  }
-}
-
-// "‹ earlier" / "newer ›" through this workflow's runs in the server's history.
-export function runNavigation(node) {
-  const line = element("div", undefined, "cachedsearch-line cachedsearch-runs");
-  const view = node.cachedsearchView;
-  // after a run that stopped before this node, the newest run is that one, with nothing to show here
-  const stopped = view ? undefined : node.cachedsearchStopped;
-  const newest = stopped ? `${stopped.failed ? "failed" : "cancelled"} run` : "newest run";
-  const label = element("span", view ? `earlier run ${view.index} of ${view.runs.length - 1}` : newest);
-  const step = async (by) => {
-    try {
-      const runs = view?.runs ?? [...(stopped ? [stopped.run] : []),
-        ...(await earlierRuns(executionIdOf(node), node.comfyClass ?? node.type, app.graph?.id))];
-      const index = (view?.index ?? 0) + by;
-      if (index < 0 || index >= runs.length) return;
-      showRun(runs, index);
-    } catch (error) {
-      label.textContent = `history unavailable: ${error.message}`;
-    }
-  };
-  const earlier = element("button", "‹ earlier", "cachedsearch-earlier");
-  earlier.title = "Show this workflow's earlier run (from ComfyUI's history) on every panel, to pick from its drafts";
-  earlier.addEventListener("click", () => step(1));
-  // disabled where there is no earlier run: browsing, on the last; on the newest, once the history shows none (a
-  // click before it answers looks itself)
-  earlier.disabled = view ? view.index >= view.runs.length - 1 : false;
-  if (!view) {
-    earlierRuns(executionIdOf(node), node.comfyClass ?? node.type, app.graph?.id)
-      .then((runs) => {
-        // the run shown is drawn while it still runs, before the history holds it: it counts all the same
-        const known = new Set([...runs.map((run) => run.promptId), node.properties?.[STORED_PROMPT]].filter(Boolean));
-        earlier.disabled = known.size + (stopped ? 1 : 0) < 2;
-      })
-      .catch(() => {}); // a click then says why the history is unavailable
-  }
-  const newer = element("button", "newer ›", "cachedsearch-newer");
-  newer.disabled = !view;
-  newer.addEventListener("click", () => step(-1));
-  line.append(earlier, newer, " ", label);
-  return line;
 }
 
 // What a pick costs, in the search's own numbers (`cost`: its cachedsearch_cost; undefined: none known).

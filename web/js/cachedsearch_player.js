@@ -98,20 +98,15 @@ function button(text, title, onClick) {
   return element;
 }
 
-// The large view: the frames at screen size, paused or playing, stepped frame by frame; `actions` are extra
-// buttons ({text, title, run}) such as the pick. Esc, the close button or a click on the backdrop closes it.
-export function showLarge(frames, caption, actions = []) {
-  document.querySelector(".cachedsearch-overlay")?.remove();
-  const urls = frames.map(frameUrl);
-  const overlay = document.createElement("div");
-  overlay.className = "cachedsearch-overlay";
+// The large view's picture, and the note that stands in for a frame the server lacks (the next frame that loads
+// shows again).
+function largePicture() {
   const picture = document.createElement("img");
   picture.className = "cachedsearch-large";
   const missing = document.createElement("div");
   missing.className = "cachedsearch-missing-large";
   missing.textContent = FRAME_MISSING;
   missing.hidden = true;
-  // a frame the server lacks shows the note instead of a broken picture; the next frame that loads shows again
   picture.addEventListener("error", () => {
     picture.hidden = true;
     missing.hidden = false;
@@ -120,6 +115,12 @@ export function showLarge(frames, caption, actions = []) {
     picture.hidden = false;
     missing.hidden = true;
   });
+  return { picture, missing };
+}
+
+// The frames of `urls` on `picture`, paused or playing, stepped frame by frame: the controls (previous, play/pause,
+// next, the frame counter), what the keys call, and start, which shows the first frame and plays several.
+function frameStepper(urls, picture) {
   const counter = document.createElement("span");
   counter.className = "cachedsearch-frame-counter";
   let index = 0;
@@ -129,29 +130,18 @@ export function showLarge(frames, caption, actions = []) {
     picture.src = urls[index];
     counter.textContent = `frame ${index + 1} / ${urls.length}`;
   };
-  const playPause = button("", "Play or pause (space)", () => (timer ? pause() : play()));
+  const playPause = button("", "Play or pause (space)", () => toggle());
   playPause.className = "cachedsearch-play";
-  function play() {
+  const play = () => {
     timer ??= setInterval(() => show(index + 1), FRAME_MILLISECONDS);
     playPause.textContent = "❚❚ pause";
-  }
-  function pause() {
+  };
+  const pause = () => {
     clearInterval(timer);
     timer = undefined;
     playPause.textContent = "▶ play";
-  }
-  const close = () => {
-    pause();
-    overlay.remove();
-    document.removeEventListener("keydown", onKey, true);
   };
-  function onKey(event) {
-    const keys = { Escape: close, " ": () => (timer ? pause() : play()), ArrowLeft: () => step(-1), ArrowRight: () => step(1) };
-    if (!keys[event.key]) return;
-    event.preventDefault();
-    event.stopPropagation();
-    keys[event.key]();
-  }
+  const toggle = () => (timer ? pause() : play());
   const step = (by) => {
     pause();
     show(index + by);
@@ -163,27 +153,59 @@ export function showLarge(frames, caption, actions = []) {
   const controls = document.createElement("div");
   controls.className = "cachedsearch-controls";
   controls.append(previous, playPause, next, counter);
+  const start = () => {
+    show(0);
+    if (urls.length > 1) play();
+    else playPause.disabled = true;
+  };
+  return { controls, pause, toggle, step, start };
+}
+
+// `actions` as buttons ({text, title, run, className}); each closes the view first.
+function actionButtons(actions, close) {
   const picks = document.createElement("div");
   picks.className = "cachedsearch-controls cachedsearch-picks";
   for (const action of actions) {
-    const element = button(action.text, action.title, () => {
+    const pick = button(action.text, action.title, () => {
       close();
       action.run();
     });
-    element.className = action.className ?? "";
-    picks.append(element);
+    pick.className = action.className ?? "";
+    picks.append(pick);
+  }
+  return picks;
+}
+
+// The large view: the frames at screen size, paused or playing, stepped frame by frame; `actions` are extra
+// buttons ({text, title, run}) such as the pick. Esc, the close button or a click on the backdrop closes it.
+export function showLarge(frames, caption, actions = []) {
+  document.querySelector(".cachedsearch-overlay")?.remove();
+  const overlay = document.createElement("div");
+  overlay.className = "cachedsearch-overlay";
+  const { picture, missing } = largePicture();
+  const frameSteps = frameStepper(frames.map(frameUrl), picture);
+  const close = () => {
+    frameSteps.pause();
+    overlay.remove();
+    document.removeEventListener("keydown", onKey, true);
+  };
+  const keys = { Escape: close, " ": frameSteps.toggle, ArrowLeft: () => frameSteps.step(-1),
+    ArrowRight: () => frameSteps.step(1) };
+  function onKey(event) {
+    if (!keys[event.key]) return;
+    event.preventDefault();
+    event.stopPropagation();
+    keys[event.key]();
   }
   const captionLine = document.createElement("div");
   captionLine.className = "cachedsearch-caption";
   captionLine.textContent = caption;
   const closeButton = button("✕", "Close (Esc)", close);
   closeButton.className = "cachedsearch-close";
-  overlay.append(closeButton, picture, missing, controls, captionLine, picks);
+  overlay.append(closeButton, picture, missing, frameSteps.controls, captionLine, actionButtons(actions, close));
   overlay.addEventListener("click", (event) => event.target === overlay && close());
   document.addEventListener("keydown", onKey, true);
   document.body.append(overlay);
-  show(0);
-  if (urls.length > 1) play();
-  else playPause.disabled = true;
+  frameSteps.start();
   return overlay;
 }

@@ -5,11 +5,12 @@
 import { element, wrappedLines } from "./cachedsearch_dom.js";
 import { FONT, LINE_HEIGHT, show } from "./cachedsearch_panel.js";
 import { createPlayer } from "./cachedsearch_player.js";
-import { enlarge, pickActions, pickNote, pickStatus, runNavigation } from "./cachedsearch_pick_ui.js";
+import { enlarge, pickActions, pickNote, pickStatus } from "./cachedsearch_pick_ui.js";
 import {
   candidateRows, describe, droppedText, framesOf, pruneRounds, roundScoresTitle, roundsDropping, roundsLine,
   shareText, shortSeed, signed,
 } from "./cachedsearch_rows.js";
+import { runNavigation } from "./cachedsearch_run_view.js";
 
 // What the ranking table's less obvious columns mean, on hover.
 const HEADER_TOOLTIPS = {
@@ -64,89 +65,119 @@ function pickCell(node, rows, row, status) {
   return cell;
 }
 
-export function renderRanking(node, output) {
-  const given = output.cachedsearch_ranking;
-  if (!Array.isArray(given) || given.length === 0) return false;
-  const rows = candidateRows(given.map((row) => ({ ...row })), output);
+// The finished candidates by score, highest first, then the pruned ones, the last round's dropped first: preview
+// scores compare only within a round.
+function tableOrder(rows, dropping) {
   const ranked = rows.filter((row) => !row.pruned && typeof row.score === "number").sort((a, b) => b.score - a.score);
-  const rounds = pruneRounds(output);
-  const dropping = roundsDropping(rounds);
-  // the last round's dropped first: preview scores compare only within a round
   const roundOf = (row) => dropping.get(row.candidate)?.number ?? 0;
   const pruned = rows.filter((row) => row.pruned)
     .sort((a, b) => roundOf(b) - roundOf(a) || (b.preview_score ?? -Infinity) - (a.preview_score ?? -Infinity));
-  // Extra per-candidate columns: VideoScore's aspects, or each verifier behind a combined score.
-  const columns = ranked[0]?.columns && typeof ranked[0].columns === "object" ? Object.keys(ranked[0].columns) : [];
-  const hasMargin = ranked.some((row) => typeof row.margin === "number");
-  const hasPreview = rows.some((row) => typeof row.preview_score === "number");
-  const hasFrames = rows.some((row) => framesOf(row).length);
-  const scores = ranked.map((row) => row.score);
-  const [low, high] = [Math.min(...scores), Math.max(...scores)];
-  const status = pickStatus(node);
+  return { ranked, pruned };
+}
 
-  const table = element("table");
+// What the table shows besides the fixed columns: VideoScore's aspects or each verifier behind a combined score
+// (`extra`), margins, preview scores; and the scores' range, for the bars.
+function tableLayout(rows, ranked, rounds, dropping) {
+  const scores = ranked.map((row) => row.score);
+  return {
+    extra: ranked[0]?.columns && typeof ranked[0].columns === "object" ? Object.keys(ranked[0].columns) : [],
+    hasMargin: ranked.some((row) => typeof row.margin === "number"),
+    hasPreview: rows.some((row) => typeof row.preview_score === "number"),
+    low: Math.min(...scores),
+    high: Math.max(...scores),
+    rounds,
+    dropping,
+  };
+}
+
+function headerRow(layout) {
   const header = element("tr");
-  const titles = ["", "#", "seed", ...columns, "score", ...(hasMargin ? ["margin"] : []),
-    ...(hasPreview ? ["preview"] : []), "skipped", "time", "pick"];
+  const titles = ["", "#", "seed", ...layout.extra, "score", ...(layout.hasMargin ? ["margin"] : []),
+    ...(layout.hasPreview ? ["preview"] : []), "skipped", "time", "pick"];
   for (const title of titles) {
     const cell = element("th", title);
     if (HEADER_TOOLTIPS[title]) cell.title = HEADER_TOOLTIPS[title];
     header.append(cell);
   }
-  table.append(header);
-  for (const row of [...ranked, ...pruned]) {
-    const line = element("tr", undefined, row.pruned ? "pruned" : row.winner ? "candidate winner" : "candidate");
-    line.dataset.seed = row.seed;
-    line.dataset.candidate = row.candidate;
-    if (!row.pruned) line.dataset.score = row.score;
-    const frames = framesOf(row);
-    const thumbnail = element("td");
-    if (frames.length) {
-      const player = createPlayer(frames, `${describe(row)}: click to enlarge`);
-      player.addEventListener("click", (event) => {
-        event.stopPropagation();
-        enlarge(node, rows, row, status, row.pruned ? droppedText(row, dropping) : `score ${row.score.toFixed(4)}`);
-      });
-      thumbnail.append(player);
-    }
-    line.append(thumbnail, element("td", `${row.winner ? "★ " : ""}${row.candidate ?? "–"}`), seedCell(row.seed));
-    for (const name of columns) {
-      const value = row.columns?.[name];
-      const cell = element("td", typeof value === "number" ? value.toFixed(3) : "-");
-      cell.dataset.column = name;
-      line.append(cell);
-    }
-    const score = element("td", row.pruned ? droppedText(row, dropping) : row.score.toFixed(3), "score");
-    if (!row.pruned && high > low) {
-      const bar = element("div", undefined, "bar");
-      bar.style.width = `${Math.round((100 * (row.score - low)) / (high - low))}%`;
-      score.append(bar);
-    }
-    if (row.pruned) score.title = `pruned at step ${row.prune_step ?? "?"}${dropping.has(row.candidate)
-      ? ` (round ${dropping.get(row.candidate).number} of ${rounds.length})` : ""}: no final score`;
-    line.append(score);
-    // a dropped row's round takes the margin's room too: it has no margin, and the table stays narrow
-    if (hasMargin && dropping.has(row.candidate)) {
-      score.colSpan = 2;
-    } else if (hasMargin) {
-      const margin = element("td", typeof row.margin === "number" ? signed(row.margin) : "-", "margin");
-      margin.title = row.winner ? "ahead of the runner-up" : "behind the winner";
-      line.append(margin);
-    }
-    if (hasPreview) {
-      const preview = element("td", typeof row.preview_score === "number" ? row.preview_score.toFixed(3) : "-", "preview");
-      preview.title = roundScoresTitle(row, dropping);
-      line.append(preview);
-    }
-    line.append(skippedCell(row), element("td", typeof row.seconds === "number" ? row.seconds.toFixed(1) : "-"));
-    line.append(pickCell(node, rows, row, status));
-    table.append(line);
+  return header;
+}
+
+function thumbnailCell(node, rows, row, status, dropping) {
+  const frames = framesOf(row);
+  const thumbnail = element("td");
+  if (frames.length) {
+    const player = createPlayer(frames, `${describe(row)}: click to enlarge`);
+    player.addEventListener("click", (event) => {
+      event.stopPropagation();
+      enlarge(node, rows, row, status, row.pruned ? droppedText(row, dropping) : `score ${row.score.toFixed(4)}`);
+    });
+    thumbnail.append(player);
   }
+  return thumbnail;
+}
+
+// The score with its bar (a pruned row: when it was dropped), and the margin; a row dropped in one of several rounds
+// takes the margin's room too: it has no margin, and the table stays narrow.
+function scoreCells(row, layout) {
+  const { dropping, rounds } = layout;
+  const score = element("td", row.pruned ? droppedText(row, dropping) : row.score.toFixed(3), "score");
+  if (!row.pruned && layout.high > layout.low) {
+    const bar = element("div", undefined, "bar");
+    bar.style.width = `${Math.round((100 * (row.score - layout.low)) / (layout.high - layout.low))}%`;
+    score.append(bar);
+  }
+  if (row.pruned) score.title = `pruned at step ${row.prune_step ?? "?"}${dropping.has(row.candidate)
+    ? ` (round ${dropping.get(row.candidate).number} of ${rounds.length})` : ""}: no final score`;
+  if (!layout.hasMargin) return [score];
+  if (dropping.has(row.candidate)) {
+    score.colSpan = 2;
+    return [score];
+  }
+  const margin = element("td", typeof row.margin === "number" ? signed(row.margin) : "-", "margin");
+  margin.title = row.winner ? "ahead of the runner-up" : "behind the winner";
+  return [score, margin];
+}
+
+function tableRow(node, rows, row, status, layout) {
+  const line = element("tr", undefined, row.pruned ? "pruned" : row.winner ? "candidate winner" : "candidate");
+  line.dataset.seed = row.seed;
+  line.dataset.candidate = row.candidate;
+  if (!row.pruned) line.dataset.score = row.score;
+  line.append(thumbnailCell(node, rows, row, status, layout.dropping),
+    element("td", `${row.winner ? "★ " : ""}${row.candidate ?? "–"}`), seedCell(row.seed));
+  for (const name of layout.extra) {
+    const value = row.columns?.[name];
+    const cell = element("td", typeof value === "number" ? value.toFixed(3) : "-");
+    cell.dataset.column = name;
+    line.append(cell);
+  }
+  line.append(...scoreCells(row, layout));
+  if (layout.hasPreview) {
+    const preview = element("td", typeof row.preview_score === "number" ? row.preview_score.toFixed(3) : "-", "preview");
+    preview.title = roundScoresTitle(row, layout.dropping);
+    line.append(preview);
+  }
+  line.append(skippedCell(row), element("td", typeof row.seconds === "number" ? row.seconds.toFixed(1) : "-"));
+  line.append(pickCell(node, rows, row, status));
+  return line;
+}
+
+export function renderRanking(node, output) {
+  const given = output.cachedsearch_ranking;
+  if (!Array.isArray(given) || given.length === 0) return false;
+  const rows = candidateRows(given.map((row) => ({ ...row })), output);
+  const rounds = pruneRounds(output);
+  const dropping = roundsDropping(rounds);
+  const { ranked, pruned } = tableOrder(rows, dropping);
+  const layout = tableLayout(rows, ranked, rounds, dropping);
+  const status = pickStatus(node);
+  const table = element("table");
+  table.append(headerRow(layout), ...[...ranked, ...pruned].map((row) => tableRow(node, rows, row, status, layout)));
   const content = element("div");
   const lines = [verifierLine(output), roundsLine(rounds)].filter(Boolean);
   const note = pickNote(node, rows);
   content.append(runNavigation(node), ...lines, table, note, status);
-  const rowHeight = hasFrames ? 40 : 19;
+  const rowHeight = rows.some((row) => framesOf(row).length) ? 40 : 19;
   show(node, content, (width) => 2 * LINE_HEIGHT + 8 + 20 + rowHeight * rows.length +
     lines.reduce((sum, line) => sum + LINE_HEIGHT * wrappedLines(line.textContent, width, FONT) + 4, 0) +
     LINE_HEIGHT * wrappedLines(note.textContent, width, FONT) + 4);

@@ -109,11 +109,9 @@ export function savingText(cost) {
 
 // The search's calls whichever run computed them, and their share of full best-of-N: a run that read its drafts
 // back from disk (a pick after ComfyUI dropped them, or a restart) computed none, yet the search cost what it did.
-// An older payload has only this run's.
+// A payload older than these fields named only this run's.
 export function draftedCost(cost) {
-  const calls = typeof cost?.drafted_calls === "number" ? cost.drafted_calls : cost?.search_calls;
-  const ratio = typeof cost?.drafted_ratio === "number" ? cost.drafted_ratio : cost?.calls_ratio;
-  return { calls, ratio };
+  return { calls: cost?.drafted_calls ?? cost?.search_calls, ratio: cost?.drafted_ratio ?? cost?.calls_ratio };
 }
 
 // The search's cost from the one cost model, in two short sentences; the seconds and why calls lead are on the
@@ -121,15 +119,13 @@ export function draftedCost(cost) {
 export function costLine(cost) {
   if (!cost || typeof cost.calls_ratio !== "number") return "";
   const drafted = draftedCost(cost);
-  const thisRun = drafted.calls !== cost.search_calls ? `; this run computed ${cost.search_calls}` : "";
+  const thisRun = cost.drafted_by_this_run === false ? `; this run computed ${cost.search_calls}` : "";
   const calls = typeof drafted.calls === "number" && typeof cost.full_calls === "number"
     ? ` (${drafted.calls} of ${cost.full_calls} transformer calls${thisRun})` : "";
   const commit = cost.commit_free ? " A commit adds nothing: every draft already is full compute."
     : typeof cost.commit_calls === "number" ? ` A commit adds ${cost.commit_calls} calls.` : "";
-  const withCommit = typeof drafted.calls === "number" && (cost.commit_free || typeof cost.commit_calls === "number")
-    ? drafted.calls + (cost.commit_free ? 0 : cost.commit_calls) : undefined;
   return ` The drafts cost ${Math.round(100 * drafted.ratio)}% of full best-of-${cost.num_candidates ?? "N"}` +
-    `${calls}.${commit}${overFullText(cost, withCommit)}`;
+    `${calls}.${commit}${overFullText(cost)}`;
 }
 
 // What the panels count their cost in, shown on hover over their cost figures.
@@ -145,19 +141,21 @@ export function cacheText(cost) {
   return ` Cache: ${named}.`;
 }
 
-// Why a search with its commit cost more than full best-of-N, and what to do: one sentence; "" when it did not.
-export function overFullText(cost, callsWithCommit) {
-  if (typeof callsWithCommit !== "number" || typeof cost?.full_calls !== "number" || callsWithCommit <= cost.full_calls) {
-    return "";
-  }
+// What to change when the cache skipped too little: CachedSearch's own cache is tuned on Apply Cache, whose warmup
+// and cooldown steps ComfyUI's caches lack; a payload that does not say which gets the advice that fits both.
+const APPLY_CACHE_ADVICE = "on Apply Cache lower warmup_steps and cooldown_steps (they cover most steps of a short " +
+  "graph) or raise tau";
+const THRESHOLD_ADVICE = "raise the cache's threshold";
+
+// Why a search with its commit cost more than full best-of-N, and what to do: one sentence; "" when it did not (or
+// the payload, older than over_full_best_of, does not say).
+export function overFullText(cost) {
+  if (cost?.over_full_best_of !== true) return "";
   const skipped = typeof cost.skipped_share === "number" ? `only ${shareText(cost.skipped_share)}` : "too few calls";
-  // ComfyUI's caches (named in the payload) have no warmup and cooldown steps; ours (or an older payload) has
-  const ours = typeof cost.cache !== "string" || cost.cache.startsWith("cache ");
-  const advice = ours ? "on Apply Cache lower warmup_steps and cooldown_steps (they cover most steps of a short " +
-    "graph) or raise tau" : "raise the cache's threshold";
-  return ` With the commit that is more than full best-of-${cost.num_candidates ?? "N"} (${callsWithCommit} of ` +
-    `${cost.full_calls} calls): the cache skipped ${skipped}, too little to pay for the commit; ${advice}, or search ` +
-    "without it.";
+  const advice = cost.drafted_with_apply_cache ? APPLY_CACHE_ADVICE : THRESHOLD_ADVICE;
+  return ` With the commit that is more than full best-of-${cost.num_candidates ?? "N"} ` +
+    `(${cost.drafted_calls_with_commit} of ${cost.full_calls} calls): the cache skipped ${skipped}, too little to pay ` +
+    `for the commit; ${advice}, or search without it.`;
 }
 
 // A fixed-budget search's choice: N, what it predicted against best-of-M, the break-even width.

@@ -8,26 +8,14 @@ import { app } from "../../../scripts/app.js";
 import { api } from "../../../scripts/api.js";
 import { cachedNodes } from "./cachedsearch_cached_runs.js";
 import { renderDelivery, showNoDelivery } from "./cachedsearch_delivery.js";
-import { element, wrappedLines } from "./cachedsearch_dom.js";
 import { workflowNodes } from "./cachedsearch_graph_nodes.js";
 import { findRun, samplerOf } from "./cachedsearch_history.js";
-import { FONT, LINE_HEIGHT, rendererOf, show } from "./cachedsearch_panel.js";
-import { runNavigation } from "./cachedsearch_pick_ui.js";
+import { rendererOf } from "./cachedsearch_panel.js";
+import { showStopped } from "./cachedsearch_run_view.js";
 
 const NOT_SEARCHED = "Nothing delivered in this run: it was cancelled or stopped before its search finished, so " +
   "it has no drafts to pick from. Queue the same search again to resume it (the drafts it saved are reused).";
 const executedIn = new Map(); // prompt id -> ids of the nodes that sent "executed" in that run
-
-// The stopped run's panel on `node` (node.cachedsearchStopped: {run, failed}, set when the run ended).
-export function showStopped(node) {
-  const stopped = node.cachedsearchStopped;
-  if (!stopped) return;
-  const text = `The newest run was ${stopped.failed ? "stopped by an error" : "cancelled"} before this node ` +
-    "finished: it has nothing to show from it. ‹\u00a0earlier shows the runs before.";
-  const content = element("div");
-  content.append(runNavigation(node), element("div", text, "cachedsearch-summary cachedsearch-stopped"));
-  show(node, content, (width) => 8 + LINE_HEIGHT * (wrappedLines(text, width, FONT) + 1) + 4);
-}
 
 api.addEventListener("execution_start", ({ detail }) => {
   executedIn.set(detail?.prompt_id, new Set());
