@@ -266,7 +266,7 @@ class Rollouts:
                    f"{len(self.prompts)} prompts ({self.prompts[0].text!r}, ...)")
         computed = self.done - self.reused
         saved = ([] if self.saved is None else
-                 [f"saved rollouts: {self.done} of {self.done} reused from an earlier run, {computed} computed now "
+                 [f"saved rollouts: {self.reused} of {self.done} reused from an earlier run, {computed} computed now "
                   f"({self.saved.rollouts.folder})", *self.saved.rollouts.problems])
         return [f"CachedSearch calibration: {prompts}, seeds {self.seeds[0]}-{self.seeds[-1]}, {settings}; verifier "
                 f"{self.judge.name(verifier)}",
