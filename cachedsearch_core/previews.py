@@ -18,10 +18,11 @@ from .pruning import CacheWindow
 from .search_policy import CachedRollout
 
 # At most this many prune steps are scored per cached rollout. The chooser (``policy_chooser``) prunes only at steps
-# every rollout scored, in at most ``MAX_ROUNDS`` (2) rounds, so it needs a few steps spread over where a Pruning
-# Plan may prune, not every one: on the tiny models six steps cost about a fifth of Calibrate's time (the measured
-# figure is in docs/pruning-and-budget.md, "Calibrate records previews").
-PREVIEW_STEPS = 6
+# every rollout scored, in at most two rounds, and the bench's winners pruned early and late (3 and 12 of 16 steps,
+# docs/pruning-and-budget.md, "Search policies"), so an early, two middle and a late step let it find such a
+# schedule; every step would not pay: each costs a decode of K frames and a verifier call per rollout (the
+# measured cost: docs/pruning-and-budget.md, "Calibrate records previews").
+PREVIEW_STEPS = 4
 
 
 @dataclasses.dataclass(frozen=True)

@@ -50,17 +50,19 @@ def preview_model(recipe: StagedRecipe, step: int):
     return recipe.stages[recipe.stage_at(step)].patcher.model
 
 
-def decode_preview(vae, model, estimate: torch.Tensor, preview_frames: int) -> torch.Tensor:
-    """``preview_frames`` evenly spaced frames of the x0 ``estimate`` ([1, C, T, H, W] in ``model``'s sampling
-    space) as images [K, H, W, 3], each latent frame decoded on its own (as a clip's first frame): K one-frame
-    decodes instead of the whole video. An image latent is decoded whole."""
-    latent = model.process_latent_out(estimate)
-    if latent.ndim != 5:
-        return vae.decode(latent)
-    picks = preview_frame_indices(latent.shape[2], preview_frames)
-    frames = latent[0, :, picks].movedim(1, 0).unsqueeze(2)  # [K, C, 1, H, W]: one clip per picked frame
-    images = vae.decode(frames)
-    return images.reshape(-1, *images.shape[-3:])
+def decode_previews(vae, model, estimates: list[torch.Tensor], preview_frames: int) -> list[torch.Tensor]:
+    """Each x0 estimate's ``preview_frames`` evenly spaced frames ([1, C, T, H, W] in ``model``'s sampling space)
+    as images [K, H, W, 3], each latent frame decoded on its own (as a clip's first frame): K one-frame clips per
+    estimate instead of the whole video, all of them in one decode call (the VAE decodes each clip alone). Image
+    latents are decoded whole, one call each."""
+    latents = [model.process_latent_out(estimate) for estimate in estimates]
+    if latents[0].ndim != 5:
+        return [vae.decode(latent) for latent in latents]
+    picks = preview_frame_indices(latents[0].shape[2], preview_frames)
+    # [E * K, C, 1, H, W]: one clip per picked frame of each estimate
+    clips = torch.cat([latent[0, :, picks].movedim(1, 0).unsqueeze(2) for latent in latents])
+    images = vae.decode(clips)
+    return list(images.reshape(-1, *images.shape[-3:]).split(len(picks)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,11 +74,11 @@ class PreviewScorer:
     judges: tuple[FrameJudge, ...]
     frames: int
 
-    def score(self, model, estimate: torch.Tensor) -> tuple[tuple[float, ...], torch.Tensor]:
-        """Each judge's score of the estimate's preview, and the decoded frames."""
+    def score(self, model, estimates: list[torch.Tensor]) -> list[tuple[tuple[float, ...], torch.Tensor]]:
+        """Per estimate, each judge's score of its preview and the decoded frames."""
         comfy.model_management.throw_exception_if_processing_interrupted()
-        frames = decode_preview(self.vae, model, estimate, self.frames)
-        return tuple(judge.score(frames)[0] for judge in self.judges), frames
+        decoded = decode_previews(self.vae, model, estimates, self.frames)
+        return [(tuple(judge.score(frames)[0] for judge in self.judges), frames) for frames in decoded]
 
 
 class RolloutCapture:
@@ -109,13 +111,23 @@ class RolloutCapture:
                 self.estimates[step + 1] = args["denoised"].detach().clone()
         return keep
 
+    def _by_stage(self) -> list[list[int]]:
+        stages: dict[int, list[int]] = {}
+        for step in self.steps:
+            stages.setdefault(self._recipe.stage_at(step), []).append(step)
+        return list(stages.values())
+
     def computed_before(self, step: int) -> int:
         return sum(computed for call_step, computed in self.calls if call_step < step)
 
     def previews(self, scorer: PreviewScorer) -> RolloutPreviews:
         """Every captured step's preview scored (one decode and one call per judge each)."""
-        start, scores = time.perf_counter(), []
-        for step in self.steps:
-            scores.append(scorer.score(preview_model(self._recipe, step), self.estimates[step])[0])
+        start = time.perf_counter()
+        # One decode call for every step's preview: the steps of one stage share its model's sampling space.
+        scores = []
+        for stage_steps in self._by_stage():
+            scored = scorer.score(preview_model(self._recipe, stage_steps[0]),
+                                  [self.estimates[step] for step in stage_steps])
+            scores += [step_scores for step_scores, _ in scored]
         return RolloutPreviews(X0_PREVIEW.name, self.steps, tuple(scores),
                                tuple(self.computed_before(step) for step in self.steps), time.perf_counter() - start)

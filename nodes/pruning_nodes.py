@@ -75,7 +75,7 @@ class PreviewPruning:
             for index, estimate in enumerate(estimates):
                 if announce is not None:
                     announce(f"scoring preview {index + 1} / {len(estimates)} at step {step}")
-                (score,), frames = scorer.score(model, estimate)
+                (((score,), frames),) = scorer.score(model, [estimate])
                 scores.append(score)
                 previews.append(tuple(save_panel_frames(frames)))
             previews_by_round.append(previews)

@@ -27,7 +27,7 @@ PROMPT = "a red ball"
 def test_preview_steps_spread_over_where_a_pruning_plan_may_prune():
     # warmup 1, cooldown 1 of 8: a Pruning Plan prunes at 2..6; at most 4 of them, first and last included
     assert preview_steps([CacheWindow(0, 8, 1, 1)], 8, most=4) == (2, 3, 5, 6)
-    assert preview_steps([CacheWindow(0, 8, 1, 1)], 8) == (2, 3, 4, 5, 6)
+    assert preview_steps([CacheWindow(0, 8, 1, 1)], 8, most=6) == (2, 3, 4, 5, 6)
     # two experts: the switch at 4 is a prune step too, though both windows exclude it
     experts = [CacheWindow(0, 4, 1, 1), CacheWindow(4, 4, 1, 1)]
     assert preview_steps(experts, 8) == (2, 4, 6)
@@ -155,3 +155,41 @@ def test_an_older_saved_rollout_is_completed_not_run_again(engine, world, tmp_pa
         sum(rollout.calls - rollout.skipped for rollout in whole)
     assert again.preview_calls == sum(len(rollout.previews.steps) for rollout in whole)
     assert again.reused == len(SEEDS)
+
+
+@pytest.mark.slow
+def test_the_cost_before_the_run_names_the_preview_calls_the_run_makes(engine, world, tmp_path, node_run):
+    """The canvas's cost line (``planned_preview_cost``) counts the verifier calls Calibrate's default sweep (4
+    seeds, 5 taus) then makes for previews. Prints the measured cost (seconds are not asserted)."""
+    import time
+
+    search = engine.extension.nodes
+    rollouts_module = search.calibration_rollouts
+    model, _, negative, latent, _, _ = world
+    taus = engine.extension.cachedsearch_core.calibration.DEFAULT_TAUS
+    inputs = {"seeds": 4, "first_seed": 0, "capture_target": 0.9, "steps": STEPS, "warmup_steps": WARMUP,
+              "cooldown_steps": COOLDOWN, "taus": " ".join(map(str, taus)), "easycache_thresholds": "",
+              "lazycache_thresholds": ""}
+    planned = rollouts_module.planned_preview_cost(inputs, prompts=1)
+    rollouts = _rollouts(engine, world, tmp_path, seeds=tuple(range(4)))
+
+    def arm(tau):
+        cached = rollouts_module.cached_model(model, WARMUP, COOLDOWN, tau)
+
+        def recipe_of(prompt):
+            stage = search.stages.KSamplerStage(cached, prompt.positive, negative, STEPS, 5.0, "euler", "simple")
+            return search.stages.StagedRecipe.single(stage, latent)
+        return rollouts_module.stage_arm_settings(tau, WARMUP, COOLDOWN), recipe_of
+
+    start = time.perf_counter()
+    for tau in (None, *taus):
+        rollouts.run(f"tau {tau}", "arm", *arm(tau))
+    seconds = time.perf_counter() - start
+    assert rollouts.preview_calls == planned.verifier_calls == 4 * len(taus) * len(planned.steps)
+    calibration = engine.extension.cachedsearch_core.calibration
+    count = calibration.sweep_rollouts(rollouts_module.calibrate_plans(inputs["taus"], 4, 0, 0.9))
+    line = rollouts_module.with_preview_cost(count, planned)["line"]
+    assert f"{planned.verifier_calls} more verifier calls" in line
+    print(f"\n[preview cost] calibration {seconds:.2f} s, previews {rollouts.preview_seconds:.2f} s "
+          f"({rollouts.preview_seconds / (seconds - rollouts.preview_seconds):.1%} added), "
+          f"{rollouts.preview_calls} preview verifier calls, steps {planned.steps}")
