@@ -60,6 +60,8 @@ LTXV_FILE = "ltx-video-2b-v0.9.5.safetensors"
 LTX2_FILE = "ltx-2.3-22b-dev.safetensors"
 # The official LTX-2.3 checkpoint, as the templates load it (LTXVAudioVAELoader reads the audio VAE out of it).
 LTX2_CHECKPOINT_FILE = "ltx-2.3-22b-dev-fp8.safetensors"
+# The official LTX-2.3 spatial upscaler (x2) the two-stage templates upsample the first stage's video latent with.
+LTX2_UPSAMPLER_FILE = "ltx-2.3-spatial-upscaler-x2-1.1.safetensors"
 KANDINSKY5_T2V_FILE = "kandinsky5lite_t2v_sft_5s.safetensors"
 
 QWEN_VL_WIDTH = 3584  # qwen2.5-vl-7b hidden size (HunyuanVideo 1.5, Kandinsky 5)
@@ -398,6 +400,26 @@ def ltx2_full_checkpoint(seed: int = 23) -> tuple[dict[str, torch.Tensor], dict[
     return state, {"config": json.dumps(config)}
 
 
+# LTX-2's latent upsampler: x2 in space on 128 channels, its widths in the metadata as the official file has them;
+# 32 middle channels (its GroupNorm needs a multiple of 32) and one block a stage.
+LTX2_TINY_UPSAMPLER_CONFIG = {"_class_name": "LatentUpsampler", "in_channels": 128, "mid_channels": 32,
+                              "num_blocks_per_stage": 1, "dims": 3, "spatial_upsample": True,
+                              "temporal_upsample": False, "spatial_scale": 2.0, "rational_resampler": False}
+
+
+def ltx2_latent_upsampler(seed: int = 24) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """LTX-2's spatial latent upsampler, as LatentUpscaleModelLoader reads it (the config in the metadata)."""
+    import json
+
+    import comfy.ldm.lightricks.latent_upsampler
+    import comfy.ops
+
+    with torch.device("meta"):
+        model = comfy.ldm.lightricks.latent_upsampler.LatentUpsampler.from_config(
+            LTX2_TINY_UPSAMPLER_CONFIG, operations=comfy.ops.disable_weight_init)
+    return _fill_deterministically(model, seed), {"config": json.dumps(LTX2_TINY_UPSAMPLER_CONFIG)}
+
+
 def kandinsky5_state_dict(seed: int = 7) -> dict[str, torch.Tensor]:
     """Kandinsky 5 (ComfyUI 0.33 and later): width 128 = 2 heads of the default 64-wide rope axes."""
     import comfy.ldm.kandinsky5.model
@@ -530,6 +552,7 @@ def write_tiny_models(models_dir: pathlib.Path) -> dict[str, pathlib.Path]:
     if runtime_has("comfy.ldm.lightricks.av_model", "LTXAVModel"):
         targets["ltx2"] = (models_dir / "diffusion_models" / LTX2_FILE, ltx2_checkpoint)
         targets["ltx2_checkpoint"] = (models_dir / "checkpoints" / LTX2_CHECKPOINT_FILE, ltx2_full_checkpoint)
+        targets["ltx2_upsampler"] = (models_dir / "latent_upscale_models" / LTX2_UPSAMPLER_FILE, ltx2_latent_upsampler)
     for path, build in targets.values():
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)

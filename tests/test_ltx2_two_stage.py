@@ -1,0 +1,86 @@
+"""LTX-2.3's two-stage text-to-video pipeline as the official template runs it (``templates/video_ltx2_3_t2v.json`` of
+the workflow templates ComfyUI 0.33.0 installs), with the search on the first stage only (#50 item 3): the
+Sampler (Advanced) drafts the first stage (8 sigmas, CFG 1), the Verifier ranks the drafts' pictures, and only the
+Recommit's output goes through the latent upsampler and the refine pass (LTXVCropGuides, 3 sigmas from 0.85, its
+own fixed noise seed), whose picture and sound equal the stock pipeline's run for the winning seed, bit for bit.
+Tiny stand-ins: the tiny LTX-2 transformer without the distilled LoRA, synthetic conditioning for Gemma, the tiny
+spatial upscaler (scripts/tiny_models.py); T2V's bypassed image-to-video nodes left out. ComfyUI 0.3.75 has no
+LTX-2: the tiny_ltx2 fixture skips there."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_ltx2 import apply_cache, observed, sound_and_picture
+
+from scripts import tiny_models
+
+pytestmark = pytest.mark.slow  # in process, a minute of sampling and decoding
+
+# The official template's sigmas: the distilled first stage, then the refine pass after the x2 upsampling.
+FIRST_STAGE_SIGMAS = "1.0, 0.99375, 0.9875, 0.98125, 0.975, 0.909375, 0.725, 0.421875, 0.0"
+REFINE_SIGMAS = "0.85, 0.7250, 0.4219, 0.0"
+REFINE_NOISE_SEED = 42  # the template's second RandomNoise, fixed
+CFG = 1.0
+CANDIDATES = 3
+SEED = 60
+
+
+def refined(engine, stage_one: dict, loaded: dict, refine_calls: list) -> tuple:
+    """The template's second stage on a first-stage latent: the video part upsampled x2 and packed again with the
+    first stage's audio, refined over REFINE_SIGMAS with the guides cropped, then separated and decoded."""
+    video, audio = engine.run("LTXVSeparateAVLatent", av_latent=stage_one)
+    upsampled = engine.one("LTXVLatentUpsampler", samples=video, upscale_model=loaded["upscaler"], vae=loaded["vae"])
+    positive, negative, _ = engine.run("LTXVCropGuides", positive=loaded["positive"], negative=loaded["negative"],
+                                       latent=video)
+    # The refine pass on a model that counts its transformer calls (Apply Cache off: bit-identical to none).
+    model = observed(engine, apply_cache(engine, loaded["model"], mode="off"), refine_calls)
+    guider = engine.one("CFGGuider", model=model, positive=positive, negative=negative, cfg=CFG)
+    latent = engine.one("LTXVConcatAVLatent", video_latent=upsampled, audio_latent=audio)
+    output = engine.run("SamplerCustomAdvanced", noise=engine.one("RandomNoise", noise_seed=REFINE_NOISE_SEED),
+                        guider=guider, sampler=loaded["sampler"], sigmas=engine.one("ManualSigmas",
+                                                                                    sigmas=REFINE_SIGMAS),
+                        latent_image=latent)[0]
+    return sound_and_picture(engine, output, loaded["vae"], loaded["audio_vae"])
+
+
+@pytest.fixture(scope="module")
+def loaded(engine, tiny_ltx2) -> dict:
+    model, positive, negative, latent = tiny_ltx2
+    _, _, vae = engine.run("CheckpointLoaderSimple", ckpt_name=tiny_models.LTX2_CHECKPOINT_FILE)
+    return {"model": model, "positive": positive, "negative": negative, "latent": latent, "vae": vae,
+            "audio_vae": engine.one("LTXVAudioVAELoader", ckpt_name=tiny_models.LTX2_CHECKPOINT_FILE),
+            "upscaler": engine.one("LatentUpscaleModelLoader", model_name=tiny_models.LTX2_UPSAMPLER_FILE),
+            "sampler": engine.one("KSamplerSelect", sampler_name="euler"),
+            "sigmas": engine.one("ManualSigmas", sigmas=FIRST_STAGE_SIGMAS)}
+
+
+def test_only_the_winner_is_upsampled_and_refined_and_it_is_the_stock_pipelines_video_and_sound(engine, loaded):
+    cached = apply_cache(engine, loaded["model"], warmup_steps=2, cooldown_steps=2)
+    guider = engine.one("CFGGuider", model=cached, positive=loaded["positive"], negative=loaded["negative"], cfg=CFG)
+    drafts, candidates, _ = engine.run("CachedSearchSamplerAdvanced", guider=guider, sampler=loaded["sampler"],
+                                       sigmas=loaded["sigmas"], latent_image=loaded["latent"], seed=SEED,
+                                       num_candidates=CANDIDATES)
+    assert [draft.calls for draft in candidates.drafts] == [8] * CANDIDATES  # CFG 1: one call a sigma step
+    assert all(draft.calls_skipped > 0 for draft in candidates.drafts)
+    images = engine.one("VAEDecode", samples=engine.run("LTXVSeparateAVLatent", av_latent=drafts)[0],
+                        vae=loaded["vae"])
+    verifier = engine.one("CachedSearchLoadClipVerifier", model_folder="tiny-clip", dtype="fp32")
+    ranking, _ = engine.run("CachedSearchVerifier", images=images, candidates=candidates, prompt="a drum",
+                            verifier=verifier, frames_per_candidate=4)
+    delivered, seed, _ = engine.run("CachedSearchRecommit", candidates=candidates, ranking=ranking, mode="commit")
+    assert seed == SEED + ranking.winner
+    refine_calls = []
+    picture, sound = refined(engine, delivered, loaded, refine_calls)
+    (refine_run,) = refine_calls
+    assert refine_run.calls_computed == 3  # the upsampler and the refine pass ran once, for the winner
+
+    stock_guider = engine.one("CFGGuider", model=loaded["model"], positive=loaded["positive"],
+                              negative=loaded["negative"], cfg=CFG)
+    stock_stage_one = engine.run("SamplerCustomAdvanced", noise=engine.one("RandomNoise", noise_seed=seed),
+                                 guider=stock_guider, sampler=loaded["sampler"], sigmas=loaded["sigmas"],
+                                 latent_image=loaded["latent"])[0]
+    stock_picture, stock_sound = refined(engine, stock_stage_one, loaded, [])
+    assert picture.shape == (9, 128, 128, 3) and torch.equal(picture, stock_picture)
+    assert torch.equal(sound["waveform"], stock_sound["waveform"])
+    assert sound["sample_rate"] == stock_sound["sample_rate"]
