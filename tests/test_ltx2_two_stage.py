@@ -9,8 +9,11 @@ LTX-2: the tiny_ltx2 fixture skips there."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
+from test_browser import ARTIFACTS
 from test_ltx2 import apply_cache, observed, sound_and_picture
 
 from scripts import tiny_models
@@ -84,3 +87,13 @@ def test_only_the_winner_is_upsampled_and_refined_and_it_is_the_stock_pipelines_
     assert picture.shape == (9, 128, 128, 3) and torch.equal(picture, stock_picture)
     assert torch.equal(sound["waveform"], stock_sound["waveform"])
     assert sound["sample_rate"] == stock_sound["sample_rate"]
+
+    # What the search cost in the stages' transformer calls, against the whole pipeline run for every seed.
+    first_stage = candidates.drafts[ranking.winner].calls
+    search = {"drafts": sum(draft.calls_computed for draft in candidates.drafts), "commit": first_stage,
+              "refine": refine_run.calls_computed}
+    full = {"first stages": CANDIDATES * first_stage, "refines": CANDIDATES * refine_run.calls_computed}
+    assert sum(search.values()) < sum(full.values()) and search["refine"] * CANDIDATES == full["refines"]
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "ltx2_two_stage_calls.json").write_text(json.dumps({"candidates": CANDIDATES, "search": search,
+                                                                    "full_pipeline_runs": full}))
