@@ -9,7 +9,7 @@ import time
 from ..cachedsearch_core import candidate_seeds
 from ..cachedsearch_core.budget import BudgetLedger, BudgetPlan, BudgetSpent, format_cost
 from .candidates import SearchCandidates, candidates_from_states
-from .runner import CandidateState, SearchProgress, run_stages
+from .runner import CandidateState, RunHooks, SearchProgress, run_stages
 from .saved_drafts import SavedDrafts
 from .stages import StagedRecipe
 
@@ -47,8 +47,8 @@ def run_budget_search(recipe: StagedRecipe, seed: int, plan: BudgetPlan, announc
             else:
                 ledger.start_draft(clock())
                 (state,) = run_stages(recipe, [CandidateState.start(candidate_seed, recipe.latent)], progress,
-                                      on_computed_call=lambda: ledger.before_computed_call(clock()),
-                                      on_finished=saved.save if saved is not None else None)
+                                      hooks=RunHooks(on_computed_call=lambda: ledger.before_computed_call(clock()),
+                                                     on_finished=saved.save if saved is not None else None))
                 ledger.finish_draft(state.draft.calls_skipped, clock())
         except BudgetSpent:
             break

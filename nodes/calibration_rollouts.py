@@ -32,7 +32,7 @@ from .previews import PreviewScorer, RolloutCapture, cache_windows
 from .prompt_graph import upstream
 from .prompt_server import progress_text_sender
 from .pruned_search import split_recipe
-from .runner import CandidateState, FullComputeCheck, SearchProgress, run_stages
+from .runner import CandidateState, FullComputeCheck, RunHooks, SearchProgress, run_stages
 from .saved_drafts import saved_folder
 from .stages import StagedRecipe
 
@@ -232,9 +232,9 @@ class Rollouts:
         full_compute = FullComputeCheck(_MODEL_INPUTS[len(recipe.stages)], _FULL_ARM_ADVICE) \
             if arm == FULL_ARM else None
         capture = RolloutCapture(recipe, steps) if steps else None
+        hooks = RunHooks(on_computed_call=capture.on_computed_call if capture else None)
         (state,) = run_stages(capture.recipe() if capture else recipe, [CandidateState.start(seed, recipe.latent)],
-                              self.progress, full_compute=full_compute,
-                              on_computed_call=capture.on_computed_call if capture else None)
+                              self.progress, hooks=hooks, full_compute=full_compute)
         draft = state.draft
         previews = self._scored(capture, prompt) if capture else None
         return SavedRollout(self.judge.score(state.latent, prompt.text), draft.seconds, draft.calls,
@@ -247,7 +247,7 @@ class Rollouts:
         split = split_recipe(recipe, (steps[-1],))
         capture = RolloutCapture(split.recipe, steps)
         run_stages(capture.recipe(), [CandidateState.start(seed, recipe.latent)], self.progress,
-                   range(split.resume_indices[0]), on_computed_call=capture.on_computed_call)
+                   range(split.resume_indices[0]), RunHooks(on_computed_call=capture.on_computed_call))
         self.progress.skip(recipe.steps - steps[-1])
         return self._scored(capture, prompt)
 

@@ -15,7 +15,7 @@ from ..cachedsearch_core.pruning import PruningOutcome
 from .cache_patch import step_cache_config
 from .full_compute import cache_engines_on
 from .packed_latent import join, one
-from .runner import CandidateState, SearchProgress, run_stages
+from .runner import CandidateState, RunHooks, SearchProgress, run_stages
 from .saved_drafts import SavedDrafts
 from .stages import StagedRecipe
 
@@ -160,7 +160,7 @@ def run_search(recipe: StagedRecipe, seeds: list[int], announce=None,
     missing = [seed for seed in seeds if seed not in reused]
     progress = SearchProgress(len(missing) * recipe.steps)
     computed = run_stages(recipe, [CandidateState.start(seed, recipe.latent) for seed in missing], progress,
-                          announce=announce, on_finished=saved.save if saved is not None else None)
+                          hooks=RunHooks(announce, on_finished=saved.save if saved is not None else None))
     by_seed = {**reused, **{state.seed: state for state in computed}}
     if saved is None:
         return candidates_from_states(recipe, [by_seed[seed] for seed in seeds])

@@ -10,17 +10,8 @@ from comfy_api.latest import io
 
 from ..cachedsearch_core import candidate_seeds
 from ..cachedsearch_core.seed_slices import seed_slices, slice_of
-from .distributed_search import (
-    MASTER,
-    NODE_ID,
-    SETUP_INPUT,
-    DistributedCandidates,
-    participant_label,
-    search_as_master,
-    search_as_worker,
-    server_inbox,
-    setup_from_prompt,
-)
+from .distributed_search import DistributedCandidates, search_as_master, search_as_worker, server_inbox
+from .distributed_setup import MASTER, NODE_ID, SETUP_INPUT, participant_label, setup_from_prompt
 from .candidates import SearchCandidates, run_search
 from .prompt_server import prompt_server
 from .sampler_node import (

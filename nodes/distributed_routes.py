@@ -17,7 +17,8 @@ import asyncio
 
 from ..cachedsearch_core.draft_exchange import MAX_SEEDS_PER_JOB, MessageRefused, decode_draft
 from ..cachedsearch_core.records import MAX_SEED
-from .distributed_search import MASTER, ROUTE, attach_distributed_setup, server_inbox
+from .distributed_search import ROUTE, server_inbox
+from .distributed_setup import MASTER, attach_distributed_setup
 from .route_checks import (
     ExtensionRoutes, RouteRefused, check_fields, json_answer, name, no_query, read_chunks, read_json_object, shown,
     whole_number,

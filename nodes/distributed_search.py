@@ -1,11 +1,8 @@
 """Distributed search on top of ComfyUI-Distributed (optional: without it the node searches alone).
 
 ComfyUI-Distributed's orchestrator (its panel's Queue, or ``POST /distributed/queue``)
-probes the enabled workers, sends the workflow to the reachable ones and fills
-the hidden inputs of its Distributed Collector: job id, master URL, this
-participant's worker id and the list of active workers. An on-prompt handler
-copies those onto the CachedSearch Distributed Sampler that feeds the collector,
-so each participant knows its seed slice (cachedsearch_core/seed_slices.py).
+probes the enabled workers and sends the workflow to the reachable ones; each
+participant learns its part from the prompt (``distributed_setup``).
 
 A worker claims its slice from the master (which answers with a token), drafts
 it and sends each draft to the master as an exact latent with that token, with
@@ -33,14 +30,11 @@ from ..cachedsearch_core.draft_exchange import DraftInbox, DraftMessage, encode_
 from ..cachedsearch_core.records import Draft
 from ..cachedsearch_core.seed_slices import SeedSlice, slice_of
 from .candidates import SearchCandidates, run_search
+from .distributed_setup import MASTER, DistributedSetup, participant_label
 from .packed_latent import join
-from .saved_drafts import SavedDrafts
 from .prompt_server import PerServer
+from .saved_drafts import SavedDrafts
 
-NODE_ID = "CachedSearchDistributedSampler"
-COLLECTOR_CLASS = "DistributedCollector"
-SETUP_INPUT = "cachedsearch_distributed"  # added to the sampler's prompt entry by the on-prompt handler
-MASTER = "master"
 ROUTE = "/cachedsearch/distributed"
 WAIT_SLICE_SECONDS = 0.25
 
@@ -52,78 +46,6 @@ _INBOXES = PerServer(DraftInbox)
 def server_inbox(server) -> DraftInbox:
     """The draft inbox of ``server`` (a PromptServer); without a server, an inbox of its own that no worker reaches."""
     return _INBOXES.of(server)
-
-
-def participant_label(participant: str) -> str:
-    return MASTER if participant == MASTER else f"worker {participant}"
-
-
-@dataclasses.dataclass(frozen=True)
-class DistributedSetup:
-    """What ComfyUI-Distributed's orchestrator told this participant about the run."""
-
-    job_id: str
-    is_worker: bool
-    master_url: str
-    worker_id: str
-    worker_ids: tuple[str, ...]
-
-    @property
-    def participant(self) -> str:
-        return self.worker_id if self.is_worker else MASTER
-
-    @property
-    def participants(self) -> tuple[str, ...]:
-        return (MASTER, *self.worker_ids)
-
-    @classmethod
-    def from_collector(cls, collector_inputs: dict) -> DistributedSetup | None:
-        """None when the collector was not filled in by the orchestrator (a plain Queue without workers)."""
-        job_id = str(collector_inputs.get("multi_job_id") or "")
-        if not job_id:
-            return None
-        worker_ids = collector_inputs.get("enabled_worker_ids") or "[]"
-        if isinstance(worker_ids, str):
-            worker_ids = json.loads(worker_ids)
-        return cls(job_id=job_id, is_worker=bool(collector_inputs.get("is_worker")),
-                   master_url=str(collector_inputs.get("master_url") or "").rstrip("/"),
-                   worker_id=str(collector_inputs.get("worker_id") or ""),
-                   worker_ids=tuple(dict.fromkeys(str(worker) for worker in worker_ids)))
-
-
-def attach_distributed_setup(json_data: dict) -> dict:
-    """On-prompt handler: copy each Distributed Collector's orchestration inputs onto the sampler feeding it.
-
-    Being an input of the sampler's prompt entry, the setup is also part of ComfyUI's cache key, so every
-    distributed run drafts afresh on every participant (a worker never answers from its cache).
-    """
-    prompt = json_data.get("prompt") if isinstance(json_data, dict) else None
-    if not isinstance(prompt, dict):
-        return json_data
-    for node in prompt.values():
-        if not isinstance(node, dict) or node.get("class_type") != COLLECTOR_CLASS:
-            continue
-        inputs = node.get("inputs") or {}
-        source = inputs.get("images")
-        if not (isinstance(source, list) and len(source) == 2):
-            continue
-        sampler = prompt.get(str(source[0]))
-        if not isinstance(sampler, dict) or sampler.get("class_type") != NODE_ID:
-            continue
-        setup = DistributedSetup.from_collector(inputs)
-        if setup is not None:
-            sampler.setdefault("inputs", {})[SETUP_INPUT] = json.dumps(dataclasses.asdict(setup))
-    return json_data
-
-
-def setup_from_prompt(prompt, unique_id) -> DistributedSetup | None:
-    entry = (prompt or {}).get(str(unique_id)) or {}
-    raw = (entry.get("inputs") or {}).get(SETUP_INPUT)
-    if not raw:
-        return None
-    fields = json.loads(raw)
-    fields["worker_ids"] = tuple(fields["worker_ids"])
-    return DistributedSetup(**fields)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,6 +92,74 @@ def _prefixed(announce, prefix: str):
     return None if announce is None else (lambda text: announce(f"{prefix}: {text}"))
 
 
+@dataclasses.dataclass
+class _Gathering:
+    """The master's side of a distributed search while it gathers: the drafts taken so far (``collected[seed] =
+    (Draft, latent [1, ...], participant)``), the workers whose drafts are refused, and the notes for the report."""
+
+    recipe: object
+    setup: DistributedSetup
+    slices: tuple[SeedSlice, ...]
+    worker_timeout: float
+    announce: object
+    inbox: DraftInbox
+    saved: SavedDrafts | None
+    rejected: set[str]
+    notes: list[str]
+    collected: dict = dataclasses.field(default_factory=dict)
+
+    def take_arrived(self, reference: torch.Tensor) -> None:
+        """Every draft that has arrived from the worker handed its seed, refusing a worker whose drafts are not of
+        the shape and dtype of the master's own (``reference``)."""
+        for seed, message in self.inbox.drafts(self.setup.job_id).items():
+            if seed in self.collected or message.participant in self.rejected:
+                continue
+            if message.latent.shape != reference.shape or message.latent.dtype != reference.dtype:
+                self.rejected.add(message.participant)
+                self.notes.append(f"{participant_label(message.participant)} sent a draft of shape "
+                                  f"{list(message.latent.shape)} {message.latent.dtype}, the master's are "
+                                  f"{list(reference.shape)} {reference.dtype} (different workflow or models?); "
+                                  "its seeds were re-drafted by the master")
+                continue
+            self.collected[seed] = (message.draft, message.latent, message.participant)
+            if self.saved is not None:
+                self.saved.save_draft(message.draft, message.latent)
+
+    def missing(self) -> dict[str, list[int]]:
+        """Per worker, the seeds of its slice not collected yet (workers with none left out)."""
+        missing = {seed_slice.participant: [seed for seed in seed_slice.seeds if seed not in self.collected]
+                   for seed_slice in self.slices if seed_slice.participant != MASTER}
+        return {participant: seeds for participant, seeds in missing.items() if seeds}
+
+    def redraft_if_gone(self, participant: str, seeds: list[int]) -> None:
+        """Drop a worker whose drafts are refused or that was silent past worker_timeout, and draft its missing
+        ``seeds`` here (but those that arrived just before the drop, taken on the next pass)."""
+        silent = self.inbox.silent_seconds(self.setup.job_id, participant)
+        refused = participant in self.rejected
+        if not refused and silent <= self.worker_timeout:
+            return
+        self.inbox.drop(self.setup.job_id, participant, "its drafts were refused" if refused else
+                        f"silent for {silent:.0f} s")
+        arrived = self.inbox.drafts(self.setup.job_id)
+        seeds = [seed for seed in seeds if refused or seed not in arrived]
+        if not seeds:
+            return
+        label = participant_label(participant)
+        if not refused:
+            done = len(slice_of(self.slices, participant)) - len(seeds)
+            self.notes.append(f"{label} was silent for {silent:.0f} s after {done} of {done + len(seeds)} drafts "
+                              f"(worker_timeout {self.worker_timeout:g} s)")
+        self.notes.append(f"re-drafted by the master: {', '.join(map(str, seeds))} (seeds of {label})")
+        redrafted = run_search(self.recipe, seeds, _prefixed(self.announce, f"re-drafting for {label}"), self.saved)
+        _collect(redrafted, MASTER, self.collected)
+        self.rejected.discard(participant)
+
+
+def _waiting_line(missing: dict[str, list[int]]) -> str:
+    return "waiting for " + ", ".join(f"{participant_label(participant)} ({len(seeds)} draft(s) to come)"
+                                      for participant, seeds in missing.items())
+
+
 def search_as_master(recipe, setup: DistributedSetup, slices: tuple[SeedSlice, ...], worker_timeout: float,
                      announce, inbox: DraftInbox, saved: SavedDrafts | None = None) -> DistributedCandidates:
     """Draft the master's slice, gather the workers' drafts, re-draft what a silent worker left. With ``saved``,
@@ -179,61 +169,26 @@ def search_as_master(recipe, setup: DistributedSetup, slices: tuple[SeedSlice, .
                                                if seed_slice.participant != MASTER and seed_slice.seeds})
     outcome = "failed"
     try:
-        collected, notes = {}, [f"{participant_label(participant)}'s drafts were refused: {why}"
-                                for participant, why in mismatched.items()]
-        rejected: set[str] = set(mismatched)
+        gathering = _Gathering(recipe, setup, slices, worker_timeout, announce, inbox, saved, set(mismatched),
+                               [f"{participant_label(participant)}'s drafts were refused: {why}"
+                                for participant, why in mismatched.items()])
         own = run_search(recipe, list(slice_of(slices, MASTER)), _prefixed(announce, MASTER), saved)
-        _collect(own, MASTER, collected)
-        reference = own.draft_latents[0:1]
-        last_text = None
+        _collect(own, MASTER, gathering.collected)
+        last_line = None
         while True:
-            for seed, message in inbox.drafts(setup.job_id).items():  # each from the worker handed its seed
-                if seed in collected or message.participant in rejected:
-                    continue
-                if message.latent.shape != reference.shape or message.latent.dtype != reference.dtype:
-                    rejected.add(message.participant)
-                    notes.append(f"{participant_label(message.participant)} sent a draft of shape "
-                                 f"{list(message.latent.shape)} {message.latent.dtype}, the master's are "
-                                 f"{list(reference.shape)} {reference.dtype} (different workflow or models?); "
-                                 "its seeds were re-drafted by the master")
-                    continue
-                collected[seed] = (message.draft, message.latent, message.participant)
-                if saved is not None:
-                    saved.save_draft(message.draft, message.latent)
-            missing = {seed_slice.participant: [seed for seed in seed_slice.seeds if seed not in collected]
-                       for seed_slice in slices if seed_slice.participant != MASTER}
-            missing = {participant: seeds for participant, seeds in missing.items() if seeds}
+            gathering.take_arrived(own.draft_latents[0:1])
+            missing = gathering.missing()
             if not missing:
                 break
             for participant, seeds in missing.items():
-                silent = inbox.silent_seconds(setup.job_id, participant)
-                if participant not in rejected and silent <= worker_timeout:
-                    continue
-                inbox.drop(setup.job_id, participant, "its drafts were refused" if participant in rejected else
-                           f"silent for {silent:.0f} s")
-                arrived = inbox.drafts(setup.job_id)
-                seeds = [seed for seed in seeds if participant in rejected or seed not in arrived]
-                if not seeds:
-                    continue  # everything arrived just before the drop; taken on the next pass
-                if participant not in rejected:
-                    done = len(slice_of(slices, participant)) - len(seeds)
-                    notes.append(f"{participant_label(participant)} was silent for {silent:.0f} s after "
-                                 f"{done} of {done + len(seeds)} drafts (worker_timeout {worker_timeout:g} s)")
-                notes.append(f"re-drafted by the master: {', '.join(map(str, seeds))} "
-                             f"(seeds of {participant_label(participant)})")
-                _collect(run_search(recipe, seeds, _prefixed(announce, f"re-drafting for "
-                                                                       f"{participant_label(participant)}"), saved),
-                         MASTER, collected)
-                rejected.discard(participant)
-            text = "waiting for " + ", ".join(f"{participant_label(p)} ({len(s)} draft(s) to come)"
-                                              for p, s in missing.items())
-            if announce is not None and text != last_text:
-                announce(text)
-                last_text = text
+                gathering.redraft_if_gone(participant, seeds)
+            if announce is not None and _waiting_line(missing) != last_line:
+                last_line = _waiting_line(missing)
+                announce(last_line)
             comfy.model_management.throw_exception_if_processing_interrupted()
             inbox.wait(WAIT_SLICE_SECONDS)
         outcome = "done"
-        return _assemble(own, collected, notes)
+        return _assemble(own, gathering.collected, gathering.notes)
     except comfy.model_management.InterruptProcessingException:
         outcome = "cancelled"
         raise

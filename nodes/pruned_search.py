@@ -14,7 +14,7 @@ from ..cachedsearch_core.pruning import (
 from .cache_patch import TRAJECTORY_POSITION_OPTION
 from .candidates import SearchCandidates, candidates_from_states
 from .previews import keeping_x0
-from .runner import CandidateState, SearchProgress, run_stages
+from .runner import CandidateState, RunHooks, SearchProgress, run_stages
 from .saved_drafts import SavedDrafts
 from .stages import CustomSamplerStage, Stage, StagedRecipe
 
@@ -154,7 +154,7 @@ class _PrunedRun:
                      if self.saved is not None else None for state in self.states]
         missing = [state.continued() for state, entry in zip(self.states, read_back) if entry is None]
         advanced = iter(run_stages(self.split.recipe, missing, self.progress, range(self.stages_run, end_stage),
-                                   self.announce, on_finished=on_finished))
+                                   RunHooks(self.announce, on_finished=on_finished)))
         self.states = [entry[0] if entry is not None else next(advanced) for entry in read_back]
         self.states_read_back += sum(entry is not None for entry in read_back)
         return read_back

@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import threading
 import time
+from collections.abc import Callable
 
 import comfy.model_management
 import comfy.utils
@@ -101,9 +102,21 @@ class FullComputeCheck:
     advice: str
 
 
+@dataclasses.dataclass(frozen=True)
+class RunHooks:
+    """Who hears a run of ``run_stages`` as it goes, each optional: ``announce(text)`` hears "draft i / N" as each
+    candidate's stage starts; ``on_computed_call()`` runs before each computed call (a budget stops a draft there by
+    raising; Calibrate counts the calls before a preview step); ``on_finished(state)`` hears each candidate as it
+    finishes the last stage run (the search saves its draft there at once)."""
+
+    announce: Callable[[str], None] | None = None
+    on_computed_call: Callable[[], None] | None = None
+    on_finished: Callable[[CandidateState], None] | None = None
+
+
 def run_stages(recipe: StagedRecipe, states: list[CandidateState], progress: SearchProgress,
-               stages: range | None = None, announce=None, on_computed_call=None,
-               full_compute: FullComputeCheck | None = None, on_finished=None) -> list[CandidateState]:
+               stages: range | None = None, hooks: RunHooks = RunHooks(),
+               full_compute: FullComputeCheck | None = None) -> list[CandidateState]:
     """The one trajectory runner: every candidate through ``stages`` of ``recipe`` (all of them by default), stage
     by stage, so each expert of a staged trajectory is loaded once per stage as in the stock graph.
 
@@ -112,41 +125,46 @@ def run_stages(recipe: StagedRecipe, states: list[CandidateState], progress: Sea
     candidate at a time with fresh cache state. The progress bar moves through ``progress``; Cancel stops it before
     the next candidate (and inside a call, through the progress hook). Every candidate's calls are counted by a
     ``CallMeter`` whatever cache runs on the model, and its cache's statistics are read for an inactive cache.
-    ``announce(text)``, if given, hears "draft i / N" as each candidate's stage starts; ``on_computed_call()``, if
-    given, runs before each computed call (a budget stops a draft there by raising). With ``full_compute``, a stage
-    that skipped any work raises (``check_full_compute``) as soon as it ends, instead of handing on a cached result as
-    full compute. ``on_finished(state)``, if given, hears each candidate as it finishes the last of ``stages`` (the
-    search saves its draft there at once).
+    ``hooks`` hear the run as it goes. With ``full_compute``, a stage that skipped any work raises
+    (``check_full_compute``) as soon as it ends, instead of handing on a cached result as full compute.
     """
     stage_indices = range(len(recipe.stages)) if stages is None else stages
     for stage_index in stage_indices:
-        stage, statistics, meter = recipe.stages[stage_index], [], CallMeter(on_computed_call)
-        # The stage on a clone of its model whose transformer calls the meter counts and whose cache reports each
-        # sampling run's statistics.
-        observed_model = meter.attach(stage.patcher)
-        observed_model.model_options["transformer_options"][STATISTICS_CALLBACK_OPTION] = statistics.append
-        observed = stage.with_model(observed_model)
-        stage_label = f"{recipe.names[stage_index]} ({stage_index + 1} / {len(recipe.stages)}), " \
-            if len(recipe.stages) > 1 else ""
-        advanced = []
-        for index, state in enumerate(states):
-            comfy.model_management.throw_exception_if_processing_interrupted()
-            if announce is not None:
-                announce(f"{stage_label}draft {index + 1} / {len(states)} (seed {state.seed})")
-            statistics.clear()
-            start = time.perf_counter()
-            meter.take()
-            with progress.stage(observed.step_count), meter.counting(observed.patcher):
-                latent = observed.run(state.latent, state.seed)
-            run = meter.take()
-            if full_compute is not None:
-                input_name = full_compute.input_names[stage_index]
-                check_full_compute(run, stage.patcher, input_name, full_compute.advice.format(input=input_name))
-            inactive_reason = next((s.inactive_reason for s in statistics if s.inactive_reason), None)
-            draft = state.draft.with_stages((*state.draft.stage_calls, run.calls),
-                                            state.draft.seconds + time.perf_counter() - start, inactive_reason)
-            advanced.append(CandidateState(latent, draft))
-            if on_finished is not None and stage_index == stage_indices[-1]:
-                on_finished(advanced[-1])
-        states = advanced
+        last = stage_index == stage_indices[-1]
+        states = _run_stage(recipe, stage_index, states, progress, hooks if last else
+                            dataclasses.replace(hooks, on_finished=None), full_compute)
     return states
+
+
+def _run_stage(recipe: StagedRecipe, stage_index: int, states: list[CandidateState], progress: SearchProgress,
+               hooks: RunHooks, full_compute: FullComputeCheck | None) -> list[CandidateState]:
+    """Every candidate through stage ``stage_index`` of ``recipe``, one at a time, with its calls metered."""
+    stage, statistics, meter = recipe.stages[stage_index], [], CallMeter(hooks.on_computed_call)
+    # The stage on a clone of its model whose transformer calls the meter counts and whose cache reports each
+    # sampling run's statistics.
+    observed_model = meter.attach(stage.patcher)
+    observed_model.model_options["transformer_options"][STATISTICS_CALLBACK_OPTION] = statistics.append
+    observed = stage.with_model(observed_model)
+    stage_label = f"{recipe.names[stage_index]} ({stage_index + 1} / {len(recipe.stages)}), " \
+        if len(recipe.stages) > 1 else ""
+    advanced = []
+    for index, state in enumerate(states):
+        comfy.model_management.throw_exception_if_processing_interrupted()
+        if hooks.announce is not None:
+            hooks.announce(f"{stage_label}draft {index + 1} / {len(states)} (seed {state.seed})")
+        statistics.clear()
+        start = time.perf_counter()
+        meter.take()
+        with progress.stage(observed.step_count), meter.counting(observed.patcher):
+            latent = observed.run(state.latent, state.seed)
+        run = meter.take()
+        if full_compute is not None:
+            input_name = full_compute.input_names[stage_index]
+            check_full_compute(run, stage.patcher, input_name, full_compute.advice.format(input=input_name))
+        inactive_reason = next((s.inactive_reason for s in statistics if s.inactive_reason), None)
+        draft = state.draft.with_stages((*state.draft.stage_calls, run.calls),
+                                        state.draft.seconds + time.perf_counter() - start, inactive_reason)
+        advanced.append(CandidateState(latent, draft))
+        if hooks.on_finished is not None:
+            hooks.on_finished(advanced[-1])
+    return advanced

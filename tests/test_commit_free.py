@@ -139,11 +139,12 @@ def test_the_four_step_path_commits_free_unless_pruning_split_a_stage(engine, wa
 
 
 def test_drafts_from_another_machine_are_committed_here(engine, wan):
-    distributed = engine.extension.nodes.distributed_search
+    nodes = engine.extension.nodes
     _, candidates, _ = search(engine, with_cache(engine, wan[0], CACHES_THAT_SKIP_NOTHING["cache off"]), wan, n=2)
     fields = {name: getattr(candidates, name) for name in ("recipe", "drafts", "draft_latents", "cache_description",
                                                            "latent_entries")}
-    gathered = distributed.DistributedCandidates(**fields, drafted_by=(distributed.MASTER, "worker-1"))
+    gathered = nodes.distributed_search.DistributedCandidates(**fields, drafted_by=(nodes.distributed_setup.MASTER,
+                                                                                    "worker-1"))
     assert gathered.draft_is_full_compute(0) and not gathered.draft_is_full_compute(1)
 
 

@@ -44,7 +44,7 @@ def extension_routes(prompt_server) -> list[tuple[str, str]]:
 
 
 def distributed_handlers(prompt_server, nodes) -> int:
-    return prompt_server.on_prompt_handlers.count(nodes.distributed_search.attach_distributed_setup)
+    return prompt_server.on_prompt_handlers.count(nodes.distributed_setup.attach_distributed_setup)
 
 
 def load(extension, *steps: str) -> None:
