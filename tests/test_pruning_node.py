@@ -234,6 +234,7 @@ def test_bad_pruning_input_names_the_input(engine, wan, plan, n, message):
     assert verifier.frames_seen == []  # refused before any sampling
 
 
+@pytest.mark.slow  # test_pruning_rounds prunes the advanced sampler (in rounds) in the fast tier
 def test_advanced_sampler_prunes_inside_its_sigmas(engine, wan):
     model, positive, negative, latent, vae = wan
     cached = engine.one("CachedSearchApplyCache", model=model, **OFF)

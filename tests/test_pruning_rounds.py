@@ -199,6 +199,7 @@ def test_the_calls_of_a_schedule_are_its_formula_and_survivors_continue_where_th
     assert (drafts["samples"] - reference).abs().max().item() <= 1e-4 * reference.abs().max().item()
 
 
+@pytest.mark.slow  # test_pruning_node checks the same for one round in the fast tier
 def test_rounds_keep_the_caches_schedule_of_the_unpruned_search(engine, wan):
     """Splits add no cooldown before and no warmup after a round: with the static schedule (every 2nd step after
     warmup 1, cooldown 1 of 8) survivors compute steps 0, 1, 3, 5, 7 as unpruned drafts do. A round at a step the
@@ -260,6 +261,7 @@ def experts(engine):
                  for name in WAN22_A14B_FILES["t2v"])
 
 
+@pytest.mark.slow  # test_pruning_node prunes two experts in one round in the fast tier
 def test_two_expert_rounds_at_the_switch_and_inside_the_low_noise_expert(engine, wan):
     _, positive, negative, latent, vae = wan
     high, low = experts(engine)

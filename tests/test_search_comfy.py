@@ -10,6 +10,8 @@ SETTINGS = dict(steps=12, cfg=5.0, sampler_name="euler", scheduler="simple", den
 SKIPPING = dict(mode="adaptive", tau=0.5, warmup_steps=2, cooldown_steps=2, static_interval=2)
 OFF = dict(SKIPPING, mode="off")
 SEED = 40
+# The same checks on a second family: a few seconds each, so in the full run only (Wan runs them in the fast tier).
+HUNYUAN_SLOW = pytest.param("hunyuan", marks=pytest.mark.slow)
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +59,7 @@ def custom_advanced(engine, parts, latent, seed):
                       latent_image=latent)[0]["samples"]
 
 
-@pytest.mark.parametrize("family", ["wan", "hunyuan"])
+@pytest.mark.parametrize("family", ["wan", HUNYUAN_SLOW])
 def test_uncached_drafts_equal_stock_ksampler_for_each_seed(engine, families, family):
     model, positive, negative, cfg = families[family]
     latent = empty_latent(engine)
@@ -71,7 +73,7 @@ def test_uncached_drafts_equal_stock_ksampler_for_each_seed(engine, families, fa
     assert not torch.equal(drafts["samples"][0], drafts["samples"][1])
 
 
-@pytest.mark.parametrize("family", ["wan", "hunyuan"])
+@pytest.mark.parametrize("family", ["wan", HUNYUAN_SLOW])
 def test_uncached_advanced_drafts_equal_stock_sampler_custom_advanced(engine, families, family):
     model, positive, negative, cfg = families[family]
     latent = empty_latent(engine)
@@ -84,7 +86,7 @@ def test_uncached_advanced_drafts_equal_stock_sampler_custom_advanced(engine, fa
                            custom_advanced(engine, stock_parts, latent, SEED + index))
 
 
-@pytest.mark.parametrize("family", ["wan", "hunyuan"])
+@pytest.mark.parametrize("family", ["wan", HUNYUAN_SLOW])
 def test_commit_equals_stock_ksampler_with_the_winning_seed(engine, families, family):
     model, positive, negative, cfg = families[family]
     latent = empty_latent(engine)

@@ -97,6 +97,7 @@ def test_previews_exact_from_step_1_buy_the_widest_search_keeping_1_at_step_1():
     assert 0 < chosen.gain.low < chosen.gain.value < chosen.gain.high
 
 
+@pytest.mark.slow  # replays every policy within the budget: seconds
 def test_previews_that_say_nothing_until_the_end_buy_the_widest_plain_cached_search():
     # The cache computes 6 of 8 steps, so 4 full renders' calls (32) pay for the commit (8) and 4 drafts (24).
     skips = (1.0, 1.0, 0.0, 1.0, 0.0, 1.0, 1.0, 1.0)
@@ -128,6 +129,7 @@ def test_a_cache_that_skips_nothing_is_counted_as_todays_budget_rule():
     assert chosen.calls == pruned_search_steps(chosen.width, steps, chosen.rounds) + steps
 
 
+@pytest.mark.slow  # chooses for three budgets over every policy: seconds
 def test_the_budget_holds_on_every_prompt_whatever_the_cache_skips():
     generator = np.random.default_rng(3)
     skipping = generator.random((PROMPTS, SEEDS, 6)) < 0.4

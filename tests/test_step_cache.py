@@ -264,6 +264,7 @@ def test_run_needs_a_schedule():
         TransformationVectorCache(StepCacheConfig(), [1.0])
 
 
+@pytest.mark.slow  # torch.compile traces for seconds
 def test_under_torch_compile_the_decisions_run_eagerly_and_the_transformer_is_compiled():
     """As with ComfyUI's TorchCompileModel: the compiled model calls the cache, which calls the transformer."""
     torch._dynamo.reset()
