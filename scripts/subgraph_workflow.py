@@ -32,7 +32,8 @@ def wrap_in_subgraph(gui: dict, object_info: dict, name: str, outside: set[int],
     """``gui`` (a flat GUI workflow) with every node but the notes and those in ``outside`` moved into a subgraph
     called ``name``, whose node takes their place. ``promoted``: (inner node id, input name, label or None) of each
     widget shown on the subgraph node, in order. Only links from the pipeline out are allowed across (into
-    ``outside``): the shipped pipelines start at their loaders."""
+    ``outside``): the shipped pipelines start at their loaders. A subgraph node among the nodes moved makes a
+    nested subgraph (its own inputs stay as they are: only widgets of ComfyUI nodes are promoted here)."""
     inside = {node["id"] for node in gui["nodes"] if node["type"] not in FRONTEND_ONLY_NODES} - outside
     by_id = {node["id"]: node for node in gui["nodes"]}
     node_id = gui["last_node_id"] + 1
@@ -100,7 +101,8 @@ def wrap_in_subgraph(gui: dict, object_info: dict, name: str, outside: set[int],
         "outputs": node_outputs, "widgets_values": [],
         "properties": {"proxyWidgets": [[str(target), input_name] for target, input_name, _ in promoted]},
     }
-    beside = _stacked([node for node in gui["nodes"] if node["id"] in outside], left + SUBGRAPH_NODE_WIDTH + COLUMN_GAP, top)
+    beside = _stacked([node for node in gui["nodes"] if node["id"] in outside],
+                      left + SUBGRAPH_NODE_WIDTH + COLUMN_GAP, top)
     bottom = max([top + height + TITLE_HEIGHT + NODE_GAP] + [node["pos"][1] + node["size"][1] + NODE_GAP
                   + RESULTS_ROOM.get(node["type"], (0, 0))[1] for node in beside])
     notes = _stacked([node for node in gui["nodes"] if node["type"] in FRONTEND_ONLY_NODES], left,
@@ -109,7 +111,7 @@ def wrap_in_subgraph(gui: dict, object_info: dict, name: str, outside: set[int],
     for order, node in enumerate(top_nodes):
         node["order"] = order
     return {**gui, "last_node_id": node_id, "last_link_id": next_link[0], "nodes": top_nodes, "links": top_links,
-            "groups": [], "definitions": {"subgraphs": [definition]}}
+            "groups": [], "definitions": {"subgraphs": [*subgraph_definitions(gui).values(), definition]}}
 
 
 def _promote_widget(node: dict, input_name: str, link_id: int, object_info: dict) -> str:

@@ -184,7 +184,8 @@ class _Scope:
         self.links = {}
         for link in graph.get("links", []):
             if isinstance(link, dict):
-                self.links[link["id"]] = (link["origin_id"], link["origin_slot"], link["target_id"], link["target_slot"])
+                self.links[link["id"]] = tuple(link[key] for key in ("origin_id", "origin_slot", "target_id",
+                                                                     "target_slot"))
             else:
                 self.links[link[0]] = tuple(link[1:5])
 

@@ -271,7 +271,7 @@ def test_the_subgraph_workflow_is_the_start_here_search_in_the_official_template
         ("UNETLoader", "unet_name"), ("CLIPLoader", "clip_name"), ("VAELoader", "vae_name"),
         ("CachedSearchLoadImageReward", "ckpt_name")]
     assert node["properties"]["proxyWidgets"] == [[key.split(":")[1], name] for key, name, _ in shape["promoted"]]
-    assert sorted(key for key in api if ":" not in key) == [str(n["id"]) for n in gui["nodes"] if n["type"] == "SaveVideo"]
+    assert [key for key in api if ":" not in key] == [str(n["id"]) for n in gui["nodes"] if n["type"] == "SaveVideo"]
     assert {key.split(":")[-1]: {"class_type": n["class_type"], "inputs": {
         input_name: [value[0].split(":")[-1], value[1]] if isinstance(value, list) else value
         for input_name, value in n["inputs"].items()}} for key, n in api.items()} == flat
