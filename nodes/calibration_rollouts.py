@@ -13,7 +13,7 @@ import comfy.model_management
 
 import nodes as comfy_nodes
 
-from ..cachedsearch_core import StepCacheConfig
+from ..cachedsearch_core import CacheMode, StepCacheConfig
 from ..cachedsearch_core.audit import FULL_ARM, ScoreStore
 from ..cachedsearch_core.calibration import OUR_ENGINE, CalibrationPlan, RolloutCount, prompt_lines
 from ..cachedsearch_core.calibration_experts import ExpertsPlan
@@ -119,7 +119,7 @@ def cached_model(model, warmup_steps: int, cooldown_steps: int, tau: float | Non
     """A clone of ``model`` with the step cache: adaptive at ``tau``, or mode off for None (bit-identical to no
     cache). Any other cache CachedSearch knows on ``model`` (an EasyCache) is detached first, so the full arm is
     full compute and each tau arm measures this cache alone."""
-    mode = "off" if tau is None else "adaptive"
+    mode = CacheMode.OFF if tau is None else CacheMode.ADAPTIVE
     config = StepCacheConfig(mode=mode, tau=tau or 0.0, warmup_steps=warmup_steps, cooldown_steps=cooldown_steps)
     return attach_step_cache(full_compute_model(model), config)
 

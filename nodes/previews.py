@@ -11,6 +11,7 @@ import time
 import comfy.model_management
 import torch
 
+from ..cachedsearch_core import CacheMode
 from ..cachedsearch_core.judge import FrameJudge
 from ..cachedsearch_core.previews import X0_PREVIEW, RolloutPreviews
 from ..cachedsearch_core.pruning import CacheWindow, preview_frame_indices
@@ -25,7 +26,7 @@ def cache_windows(recipe: StagedRecipe) -> list[CacheWindow]:
     windows = []
     for stage, name, first_step in zip(recipe.stages, recipe.names, recipe.stage_starts, strict=True):
         config = step_cache_config(stage.patcher)
-        active = config is not None and config.mode.value != "off"
+        active = config is not None and config.mode is not CacheMode.OFF
         windows.append(CacheWindow(first_step, stage.step_count, config.warmup_steps if active else 0,
                                    config.cooldown_steps if active else 0, name))
     return windows
