@@ -6,6 +6,7 @@ from __future__ import annotations
 from comfy_api.latest import io
 
 from ..cachedsearch_core.calibration import RolloutCount, prompt_lines
+from .calibration_rollouts import planned_preview_cost, with_preview_cost
 from .route_checks import (
     ExtensionRoutes, RouteRefused, check_fields, flag, json_answer, number, read_json_object, shown, text,
     whole_number,
@@ -81,4 +82,6 @@ def register_calibration_cost_route(routes: ExtensionRoutes, calibrating_nodes) 
             cost = planned_cost(nodes[body["node"]], inputs, clip)
         except ValueError as error:  # the node's own message for a value it would refuse
             raise RouteRefused(400, str(error)) from None
-        return json_answer(cost.as_dict())
+        # What recording previews adds (Calibrate scores each cached rollout's previews), said in the same line.
+        prompts = len(prompt_lines(inputs["prompt"])) if clip else 1
+        return json_answer(with_preview_cost(cost, planned_preview_cost(inputs, prompts)))

@@ -536,7 +536,7 @@ def test_over_http_the_cost_on_the_canvas_is_the_reports_and_names_a_bad_input(c
     # the report of this graph says (test_over_http_cancel_mid_calibration_...): "cost: 3 full rollouts + 3 cached
     # rollouts x 2 taus = 9 rollouts (54 sampler steps ..."
     assert one["breakdown"] == "3 full rollouts + 3 cached rollouts x 2 taus"
-    assert one["line"] == sweep_rollouts([CalibrationPlan((0.1, 0.5), 3)]).line()
+    assert one["line"].startswith(sweep_rollouts([CalibrationPlan((0.1, 0.5), 3)]).line())  # then the previews'
     prompts = "\n".join(f"prompt {index}" for index in range(25))
     status, family = cost("CachedSearchCalibrate", clip=True, prompt=prompts, seeds=8, taus="0.1 0.2 0.3",
                           easycache_thresholds="0.2")
@@ -711,3 +711,25 @@ def test_two_experts_calibrate_on_several_prompts(engine):
     assert all(row["calls"] == 2 * 2 * 8 for row in shown["rows"])  # 2 prompts x 2 seeds x 8 steps
     assert "2 prompts x (2 full rollouts + 2 cached rollouts x (1 high-noise tau + 1 low-noise tau) + 2 with both " \
         "picks) = 16 rollouts at most" in report
+
+
+def test_over_http_the_cost_line_names_the_previews_calibrate_scores(comfy_server):
+    """Calibrate scores each cached rollout's previews (issue 51 item 1): the canvas's cost line says how many
+    verifier calls that adds, from the node's own window (cached rollouts x preview steps)."""
+    from cachedsearch_core.previews import preview_steps
+    from cachedsearch_core.pruning import CacheWindow
+
+    inputs = {name: value for name, value in calibrate_wan()["calibrate"]["inputs"].items()
+              if not isinstance(value, list)}
+    status, one = comfy_server.request("POST", "/cachedsearch/calibration_cost",
+                                       {"node": "CachedSearchCalibrate", "inputs": inputs, "clip": False})
+    steps = preview_steps([CacheWindow(0, inputs["steps"], inputs["warmup_steps"], inputs["cooldown_steps"])],
+                          inputs["steps"])
+    assert status == 200 and steps and one["preview_steps"] == list(steps)
+    assert one["preview_verifier_calls"] == 3 * 2 * len(steps)  # 3 seeds x 2 taus x the preview steps
+    assert f"{one['preview_verifier_calls']} more verifier calls" in one["line"]
+    status, experts = comfy_server.request("POST", "/cachedsearch/calibration_cost", {
+        "node": "CachedSearchCalibrateExperts", "inputs": {**inputs, "seeds": 2, "taus_high": "0.1 2",
+                                                             "taus_low": "0.1", "steps": 8, "split_step": 4}})
+    assert status == 200 and experts["preview_verifier_calls"] == 2 * (2 + 1 + 1) * len(experts["preview_steps"])
+    assert 4 in experts["preview_steps"]  # the switch between the experts is a prune step
