@@ -188,3 +188,10 @@ def pruned_rows(candidates: SearchCandidates) -> list[dict]:
                      "skipped": draft.calls_skipped, "calls": draft.calls,
                      "prune_step": pruning.dropped_at(index)})
     return rows
+
+
+def pruning_panel(candidates: SearchCandidates) -> dict:
+    """A pruned search's panel fields (its dropped candidates and its plan); none for an unpruned search."""
+    if candidates.pruning is None:
+        return {}
+    return {"cachedsearch_pruned": pruned_rows(candidates), "cachedsearch_pruning": [candidates.pruning.as_dict()]}

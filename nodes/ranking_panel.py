@@ -1,21 +1,14 @@
 """What a ranking shows: its text and its panel (every candidate in seed order with score, rank and margin), as
-the verifier nodes and Combine Scores show it, and the pruning fields every panel of a pruned search carries."""
+the verifier nodes and Combine Scores show it."""
 
 from __future__ import annotations
 
 from comfy_api.latest import io
 
 from ..cachedsearch_core.panels import describe_verifier
-from .candidates import SearchCandidates, pruned_rows
+from .candidates import pruning_panel
 from .packed_latent import carries_sound
 from .panel_frames import panel_rows
-
-
-def pruning_panel(candidates: SearchCandidates) -> dict:
-    """A pruned search's panel fields (its dropped candidates and its plan); none for an unpruned search."""
-    if candidates.pruning is None:
-        return {}
-    return {"cachedsearch_pruned": pruned_rows(candidates), "cachedsearch_pruning": [candidates.pruning.as_dict()]}
 
 
 def show_ranking(ranking, candidates, frames=None) -> io.NodeOutput:
