@@ -190,6 +190,8 @@ def test_the_cost_before_the_run_names_the_preview_calls_the_run_makes(engine, w
     count = calibration.sweep_rollouts(rollouts_module.calibrate_plans(inputs["taus"], 4, 0, 0.9))
     line = rollouts_module.with_preview_cost(count, planned)["line"]
     assert f"{planned.verifier_calls} more verifier calls" in line
+    # and the report after the run says what they took
+    assert f"previews: {planned.verifier_calls} verifier calls" in rollouts.header("", world[5], 1.0)[2]
     print(f"\n[preview cost] calibration {seconds:.2f} s, previews {rollouts.preview_seconds:.2f} s "
           f"({rollouts.preview_seconds / (seconds - rollouts.preview_seconds):.1%} added), "
           f"{rollouts.preview_calls} preview verifier calls, steps {planned.steps}")
