@@ -85,7 +85,7 @@ class PreviewScorer:
 class RolloutCapture:
     """What a rollout's previews need, captured while it runs through ``run_stages``: at each of ``steps`` the x0
     estimate of the sampler's last call before it, and the transformer calls computed before it. Run the recipe
-    ``recipe()`` returns with ``on_computed_call`` given to ``run_stages``."""
+    ``recipe()`` returns with ``on_computed_call`` among ``run_stages``' hooks."""
 
     def __init__(self, recipe: StagedRecipe, steps: tuple[int, ...]):
         self.steps, self._recipe = steps, recipe
@@ -122,7 +122,7 @@ class RolloutCapture:
         return sum(computed for call_step, computed in self.calls if call_step < step)
 
     def previews(self, scorer: PreviewScorer) -> RolloutPreviews:
-        """Every captured step's preview scored (one decode and one call per judge each)."""
+        """Every captured step's preview scored: one decode call per stage, one verifier call per step and judge."""
         start = time.perf_counter()
         # One decode call for every step's preview: the steps of one stage share its model's sampling space.
         scores = []
