@@ -142,6 +142,7 @@ def search_output(candidates: SearchCandidates, preview_vae=None, announce=None)
     frames = decode_draft_frames(preview_vae, candidates, announce) if preview_vae is not None else None
     shown = {"text": (report,), "cachedsearch_drafts": panel_rows(candidates, frames=frames),
              "cachedsearch_cost": [{**cost.as_dict(), "cache": candidates.cache_description,
+                                    "drafted_with_apply_cache": candidates.drafted_with_apply_cache,
                                     "drafts_saved": candidates.drafts_saved,
                                     "drafts_not_kept": candidates.drafts_not_kept}],
              **pruning_panel(candidates)}

@@ -234,7 +234,9 @@ class Recommit(io.ComfyNode):
             delivered, cost = committed.latent, candidates.cost().after_commit(committed.calls, committed.seconds)
         report = with_pick_line(candidates.report(ranking, cost), picked, commit_free=cost.commit_free)
         # The Sampler's cost model with this delivery: its calls with the commit lead, the seconds follow.
-        delivery = picked.delivery_fields(len(choices)) | {"num_candidates": len(choices), "cost": cost.as_dict()}
+        delivery = picked.delivery_fields(len(choices)) | {
+            "num_candidates": len(choices),
+            "cost": cost.as_dict() | {"drafted_with_apply_cache": candidates.drafted_with_apply_cache}}
         if candidates.budget is not None:
             measured = candidates.budget.measured(cost)
             delivery["budget"] = candidates.budget.as_dict() | {
