@@ -22,7 +22,8 @@ TAU_MAX = 2.0  # the largest tau Apply Cache accepts
 OUR_ENGINE = "CachedSearch cache"
 # ComfyUI's step caches a calibration also measures, by their reuse_threshold (comfy_extras/nodes_easycache.py),
 # and the largest threshold their nodes accept.
-COMFYUI_ENGINES = ("EasyCache", "LazyCache")
+EASYCACHE, LAZYCACHE = "EasyCache", "LazyCache"
+COMFYUI_ENGINES = (EASYCACHE, LAZYCACHE)
 REUSE_THRESHOLD_MAX = 3.0
 DEFAULT_TAUS = (0.05, 0.10, 0.15, 0.20, 0.30)
 DEFAULT_SEEDS = 4

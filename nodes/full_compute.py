@@ -19,7 +19,7 @@ import comfy.patcher_extension
 import torch
 
 from ..cachedsearch_core import StageCalls
-from ..cachedsearch_core.calibration import OUR_ENGINE
+from ..cachedsearch_core.calibration import EASYCACHE, LAZYCACHE, OUR_ENGINE
 from ..cachedsearch_core.work_count import Shortfall, WorkCount, block_lists
 from .cache_patch import CONFIG_OPTION, WRAPPER_KEY, call_options
 
@@ -57,9 +57,9 @@ class CacheEngine:
 KNOWN_CACHE_ENGINES = (
     CacheEngine(OUR_ENGINE, ((_WRAPPERS.OUTER_SAMPLE, WRAPPER_KEY), (_WRAPPERS.DIFFUSION_MODEL, WRAPPER_KEY)),
                 CONFIG_OPTION),
-    CacheEngine("EasyCache", ((_WRAPPERS.OUTER_SAMPLE, "easycache"), (_WRAPPERS.CALC_COND_BATCH, "easycache"),
-                              (_WRAPPERS.DIFFUSION_MODEL, "easycache")), "easycache"),
-    CacheEngine("LazyCache", ((_WRAPPERS.OUTER_SAMPLE, "lazycache"), (_WRAPPERS.PREDICT_NOISE, "lazycache")),
+    CacheEngine(EASYCACHE, ((_WRAPPERS.OUTER_SAMPLE, "easycache"), (_WRAPPERS.CALC_COND_BATCH, "easycache"),
+                            (_WRAPPERS.DIFFUSION_MODEL, "easycache")), "easycache"),
+    CacheEngine(LAZYCACHE, ((_WRAPPERS.OUTER_SAMPLE, "lazycache"), (_WRAPPERS.PREDICT_NOISE, "lazycache")),
                 "easycache"),
 )
 # Where a wrapper can skip a transformer call.
