@@ -20,6 +20,7 @@ from PIL import Image
 from bench.audit import cache_window
 from bench.train_tiny_wan import DEFAULT_OUT as WORLD_MODEL
 from bench.train_tiny_wan import TRAINING_SHIFT
+from report_text import line_of, numbers
 from scripts import ball_spot_world, comfy_runtime
 from scripts.graphs import cached_wan_sampling, calibrate_wan
 
@@ -139,8 +140,8 @@ def test_an_experts_window_that_leaves_nothing_to_skip_is_refused_before_anythin
     values = {"taus_high": "0.1", "taus_low": "0.1", "seeds": 2, "first_seed": 0, "capture_target": 0.9, "steps": 8,
               "split_step": 4, "warmup_steps_high": 2, "cooldown_steps_high": 1, "warmup_steps_low": 2,
               "cooldown_steps_low": 2}
-    assert node.validate_inputs(**values).startswith("warmup_steps_low, cooldown_steps_low: got 2 and 2, which leave "
-                                                     "no step of the 4 steps of the low-noise expert")
+    refused = node.validate_inputs(**values)  # the low expert's inputs, their values and its 4 steps
+    assert refused.startswith("warmup_steps_low, cooldown_steps_low:") and numbers(refused)[:3] == [2, 2, 4]
     assert node.validate_inputs(**{**values, "cooldown_steps_low": 1}) is True
 
 
@@ -211,8 +212,9 @@ def test_two_experts_cost_exactly_their_rollouts_and_each_gets_its_tau(engine):
     assert rows[4]["expert"] == "both" and rows[4]["tau"] == f"{tau_high:g} + {tau_low:g}"
     seeds, steps = EXPERTS_RUN["seeds"], EXPERTS_RUN["steps"]
     assert len(computed) == seeds * steps + sum(row["computed_calls"] for row in rows)
-    assert "cost: 2 full rollouts + 2 cached rollouts x (2 high-noise taus + 2 low-noise taus) + 2 with both " \
-        "picks = 12 rollouts at most" in report
+    # 2 full + 2 cached x (2 high-noise taus + 2 low-noise taus) + 2 with both picks = 12 rollouts at most
+    cost = line_of(report, "cost:")
+    assert numbers(cost)[:6] == [2, 2, 2, 2, 2, 12] and "at most" in cost
     assert tuple(chart.shape) == (1, 800, 640, 3) and chart[0].numpy().std() > 0.05
 
 
@@ -279,8 +281,9 @@ def test_several_prompts_pool_as_the_audit_pools_them(engine):
             assert row[name] == pytest.approx([interval.value, interval.low, interval.high], nan_ok=True), name
     assert shown["recommended_tau"] == (recommend_tau(audited, WORLD_RUN["target"]) or 0.0)
     report = output.result[1]
-    assert "Each figure rests on 3 prompts x 2 seeds" in report and "bootstrap over the 3 prompts" in report
-    assert "3 prompts x (2 full rollouts + 2 cached rollouts x 2 taus) = 18 rollouts" in report
+    assert numbers(line_of(report, "Each figure rests on"))[:2] == [3, 2]  # 3 prompts x 2 seeds
+    assert numbers(line_of(report, "Intervals:"))[:2] == [95, 3]  # a 95 % bootstrap over the 3 prompts
+    assert numbers(line_of(report, "cost:"))[:5] == [3, 2, 2, 2, 18]  # 3 prompts x (2 full + 2 x 2 taus) = 18
 
 
 def test_a_combined_verifier_drives_the_calibration_as_combine_scores_ranks(engine):
@@ -302,7 +305,7 @@ def test_a_combined_verifier_drives_the_calibration_as_combine_scores_ranks(engi
         seeds=seeds, steps=4, cfg=5.0, sampler_name="euler", scheduler="simple", denoise=1.0,
         taus=" ".join(map(str, taus)), capture_target=0.9, warmup_steps=1, cooldown_steps=1, frames_per_candidate=4)
     report = output.result[1]
-    assert "verifier combined (z-score) of ImageReward x 1, ClipScore x 2" in report
+    assert report.splitlines()[0].endswith(combined.name)  # the header names the combination it ranked by
     # each verifier scored the input latent once (the check before any rollout), then every rollout in order
     assert [len(verifier.scores) for verifier in recording] == [1 + seeds * (1 + len(taus))] * 2
     plan = CalibrationPlan(taus, seeds, 0, 0.9)
@@ -373,7 +376,7 @@ def test_a_videoscore_verifier_ranked_by_one_aspect_scores_as_the_videoscore_ver
         return output.result[1], {seed: score for arm, seed, score in stored if arm == FULL_ARM}
 
     report, by_aspect = calibrate(aspect)
-    assert f"verifier VideoScore-v1.1, VideoScore ranked by {aspect}" in report
+    assert report.splitlines()[0].endswith(f"ranked by {aspect}")  # the header names the verifier and how it ranks
     drafts, candidates, _ = engine.run("CachedSearchSampler", model=model, positive=positive, negative=negative,
                                        latent_image=latent, seed=0, num_candidates=2, **settings)
     with torch.inference_mode():
@@ -396,8 +399,7 @@ def test_a_combined_verifier_that_cannot_read_the_vaes_frames_is_named_before_an
     calls = []
     handle = model.model.diffusion_model.register_forward_pre_hook(lambda *_: calls.append(1))
     try:
-        with pytest.raises(ValueError, match=r"verifier: ball-and-spot adherence \(in the combined verifiers\) could "
-                           "not score the frames this vae decodes"):
+        with pytest.raises(ValueError, match=rf"^verifier: {re.escape(world.name)} .*combined"):  # which verifier
             engine.run("CachedSearchCalibrate", model=model, positive=positive, negative=negative, latent_image=latent,
                        vae=engine.one("VAELoader", vae_name=WAN21_VAE_FILE), verifier=combined, prompt="a red ball",
                        first_seed=0, seeds=2, steps=4, cfg=5.0, sampler_name="euler", scheduler="simple",
@@ -419,6 +421,8 @@ def measured_rows(entry) -> list[dict]:
 
 
 def test_over_http_cancel_mid_calibration_leaves_the_next_run_clean_and_the_tau_feeds_apply_cache(comfy_server):
+    from cachedsearch_core.calibration_memory import setup_key
+
     saved = comfy_server.base_dir / "user" / "cachedsearch" / "saved"
     shutil.rmtree(saved, ignore_errors=True)  # nothing another test of this server saved
     graph = calibrate_wan(seed=5, capture_target=0.9)
@@ -436,13 +440,13 @@ def test_over_http_cancel_mid_calibration_leaves_the_next_run_clean_and_the_tau_
     assert "calibrate" not in first["outputs"]
     assert second["status"]["status_str"] == "success", second["status"]
     # the re-queue reused what the cancelled run finished (a third of 9 rollouts: 2 or 3 of them)
-    assert re.search(r"saved rollouts: [23] of 9 reused from an earlier run", second["outputs"]["calibrate"]["text"][0])
+    (shown,) = second["outputs"]["calibrate"]["cachedsearch_calibration"]
+    assert shown["reused_rollouts"] in (2, 3) and shown["rollouts"] == 9
     # the same calibration never cancelled nor resumed (another capture target: the measurements must not change)
     shutil.rmtree(saved)
     alone = comfy_server.run_prompt(calibrate_wan(seed=5, capture_target=0.95))
-    assert "saved rollouts: 0 of 9 reused" in alone["outputs"]["calibrate"]["text"][0]
+    assert alone["outputs"]["calibrate"]["cachedsearch_calibration"][0]["reused_rollouts"] == 0
     assert measured_rows(second) == measured_rows(alone)
-    (shown,) = second["outputs"]["calibrate"]["cachedsearch_calibration"]
     assert [row["tau"] for row in shown["rows"]] == [0.1, 0.5] and len(shown["rows"][0]["capture"]) == 3
     tau = shown["recommended_tau"]
     # the tau output went into Apply Cache, whose model the search sampled with
@@ -451,8 +455,8 @@ def test_over_http_cancel_mid_calibration_leaves_the_next_run_clean_and_the_tau_
     (chart,) = second["outputs"]["chart"]["images"]
     assert saved_image(comfy_server, chart).shape == (400, 640, 3)
     report = second["outputs"]["calibrate"]["text"][0]
-    assert "cost: 3 full rollouts + 3 cached rollouts x 2 taus = 9 rollouts (54 sampler steps" in report
-    assert "Remembered for wan2.1_t2v_1.3B_fp16.safetensors | 6 steps | euler | simple" in report
+    assert numbers(line_of(report, "cost:"))[:5] == [3, 3, 2, 9, 54]  # 3 full + 3 cached x 2 taus = 9, 54 steps
+    assert setup_key("wan2.1_t2v_1.3B_fp16.safetensors", 6, "euler", "simple") in report  # remembered for it
 
 
 def computed_rollouts(events, steps: int) -> set[int]:
@@ -509,7 +513,9 @@ def test_over_http_a_cancelled_calibration_resumes_in_a_fresh_server_with_only_t
     assert resumed["status"]["status_str"] == "success", resumed["status"]
     assert computed_rollouts(events, steps) == set(range(kept, rollouts))
     report = resumed["outputs"]["calibrate"]["text"][0]
-    assert f"saved rollouts: {kept} of {rollouts} reused from an earlier run, {rollouts - kept} computed now" in report
+    (shown,) = resumed["outputs"]["calibrate"]["cachedsearch_calibration"]
+    assert (shown["reused_rollouts"], shown["rollouts"]) == (kept, rollouts)
+    assert numbers(line_of(report, "saved rollouts:"))[:3] == [kept, rollouts, rollouts - kept]  # reused, all, now
     after = saved_rollouts()
     assert after[:len(lines)] == lines and len(after) == rollouts  # appended the missing ones, nothing twice
     (table,), (uninterrupted,) = (entry["outputs"]["calibrate"]["cachedsearch_calibration"]
@@ -523,7 +529,7 @@ def test_over_http_the_cost_on_the_canvas_is_the_reports_and_names_a_bad_input(c
     """POST /cachedsearch/calibration_cost (what the node shows before it runs) answers from the plans the node runs:
     the report's cost for the same widgets, every prompt line with a text encoder on clip, ComfyUI's engines'
     thresholds; a value the node would refuse is answered with the node's own message."""
-    from cachedsearch_core.calibration import CalibrationPlan, sweep_rollouts
+    from cachedsearch_core.calibration import CalibrationPlan, cache_window_problem, sweep_rollouts
 
     def cost(node, clip=False, **changes):
         inputs = {**calibrate_wan()["calibrate"]["inputs"], **changes}
@@ -535,26 +541,24 @@ def test_over_http_the_cost_on_the_canvas_is_the_reports_and_names_a_bad_input(c
     assert status == 200 and one["rollouts"] == 9 and one["full_rollouts"] == 3 and one["full_rollout_times"] == 6
     # the report of this graph says (test_over_http_cancel_mid_calibration_...): "cost: 3 full rollouts + 3 cached
     # rollouts x 2 taus = 9 rollouts (54 sampler steps ..."
-    assert one["breakdown"] == "3 full rollouts + 3 cached rollouts x 2 taus"
+    assert numbers(one["breakdown"]) == [3, 3, 2]  # 3 full rollouts + 3 cached rollouts x 2 taus
     assert one["line"].startswith(sweep_rollouts([CalibrationPlan((0.1, 0.5), 3)]).line())  # then the previews'
     prompts = "\n".join(f"prompt {index}" for index in range(25))
     status, family = cost("CachedSearchCalibrate", clip=True, prompt=prompts, seeds=8, taus="0.1 0.2 0.3",
                           easycache_thresholds="0.2")
     assert status == 200 and family["rollouts"] == 25 * 8 * (1 + 3 + 1) and family["full_rollout_times"] == 600
-    assert family["line"].startswith("Cost: 1000 rollouts = 25 prompts x (8 full rollouts + 8 cached rollouts x (3 "
-                                     "taus + 1 EasyCache reuse_threshold)); about 600 full-rollout times")
+    # 25 prompts x (8 full + 8 cached x (3 taus + 1 EasyCache threshold)), about 600 full-rollout times
+    assert numbers(family["line"])[:7] == [1000, 25, 8, 8, 3, 1, 600] and "EasyCache" in family["line"]
     status, experts = cost("CachedSearchCalibrateExperts", seeds=2, taus_high="0.1 2", taus_low="0.1",
                                     steps=8, split_step=4)
     assert status == 200 and experts["rollouts"] == 2 * (2 + 2 + 1) and experts["at_most"]
-    assert cost("CachedSearchCalibrate", taus="0.5 0.1") == (400, {"error": "taus: got \"0.5 0.1\", which is not "
-                                                                    "strictly increasing; list each tau once, "
-                                                                    "smallest first (\"0.1 0.5\")"})
+    status, refused = cost("CachedSearchCalibrate", taus="0.5 0.1")  # the input, its value, the value to write
+    assert status == 400 and refused["error"].startswith('taus: got "0.5 0.1"') and '"0.1 0.5"' in refused["error"]
     status, refused = cost("CachedSearchCalibrate", clip=True, prompt="a ball\na ball")
     assert status == 400 and refused["error"].startswith("prompt: 'a ball' is written twice")
     # the node's own check of its cache window, before the run: the shipped 5 and 5 on 8 steps leave nothing to skip
     status, refused = cost("CachedSearchCalibrate", steps=8, warmup_steps=5, cooldown_steps=5)
-    assert status == 400 and refused["error"].startswith("warmup_steps, cooldown_steps: got 5 and 5, which leave no "
-                                                         "step of the 8 steps")
+    assert status == 400 and refused["error"].startswith(cache_window_problem(8, 5, 5))
     assert cost("CachedSearchCalibrate", seeds=None)[0] == 400
 
 
@@ -563,21 +567,20 @@ def test_over_http_apply_cache_shows_the_calibration_remembered_for_its_setup(co
     tau = entry["outputs"]["calibrate"]["cachedsearch_calibration"][0]["recommended_tau"]
     from cachedsearch_core.calibration import cache_window_problem
 
-    def line_of(steps: int, cache_tau: float, window: int) -> str | None:
+    def shown_at(steps: int, cache_tau: float, window: int) -> str | None:
         """Apply Cache's line on a sampling of ``steps`` steps, its tau and warmup and cooldown given."""
         graph = cached_wan_sampling(seed=3, steps=steps, tau=cache_tau, warmup_steps=window, cooldown_steps=window,
                                     filename_prefix="calibrated_setup")
         return (comfy_server.run_prompt(graph)["outputs"].get("cache", {}).get("cachedsearch_calibrated") or [None])[0]
 
-    same = line_of(6, tau, 1)
-    assert same.startswith(f"calibrated for this setup: tau {tau:g}") and same.endswith("; this node uses it.")
-    # the node's own tau beside the calibrated one says whether they differ
-    assert line_of(6, tau + 0.05, 1).endswith(f"; this node's tau {tau + 0.05:g} differs: set {tau:g}, or wire "
-                                              "Calibrate's tau here.")
+    same = shown_at(6, tau, 1)
+    assert numbers(same)[0] == tau and same.endswith("; this node uses it.")
+    # the node's own tau beside the calibrated one says whether they differ, and which to set
+    assert numbers(shown_at(6, tau + 0.05, 1))[-2:] == pytest.approx([tau + 0.05, tau])
     # another setup has no calibration; with the shipped warmup and cooldown (5 and 5) its 7 steps leave nothing to
     # skip, and the node says so
-    assert line_of(7, 0.1, 1) is None
-    assert line_of(7, 0.1, 5) == f"This cache skips nothing here: {cache_window_problem(7, 5, 5)}."
+    assert shown_at(7, 0.1, 1) is None
+    assert cache_window_problem(7, 5, 5) in shown_at(7, 0.1, 5)
 
 
 def world_api_prompt() -> dict:
@@ -624,7 +627,7 @@ def test_a_cancelled_calibration_resumes_with_only_the_missing_rollouts(engine, 
     resumed, computed = calibrate(tmp_path / "resumed")
     assert computed == 4
     report = resumed.result[1]
-    assert "saved rollouts: 4 of 8 reused from an earlier run, 4 computed now" in report
+    assert numbers(line_of(report, "saved rollouts:"))[:3] == [4, 8, 4]  # reused, all, computed now
     # the finished panel says it too (#41 item 3)
     shown = resumed.ui["cachedsearch_calibration"][0]
     assert (shown["reused_rollouts"], shown["rollouts"]) == (4, 8)
@@ -633,7 +636,7 @@ def test_a_cancelled_calibration_resumes_with_only_the_missing_rollouts(engine, 
         [{key: row[key] for key in MEASURED} for row in alone.ui["cachedsearch_calibration"][0]["rows"]]
     wider, computed = calibrate(tmp_path / "resumed", warmup_steps=inputs["warmup_steps"] + 1)
     assert computed == 4  # the cached rollouts, whose cache window changed; the full ones are reused
-    assert "saved rollouts: 4 of 8 reused" in wider.result[1]
+    assert numbers(line_of(wider.result[1], "saved rollouts:"))[:2] == [4, 8]
 
 
 def test_a_broken_memory_and_rollouts_file_are_set_aside_and_named_on_the_nodes_and_the_next_run_works(
@@ -642,6 +645,9 @@ def test_a_broken_memory_and_rollouts_file_are_set_aside_and_named_on_the_nodes_
     named with where it went on the node that read it (Apply Cache's line, Calibrate's report); the calibration then
     saves and remembers as usual, and the next run reuses its rollouts and shows its tau on Apply Cache."""
     import folder_paths
+
+    from cachedsearch_core.calibration_memory import NOT_A_MEMORY, setup_key
+    from cachedsearch_core.saved_work import FORMAT as SAVED_WORK_FORMAT
 
     monkeypatch.setattr(folder_paths, "get_user_directory", lambda: str(tmp_path))
     memory = tmp_path / "cachedsearch" / "calibrations.json"
@@ -673,23 +679,24 @@ def test_a_broken_memory_and_rollouts_file_are_set_aside_and_named_on_the_nodes_
 
     line = apply_cache_line()
     (torn,) = memory.parent.glob("calibrations.json.corrupt-*")
-    assert line.startswith(f"{memory}: set aside, because it is not JSON") and f"moved to {torn.name} beside it" in line
+    assert line.startswith(f"{memory}: ") and "it is not JSON" in line and torn.name in line
     assert torn.read_text().endswith('"tau": 0.') and not memory.exists()
 
     memory.write_text('["not a memory"]')
     report = calibrate()
     (foreign,) = rollouts.parent.glob(f"{rollouts.name}.corrupt-*")
     (memory_aside,) = set(memory.parent.glob("calibrations.json.corrupt-*")) - {torn}
-    assert f"{rollouts}: set aside, because it is not a cachedsearch saved work (version 1) file; moved " \
-        f"to {foreign.name} beside it" in report
-    assert f"{memory}: set aside, because it is not a calibration memory (a JSON object of calibrations by setup); " \
-        f"moved to {memory_aside.name} beside it" in report
-    assert "saved rollouts: 0 of 4 reused" in report and f"Remembered for {WORLD_MODEL.name} | 8 steps" in report
+    rollouts_problem, memory_problem = line_of(report, f"{rollouts}: "), line_of(report, f"{memory}: ")
+    assert SAVED_WORK_FORMAT in rollouts_problem and foreign.name in rollouts_problem
+    assert NOT_A_MEMORY in memory_problem and memory_aside.name in memory_problem
+    assert numbers(line_of(report, "saved rollouts:"))[:2] == [0, 4]
+    assert setup_key(WORLD_MODEL.name, WORLD_RUN["steps"], "euler", "simple") in report  # remembered for it
     assert foreign.read_text() == '{"not": "ours"}\n' and memory_aside.read_text() == '["not a memory"]'
 
     again = calibrate()
-    assert "saved rollouts: 4 of 4 reused" in again and "set aside" not in again
-    assert apply_cache_line().startswith("calibrated for this setup: tau")
+    assert numbers(line_of(again, "saved rollouts:"))[:2] == [4, 4] and "set aside" not in again
+    (remembered,) = json.loads(memory.read_text()).values()
+    assert numbers(apply_cache_line())[0] == remembered["tau"]
 
 
 def test_two_experts_calibrate_on_several_prompts(engine):
@@ -709,8 +716,9 @@ def test_two_experts_calibrate_on_several_prompts(engine):
     # a tau that skips nothing keeps every prompt's ranking but saves nothing: neither expert recommends it
     assert tau_high == tau_low == 0.0
     assert all(row["calls"] == 2 * 2 * 8 for row in shown["rows"])  # 2 prompts x 2 seeds x 8 steps
-    assert "2 prompts x (2 full rollouts + 2 cached rollouts x (1 high-noise tau + 1 low-noise tau) + 2 with both " \
-        "picks) = 16 rollouts at most" in report
+    # 2 prompts x (2 full + 2 cached x (1 high-noise tau + 1 low-noise tau) + 2 with both picks) = 16 at most
+    cost = line_of(report, "cost:")
+    assert numbers(cost)[:7] == [2, 2, 2, 1, 1, 2, 16] and "at most" in cost
 
 
 def test_over_http_the_cost_line_names_the_previews_calibrate_scores(comfy_server):

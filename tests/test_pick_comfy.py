@@ -5,6 +5,8 @@ pruned search stopped."""
 import pytest
 import torch
 
+from cachedsearch_core.search_report import DELIVERED_BY, WINNER_LINE_PREFIX
+from report_text import numbers, refusal
 from scripts.tiny_models import WAN21_VAE_FILE, WAN22_A14B_FILES
 
 SETTINGS = dict(steps=8, cfg=5.0, sampler_name="euler", scheduler="simple", denoise=1.0)
@@ -53,6 +55,12 @@ def searched(engine, wan):
     return drafts, candidates
 
 
+def pick_line(report, mode="commit"):
+    """The report's line saying what was delivered (by ``mode``) and who chose it."""
+    (line,) = [line for line in report.splitlines() if line.endswith(DELIVERED_BY[mode])]
+    return line
+
+
 def test_a_pick_against_the_verifier_commits_exactly_the_stock_ksampler_of_that_seed(engine, wan, searched):
     drafts, candidates = searched
     assert all(draft.calls_skipped > 0 for draft in candidates.drafts)
@@ -61,9 +69,9 @@ def test_a_pick_against_the_verifier_commits_exactly_the_stock_ksampler_of_that_
     reference = ksampler(engine, wan, SEED + 2)
     assert seed == SEED + 2 and torch.equal(delivered["samples"], reference)
     assert not torch.equal(drafts["samples"][2:3], reference)  # the draft was lossy: this is the commit
-    assert "picked by you: candidate 3 (seed 142); the verifier preferred candidate 2 (seed 141); delivered by " \
-           "recommit at full compute" in report.splitlines()
-    assert not any(line.startswith("winner:") for line in report.splitlines())
+    # you picked candidate 3 (seed 142) where the verifier preferred candidate 2 (seed 141); no winner line
+    assert numbers(pick_line(report)) == [3, 142, 2, 141] and "you" in pick_line(report)
+    assert not any(line.startswith(WINNER_LINE_PREFIX) for line in report.splitlines())
     assert delivery | {"cost": None} == {
         "candidate": 3, "seed": SEED + 2, "mode": "commit", "picked_by": "you",
         "verifier_choice": {"candidate": 2, "seed": SEED + 1}, "pick_among": 3, "num_candidates": 3, "cost": None}
@@ -72,13 +80,14 @@ def test_a_pick_against_the_verifier_commits_exactly_the_stock_ksampler_of_that_
 
     (kept, kept_seed, kept_report), kept_delivery = recommit(engine, candidates, pick=2, mode="keep")
     assert kept_seed == SEED + 1 and torch.equal(kept["samples"], drafts["samples"][1:2])  # no ranking needed
-    assert "no verifier ranked the drafts; delivered by the cached draft as-is (keep)" in kept_report
+    assert numbers(pick_line(kept_report, "keep")) == [2, 141]  # your candidate 2; no verifier's choice to name
     assert kept_delivery["verifier_choice"] is None and kept_delivery["cost"]["kept"]
     assert kept_delivery["cost"]["calls_ratio_with_commit"] == candidates.cost().calls_ratio  # nothing added
 
     (_, verifiers_seed, verifiers_report), verifiers = recommit(engine, candidates, ranking=ranking)
     assert verifiers_seed == SEED + 1 and verifiers["picked_by"] == "verifier"
-    assert "winner: candidate 2, seed 141, delivered by recommit at full compute" in verifiers_report
+    assert pick_line(verifiers_report).startswith(WINNER_LINE_PREFIX) and numbers(pick_line(verifiers_report)) == [
+        2, 141]
 
 
 def test_advanced_sampler_pick_without_a_ranking_commits_the_stock_sampler_custom_advanced(engine, wan):
@@ -115,7 +124,7 @@ def test_two_expert_pick_commits_the_official_two_ksampler_advanced_graph(engine
     stock = engine.one("KSamplerAdvanced", model=low, add_noise="disable", noise_seed=0, latent_image=leftover,
                        start_at_step=4, end_at_step=10000, return_with_leftover_noise="disable", **shared)
     assert seed == SEED + 1 and torch.equal(delivered["samples"], stock["samples"])
-    assert "the verifier preferred candidate 1 (seed 140)" in report
+    assert numbers(pick_line(report)) == [2, 141, 1, 140]  # yours, then the verifier's candidate 1 (seed 140)
 
 
 class ScriptedPreviewVerifier:
@@ -140,16 +149,16 @@ def test_a_pruned_candidate_is_committed_exactly_and_survivors_keep_their_seed_o
 
     (delivered, seed, report), delivery = recommit(engine, candidates, ranking=ranking, pick=3, pick_among=4)
     assert seed == SEED + 2 and torch.equal(delivered["samples"], ksampler(engine, wan, SEED + 2))
-    assert "picked by you: candidate 3 (seed 142); the verifier preferred candidate 2 (seed 141)" in report
+    assert numbers(pick_line(report)) == [3, 142, 2, 141]  # yours, then the verifier's
     assert (delivery["candidate"], delivery["pick_among"], delivery["num_candidates"]) == (3, 4, 4)
 
     (kept, kept_seed, _), _ = recommit(engine, candidates, pick=4, mode="keep")
     assert kept_seed == SEED + 3 and torch.equal(kept["samples"], drafts["samples"][1:2])
     (_, verifiers_seed, verifiers_report), _ = recommit(engine, candidates, ranking=ranking)
     assert verifiers_seed == SEED + 1
-    assert "winner: candidate 2, seed 141, delivered by recommit" in verifiers_report
-    with pytest.raises(ValueError, match=r"mode: keep needs a finished draft, but candidate 3 \(seed 142\) was "
-                                         r"pruned.*use commit"):
+    assert pick_line(verifiers_report).startswith(WINNER_LINE_PREFIX) and numbers(pick_line(verifiers_report)) == [
+        2, 141]
+    with pytest.raises(ValueError, match=refusal("mode", "keep", 3, 142, "commit")):  # pruned: commit it instead
         recommit(engine, candidates, pick=3, mode="keep")
 
 

@@ -3,6 +3,8 @@
 import pytest
 import torch
 
+from cachedsearch_core.search_report import DELIVERED_BY, WINNER_LINE_PREFIX
+from report_text import numbers, refusal
 from scripts.tiny_models import HUNYUAN_T2V_FILE, WAN21_I2V_FILE, WAN21_T2V_FILE, WAN21_VAE_FILE
 
 LATENT = dict(width=64, height=64, length=9, batch_size=1)
@@ -99,7 +101,8 @@ def test_commit_equals_stock_ksampler_with_the_winning_seed(engine, families, fa
     reference = ksampler(engine, model, positive, negative, latent, SEED + 1, cfg=cfg)
     assert torch.equal(delivered["samples"], reference)
     assert not torch.equal(drafts["samples"][1:2], reference)  # the draft itself was lossy
-    assert "winner: candidate 2, seed 41, delivered by recommit at full compute" in report
+    (winner,) = [line for line in report.splitlines() if line.startswith(WINNER_LINE_PREFIX)]
+    assert numbers(winner) == [2, 41] and winner.endswith(DELIVERED_BY["commit"])  # candidate 2, seed 41
     # the model passed explicitly (still carrying the cache) gives the same full-compute result
     delivered_again, _, _ = engine.run("CachedSearchRecommit", candidates=candidates, model=cached,
                                        ranking=ranking(engine, candidates, "0.1 0.3 0.2"), mode="commit")
@@ -140,7 +143,7 @@ def test_keep_returns_exactly_the_winners_draft(engine, families):
                                          ranking=ranking(engine, candidates, "0 0 1"), mode="keep")
     assert seed == SEED + 2
     assert torch.equal(delivered["samples"], drafts["samples"][2:3])
-    assert "delivered by the cached draft as-is (keep)" in report
+    assert any(line.endswith(DELIVERED_BY["keep"]) for line in report.splitlines())
 
 
 
@@ -255,7 +258,7 @@ def test_model_without_cache_is_allowed_and_the_report_says_so(engine, families)
 
 def test_latent_batch_above_one_is_rejected_with_advice(engine, families):
     model, positive, negative, _ = families["wan"]
-    with pytest.raises(ValueError, match="latent_image: has a batch of 2.*set num_candidates instead"):
+    with pytest.raises(ValueError, match=refusal("latent_image", 2, "num_candidates")):  # set that instead
         search(engine, model, positive, negative, empty_latent(engine, batch_size=2))
 
 
@@ -263,11 +266,11 @@ def test_latent_batch_above_one_is_rejected_with_advice(engine, families):
 def test_ranking_must_match_the_candidates(engine, families):
     model, positive, negative, _ = families["wan"]
     _, candidates, _ = search(engine, model, positive, negative, empty_latent(engine), n=2)
-    with pytest.raises(ValueError, match="ranking: has 3 scores but the search made 2 candidates"):
+    with pytest.raises(ValueError, match=refusal("ranking", 3, 2)):
         ranking(engine, candidates, "1 2 3")
     other_candidates = search(engine, model, positive, negative, empty_latent(engine), n=3)[1]
     wrong = ranking(engine, other_candidates, "1 2 3")
-    with pytest.raises(ValueError, match="ranking: has 3 scores but the search made 2 candidates"):
+    with pytest.raises(ValueError, match=refusal("ranking", 3, 2)):
         engine.run("CachedSearchRecommit", candidates=candidates, ranking=wrong, mode="commit")
 
 
