@@ -1,6 +1,9 @@
 """Fields of the panels' payloads that the frontend formats and never works out itself (#52): which engine's rows in
-Calibrate's table are CachedSearch's own cache's (the search's cost fields are in test_cost.py)."""
+Calibrate's table are CachedSearch's own cache's, and whether a search's drafts ran on it (the search's cost fields are
+in test_cost.py)."""
 
+import pytest
+import torch
 from test_calibration import FULL, store_with
 
 from cachedsearch_core.calibration import OUR_ENGINE, CalibrationPlan
@@ -18,3 +21,30 @@ def test_calibrates_engine_rows_mark_our_caches_rows():
     rows = EnginesCalibration.from_store(store, [plan, easy], bootstrap=20).engine_rows()
     assert [(row["engine"], row["ours"]) for row in rows] == [(OUR_ENGINE, True), (OUR_ENGINE, True),
                                                               ("EasyCache", False)]
+
+
+CACHES = {"CachedSearchApplyCache": dict(mode="adaptive", tau=0.3, warmup_steps=2, cooldown_steps=2, static_interval=2),
+          "EasyCache": dict(reuse_threshold=2.0, start_percent=0.0, end_percent=1.0, verbose=False)}
+
+
+def node_output(engine, node_id, **inputs):
+    """The node's whole output (results and UI payload), run as ComfyUI's executor runs a V3 node."""
+    with torch.inference_mode():
+        return engine.nodes[node_id].PREPARE_CLASS_CLONE({}).execute(**inputs)
+
+
+@pytest.mark.slow  # in process, a few seconds a case: not in the fast tier
+@pytest.mark.parametrize("cache", list(CACHES))
+def test_the_sampler_and_recommit_say_whether_the_drafts_ran_on_apply_cache(engine, cache):
+    """What the panels advise when the cache skipped too little depends on it: Apply Cache's warmup, cooldown and
+    tau, or ComfyUI's cache's threshold."""
+    base, positive, negative, latent = engine.tiny_wan_t2v()
+    sampled = node_output(engine, "CachedSearchSampler", model=engine.one(cache, model=base, **CACHES[cache]),
+                          positive=positive, negative=negative, latent_image=latent, seed=900, num_candidates=2,
+                          steps=8, cfg=5.0, sampler_name="euler", scheduler="simple", denoise=1.0)
+    candidates = sampled.result[1]
+    ranking = engine.one("CachedSearchRankingFromScores", candidates=candidates, scores="1 0")
+    kept = node_output(engine, "CachedSearchRecommit", candidates=candidates, ranking=ranking, mode="keep")
+    ours = cache == "CachedSearchApplyCache"
+    assert sampled.ui["cachedsearch_cost"][0]["drafted_with_apply_cache"] is ours
+    assert kept.ui["cachedsearch_delivery"][0]["cost"]["drafted_with_apply_cache"] is ours
