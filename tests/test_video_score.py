@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 import shutil
 
 import pytest
@@ -18,6 +19,7 @@ from cachedsearch_core.video_score import (
     build_query,
     sample_frame_indices,
 )
+from report_text import refusal
 from scripts.tiny_video_score import IMAGE_TOKEN_ID, PAD_TOKEN_ID, SIZES, tiny_state_dict, write_tiny_video_score
 
 
@@ -269,16 +271,16 @@ def test_wrong_head_size_in_config_and_absent_folder(folder, tmp_path):
     config["id2label"] = {"0": "LABEL_0"}
     config["label2id"] = {"LABEL_0": 0}
     (target / "config.json").write_text(json.dumps(config))
-    with pytest.raises(VerifierFileError, match="declares 1 outputs, but VideoScore's head has 5"):
+    with pytest.raises(VerifierFileError, match=r"\b1 outputs\b.*\b5\b"):  # the config's 1 against the head's 5
         VideoScore.from_folder(target)
-    with pytest.raises(VerifierFileError, match=f"VideoScore folder not found: {tmp_path / 'nowhere'}"):
+    with pytest.raises(VerifierFileError, match=f"not found: {re.escape(str(tmp_path / 'nowhere'))}"):
         VideoScore.from_folder(tmp_path / "nowhere")
 
 
 def test_bad_frames_and_empty_prompt_are_rejected(model):
     bad = clip(0)
     bad[1, 2, 3, 0] = math.nan
-    with pytest.raises(ValueError, match="images: some frames contain NaN"):
+    with pytest.raises(ValueError, match=refusal("images", "NaN")):
         model.score_clip("a cat", bad)
-    with pytest.raises(ValueError, match="prompt: got an empty prompt"):
+    with pytest.raises(ValueError, match=refusal("prompt", "empty")):
         model.score_clip(" ", clip(0))
