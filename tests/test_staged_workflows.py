@@ -12,6 +12,7 @@ import numpy
 import pytest
 from PIL import Image
 
+from report_text import numbers
 from scripts import node_packs
 from scripts.graphs import tiny_workflow_variant
 from scripts.workflow_format import BYPASSED_MODE
@@ -98,14 +99,14 @@ def test_a14b_workflow_delivers_the_official_graph_for_the_winner(comfy_server, 
     report = entry["outputs"][key_of(graph, "CachedSearchRecommit")]["text"][0]
     assert report.startswith("CachedSearch: 3 candidate(s), high noise: cache adaptive tau 0.15")
     assert "low noise: " in report and "calls skipped" in report
-    winner_seed = int(report.split("winner: candidate ")[1].split("seed ")[1].split(",")[0])
-    stock = comfy_server.run_prompt(official_variant(graph, winner_seed))
+    stock = comfy_server.run_prompt(official_variant(graph, delivered_seed(entry, graph)))
     delivered, reference = frames(comfy_server, entry), frames(comfy_server, stock)
     assert len(delivered) == len(reference) == 9
     assert all((a == b).all() for a, b in zip(delivered, reference))
 
 
 def test_a14b_calibrate_workflow_sets_each_experts_tau_and_remembers_it_for_both_caches(comfy_server):
+    from cachedsearch_core.calibration_memory import experts_setup_key
     from scripts.tiny_models import WAN22_A14B_FILES
 
     graph = tiny_workflow_variant(queued_graph("11 Calibrate Wan 2.2 A14B", False), pooled=False)
@@ -120,12 +121,11 @@ def test_a14b_calibrate_workflow_sets_each_experts_tau_and_remembers_it_for_both
     assert report.startswith(f"CachedSearch: 3 candidate(s), high noise: cache adaptive tau {taus['high-noise']:g}")
     assert f"low noise: cache adaptive tau {taus['low-noise']:g}" in report
     high_file, low_file = WAN22_A14B_FILES["t2v"]
-    assert f"Remembered for {high_file} + {low_file} | 8 steps, split at 4 | euler | simple" in \
-        outputs[calibrate_key]["text"][0]
+    assert experts_setup_key(high_file, low_file, 8, 4, "euler", "simple") in outputs[calibrate_key]["text"][0]
     for expert in ("high", "low"):
         (line,) = outputs[key_of_cache(graph, expert)]["cachedsearch_calibrated"]
-        assert line.startswith(f"calibrated for this setup's {expert}-noise expert: tau {taus[f'{expert}-noise']:g}")
-    stock = comfy_server.run_prompt(official_variant(graph, winner_seed_of(report)))
+        assert f"{expert}-noise expert" in line and numbers(line)[0] == taus[f"{expert}-noise"]
+    stock = comfy_server.run_prompt(official_variant(graph, delivered_seed(entry, graph)))
     delivered, reference = frames(comfy_server, entry), frames(comfy_server, stock)
     assert len(delivered) == len(reference) == 9
     assert all((a == b).all() for a, b in zip(delivered, reference))
@@ -136,8 +136,10 @@ def key_of_cache(graph, expert):
     return graph[key_of(graph, "CachedSearchSamplerExperts")]["inputs"][f"model_{expert}"][0]
 
 
-def winner_seed_of(report):
-    return int(report.split("winner: candidate ")[1].split("seed ")[1].split(",")[0])
+def delivered_seed(entry, graph) -> int:
+    """The seed Recommit delivered, from its panel's payload."""
+    (delivery,) = entry["outputs"][key_of(graph, "CachedSearchRecommit")]["cachedsearch_delivery"]
+    return delivery["seed"]
 
 
 def test_four_step_workflow_commits_free_and_equals_the_official_graph_with_and_without_pruning(comfy_server):
@@ -155,15 +157,17 @@ def test_four_step_workflow_commits_free_and_equals_the_official_graph_with_and_
 
     pruned = copy.deepcopy(graph)
     pruned[search_key]["inputs"]["pruning"] = [pruning_key, 0]
-    for variant, pruned_line in ((graph, None), (pruned, "pruned at step 2 of 4: kept 2 of 3")):
+    # the pruned search's one round: at step 2, 2 kept of the 3 scored
+    for variant, rounds in ((graph, []), (pruned, [(2, 2, 3)])):
         entry = comfy_server.run_prompt(variant)
         report = entry["outputs"][key_of(variant, "CachedSearchRecommit")]["text"][0]
-        assert "high noise: no cache; low noise: no cache" in report
-        assert "commit free: the winning draft skipped nothing" in report
-        assert pruned_line is None or pruned_line in report
+        assert report.count(": no cache") == 2  # neither expert cached
+        assert [(shown["step"], len(shown["kept"]), len(shown["scored"]))
+                for pruning in entry["outputs"][search_key].get("cachedsearch_pruning", [])
+                for shown in pruning["rounds"]] == rounds
         (delivery,) = entry["outputs"][key_of(variant, "CachedSearchRecommit")]["cachedsearch_delivery"]
         assert (delivery["cost"]["commit_free"], delivery["cost"]["commit_seconds"]) == (True, 0.0)
-        stock = comfy_server.run_prompt(official_variant(variant, winner_seed_of(report)))
+        stock = comfy_server.run_prompt(official_variant(variant, delivered_seed(entry, variant)))
         delivered, reference = frames(comfy_server, entry), frames(comfy_server, stock)
         assert len(delivered) == len(reference) == 9
         assert all((a == b).all() for a, b in zip(delivered, reference))
