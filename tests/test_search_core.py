@@ -5,6 +5,7 @@ import math
 import pytest
 
 from cachedsearch_core import Draft, Ranking, SearchCost, StageCalls, candidate_seeds, parse_scores, search_report
+from cachedsearch_core.cache_statistics import INACTIVE_PREFIX
 from cachedsearch_core.cost import calls_per_stage
 from cachedsearch_core.search_report import COMMIT_FREE_DELIVERY, COMMIT_FREE_LINE, DELIVERED_BY, WINNER_LINE_PREFIX
 from report_text import refusal
@@ -95,7 +96,7 @@ def test_report_names_why_the_cache_was_inactive_once():
     reason = "its latent input is a NestedTensor"
     drafts = [Draft(3, 0.5, 10, 0, cache_inactive_reason=reason), Draft(4, 0.5, 10, 0, cache_inactive_reason=reason)]
     lines = report(drafts).splitlines()
-    assert len([line for line in lines if "inactive" in line and line.endswith(reason)]) == 1
+    assert lines.count(f"{INACTIVE_PREFIX}{reason}") == 1
     assert not any("inactive" in line for line in report([Draft(3, 0.5, 10, 0)]).splitlines())
 
 
