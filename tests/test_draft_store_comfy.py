@@ -5,7 +5,6 @@ keep after a restart delivers the stored draft; a budget search reuses and stops
 resumes after its round."""
 
 import json
-import re
 import shutil
 
 import pytest
@@ -82,8 +81,10 @@ def outcome(server, entry) -> dict:
             "delivered": saved_frames(server, entry)}
 
 
-def report(entry) -> str:
-    return entry["outputs"]["search"]["text"][0]
+def reused(entry) -> tuple[int, int]:
+    """How many of the search's finished drafts an earlier run had saved, and of how many (its cost payload)."""
+    (cost,) = entry["outputs"]["search"]["cachedsearch_cost"]
+    return cost["reused_drafts"], cost["finished_drafts"]
 
 
 @pytest.mark.slow  # two server processes
@@ -99,7 +100,7 @@ def test_over_http_a_cancelled_search_resumes_in_a_fresh_server_with_only_the_mi
         first.start()
         alone, computed = run(first, graph)
         assert computed == width
-        assert "reused" not in report(alone)
+        assert reused(alone) == (0, width)
         kept_alone, computed = run(first, keep)  # ComfyUI's cache serves the search: nothing computed
         assert computed == 0
         shutil.rmtree(drafts_folder(first))
@@ -123,12 +124,12 @@ def test_over_http_a_cancelled_search_resumes_in_a_fresh_server_with_only_the_mi
         second.stop()
     assert resumed["status"]["status_str"] == "success", resumed["status"]
     assert outcome(second, resumed) == outcome(first, alone)
-    assert f"{len(saved)} of {width} drafts reused from an earlier run" in report(resumed)
+    assert reused(resumed) == (len(saved), width)
     (cost,) = resumed["outputs"]["search"]["cachedsearch_cost"]
     (cost_alone,) = alone["outputs"]["search"]["cachedsearch_cost"]
     assert cost["reused_drafts"] == len(saved) and cost["drafts_saved"]
     assert cost["search_calls"] == cost_alone["search_calls"] * (width - len(saved)) // width
-    assert computed == 0 and f"{width} of {width} drafts reused" in report(kept)
+    assert computed == 0 and reused(kept) == (width, width)
     assert saved_frames(second, kept) == saved_frames(first, kept_alone)  # the stored draft, bit for bit
 
 
@@ -139,16 +140,16 @@ def test_over_http_widening_reuses_every_draft_and_a_changed_setup_reuses_nothin
     _, computed = run(comfy_server, search(seed=600, num_candidates=3))
     assert computed == 3
     widened, computed = run(comfy_server, search(seed=600, num_candidates=5))
-    assert computed == 2 and "3 of 5 drafts reused from an earlier run" in report(widened)
+    assert computed == 2 and reused(widened) == (3, 5)
     moved, computed = run(comfy_server, search(seed=602, num_candidates=4))  # seeds 602-605: 3 of them saved
-    assert computed == 1 and "3 of 4 drafts reused" in report(moved)
+    assert computed == 1 and reused(moved) == (3, 4)
     for change in ({"positive": {"text_seed": 3}}, {"search": {"cfg": 4.0}}, {"search": {"scheduler": "normal"}},
                    {"cache": {"tau": 0.2}}, {"cache": {"warmup_steps": 3}}):
         changed, computed = run(comfy_server, search(seed=600, num_candidates=5, **change))
         assert computed == 5, change
-        assert "reused from an earlier run" not in report(changed), change
+        assert reused(changed) == (0, 5), change
     changed, computed = run(comfy_server, with_lora(search(seed=600, num_candidates=5)))
-    assert computed == 5 and "reused from an earlier run" not in report(changed)
+    assert computed == 5 and reused(changed) == (0, 5)
 
 
 def test_over_http_a_pick_after_comfyui_dropped_the_drafts_computes_only_the_commit(comfy_server):
@@ -166,8 +167,9 @@ def test_over_http_a_pick_after_comfyui_dropped_the_drafts_computes_only_the_com
     assert [value for node, value in events if node == "search"] == []  # no draft computed
     # one commit (ComfyUI 0.33 may send fewer progress events than steps, never more than the commit's steps)
     assert max(value for node, value in events if node == "recommit") == STEPS
-    assert "4 of 4 drafts reused" in report(picked)
-    assert re.search(r"seed 651\b", picked["outputs"]["recommit"]["text"][0])
+    assert reused(picked) == (4, 4)
+    (delivery,) = picked["outputs"]["recommit"]["cachedsearch_delivery"]
+    assert (delivery["candidate"], delivery["seed"]) == (2, 651)
 
 
 def test_over_http_save_drafts_off_saves_and_reuses_nothing(comfy_server):
@@ -199,7 +201,7 @@ def test_over_http_a_budget_search_reuses_saved_drafts_stops_where_it_did_and_co
     budgeted = with_budget(search(seed=700, num_candidates=1), rollouts=4)
     alone, computed_alone = run(comfy_server, budgeted)
     width = len(alone["outputs"]["search"]["cachedsearch_drafts"])
-    assert width >= 4 and "saved by an earlier run" not in report(alone)
+    assert width >= 4 and reused(alone) == (0, width)
 
     shutil.rmtree(drafts_folder(comfy_server), ignore_errors=True)
     comfy_server.reset_caches()
@@ -209,8 +211,8 @@ def test_over_http_a_budget_search_reuses_saved_drafts_stops_where_it_did_and_co
     assert resumed["status"]["status_str"] == "success", resumed["status"]
     assert computed == computed_alone - 3  # the stopped draft, if any, is computed again in both
     assert outcome(comfy_server, resumed) == outcome(comfy_server, alone)
-    assert f"3 of {width} drafts reused from an earlier run" in report(resumed)
-    assert "(3 of them saved by an earlier run: charged as when drafted, so N is the same" in report(resumed)
+    assert reused(resumed) == (3, width)  # charged as when drafted: the same width N as the uninterrupted run
+    assert resumed["outputs"]["search"]["cachedsearch_budget"][0]["width"] == width
     (cost,) = resumed["outputs"]["search"]["cachedsearch_cost"]
     assert cost["reused_drafts"] == 3 and cost["drafts_saved"]
 
