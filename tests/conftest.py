@@ -288,30 +288,12 @@ class InProcessComfy:
 
     @staticmethod
     def press_cancel_at(model, run: int, call: int):
-        """A clone of ``model`` that presses Cancel as ComfyUI's POST /interrupt does (it only sets the flag) at
-        transformer call ``call`` of sampling run ``run``; ComfyUI's own interrupt check then stops the run.
-        Returns the clone and its live counts of runs and calls."""
-        import comfy.model_management
-        import comfy.patcher_extension
+        """comfy_test_nodes.press_cancel_at: a clone of ``model`` that presses Cancel at transformer call ``call``
+        of sampling run ``run``, and its live counts (in a server the node CachedSearchTestPressCancel presses where
+        POST /cachedsearch_test/press_cancel says)."""
+        from comfy_test_nodes import press_cancel_at
 
-        counts = {"runs": 0, "calls": 0}
-
-        def count_runs(executor, *args, **kwargs):
-            counts["runs"] += 1
-            counts["calls"] = 0
-            return executor(*args, **kwargs)
-
-        def count_calls(executor, *args, **kwargs):
-            counts["calls"] += 1
-            if (counts["runs"], counts["calls"]) == (run, call):
-                comfy.model_management.interrupt_current_processing(True)
-            return executor(*args, **kwargs)
-
-        pressing = model.clone()
-        wrappers = comfy.patcher_extension.WrappersMP
-        pressing.add_wrapper_with_key(wrappers.OUTER_SAMPLE, "test_press_cancel", count_runs)
-        pressing.add_wrapper_with_key(wrappers.DIFFUSION_MODEL, "test_press_cancel", count_calls)
-        return pressing, counts
+        return press_cancel_at(model, run, call)
 
     def two_expert_graph(self, high, low, positive, negative, latent, seed, steps, split_step, cfg):
         """Wan 2.2 A14B's official two KSamplerAdvanced nodes: the high-noise expert adds the seed's noise and

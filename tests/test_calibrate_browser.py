@@ -28,6 +28,10 @@ STORED_ROWS = [
 ]
 
 
+# The rollout (and its transformer call) the server presses Cancel in on the cancel check: a third of the way in
+PRESS_CANCEL_AT = {"run": 4, "call": 2}
+
+
 EXPERT_ROWS = [{**STORED_ROWS[0], "expert": "high-noise"}, {**STORED_ROWS[1], "expert": "low-noise"},
                {**STORED_ROWS[0], "expert": "both", "tau": "0.1 + 0.1", "recommended": False}]
 
@@ -39,6 +43,8 @@ def workflow_files(server, tmp_path, live=None, stored_result=None, calibrate_bo
     layout = {key: (40 + 420 * (index % columns), 60 + 330 * (index // columns), 380, 260)
               for index, key in enumerate(live)}
     layout["calibrate"] = calibrate_box
+    if "press_cancel" in live:  # right of the other nodes
+        layout["press_cancel"] = (40 + 420 * columns, 60, 380, 120)
     gui = api_to_gui(live, object_info, layout, seed_control="fixed")
     stored = json.loads(json.dumps(gui))
     for node in stored["nodes"]:
@@ -84,10 +90,22 @@ def check_cost_before_the_run(seen, breakdown: str, rollouts: int, more_seeds: s
                                           "which is not strictly increasing")
 
 
+def pressing_cancel(live: dict) -> dict:
+    """``live`` with the calibrator's model through CachedSearchTestPressCancel, which the check arms: Cancel then
+    lands in the same rollout on every run (one sent from the browser on a progress event lands wherever a busy
+    machine has got to by then, at worst after the calibration ended)."""
+    live["press_cancel"] = {"class_type": "CachedSearchTestPressCancel",
+                            "inputs": {"model": live["calibrate"]["inputs"]["model"]}}
+    live["calibrate"]["inputs"]["model"] = ["press_cancel", 0]
+    return live
+
+
 def check_calibrate(server, tmp_path, frontend: str, vue_nodes: bool, cancel: bool) -> dict:
     renderer = "nodes2" if vue_nodes else "classic"
-    seen = run_check(server, tmp_path, workflow_files(server, tmp_path), {
-        "seed": SEED, "cancel": cancel, "cancel_after_progress": 12,
+    live = calibrate_wan(seeds=3, taus="0.1 0.5")
+    files = workflow_files(server, tmp_path, pressing_cancel(live) if cancel else live)
+    seen = run_check(server, tmp_path, files, {
+        "seed": SEED, "cancel": cancel, "press_cancel_at": PRESS_CANCEL_AT,
         "screenshot": str(ARTIFACTS / f"calibrate_{frontend}_{renderer}.png")}, vue_nodes)
     # the stored table: both rows, the recommended one marked, intervals and an undefined rho shown as such
     assert [row["tau"] for row in seen["stored"]] == [0.1, 0.5]

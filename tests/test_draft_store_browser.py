@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 from test_browser import ARTIFACTS, BROWSER_TESTS, browser_available
-from test_draft_store_comfy import run, saved_seeds, search
+from test_draft_store_comfy import saved_seeds, search
 
 from scripts import comfy_runtime
 from scripts.workflow_format import api_to_gui
@@ -19,16 +19,22 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow,
 def test_after_a_restart_the_samplers_panel_says_how_many_drafts_were_reused(base_with_models, tmp_path):
     width = 5
     graph = search(seed=900, num_candidates=width)
+    # Cancel pressed by the first server inside draft 3 (one sent on a progress event lands wherever a busy machine
+    # has got to by then)
+    graph["press_cancel"] = {"class_type": "CachedSearchTestPressCancel",
+                             "inputs": {"model": graph["search"]["inputs"]["model"]}}
+    graph["search"]["inputs"]["model"] = ["press_cancel", 0]
     first = comfy_runtime.ComfyServer(base_with_models("drafts_browser"))
     try:
         first.start()
-        cancelled, _ = run(first, graph, cancel_in_draft=3)
+        assert first.request("POST", "/cachedsearch_test/press_cancel", {"run": 3, "call": 3})[0] == 200
+        (cancelled,) = first.run_batch([graph])
         saved = len(saved_seeds(first))
         object_info = first.get("/object_info")
     finally:
         first.stop()
     assert "execution_interrupted" in [message[0] for message in cancelled["status"]["messages"]]
-    assert 2 <= saved < width
+    assert saved == 2  # the drafts before the third
     layout = {key: (40 + 420 * (index % 4), 60 + 360 * (index // 4), 380, 300) for index, key in enumerate(graph)}
     workflow = tmp_path / "workflow.json"
     workflow.write_text(json.dumps(api_to_gui(graph, object_info, layout, seed_control="fixed")))

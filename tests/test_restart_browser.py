@@ -27,6 +27,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow,
 
 SEED = 4240
 DELETED = 3  # the candidate whose panel frames are deleted while the server is down
+PRESS_CANCEL = "90"  # the id of the node that cancels item 4's search
 
 
 def tiny_search() -> dict:
@@ -37,6 +38,10 @@ def tiny_search() -> dict:
     # a window that leaves steps to skip: the drafts are cheaper than full compute, so a commit runs (and costs)
     (cache,) = [node for node in graph.values() if node["class_type"] == "CachedSearchApplyCache"]
     cache["inputs"].update(warmup_steps=2, cooldown_steps=2)
+    # the Sampler's model through a Cancel press that item 4 arms: that search is then cancelled inside its second
+    # draft on every run, however loaded the machine
+    graph[PRESS_CANCEL] = {"class_type": "CachedSearchTestPressCancel", "inputs": {"model": sampler["inputs"]["model"]}}
+    sampler["inputs"]["model"] = [PRESS_CANCEL, 0]
     return graph
 
 
@@ -51,7 +56,7 @@ def stock_run(graph: dict, seed: int) -> dict:
         **{name: search[name] for name in ("steps", "cfg", "sampler_name", "scheduler", "denoise", "positive",
                                            "negative", "latent_image")}, "seed": seed, "model": cache["model"]}}
     for class_type in ("CachedSearchRecommit", "CachedSearchVerifier", "CachedSearchLoadImageReward",
-                       "CachedSearchApplyCache"):
+                       "CachedSearchApplyCache", "CachedSearchTestPressCancel"):
         del stock[ids[class_type]]
     del stock[[key for key, node in stock.items() if node["class_type"] == "VAEDecode" and
                node["inputs"]["samples"][0] == ids["CachedSearchSampler"]][0]]

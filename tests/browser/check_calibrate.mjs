@@ -1,9 +1,11 @@
 // CachedSearch Calibrate in headless Debian Chromium against a real ComfyUI server: stored results show on load,
 // before a run the node states its cost and follows its widgets, a live calibration fills the node's table and
-// Apply Cache's line, Cancel stops a calibration and the next one completes. Prints one JSON object with what it saw. Usage: node check_calibrate.mjs URL CONFIG.json
+// Apply Cache's line, Cancel (pressed by the server in a set rollout: the test's CachedSearchTestPressCancel node)
+// stops a calibration and the next one completes. Prints one JSON object with what it saw.
+// Usage: node check_calibrate.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
 import {
-  openChromium, progressTexts as progressTextsOf, recordExtensionErrors, setWidget, settled,
+  openChromium, pressCancelAt, progressTexts as progressTextsOf, recordExtensionErrors, setWidget, settled,
 } from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
@@ -41,31 +43,21 @@ async function loadWorkflow(path) {
 
 // Queues the loaded graph with the calibrator's (config.calibrate_type, CachedSearchCalibrate by default) first seed
 // set to `seed`; resolves with the prompt's outcome.
-async function queueCalibration(seed, cancelAfterProgress) {
-  return page.evaluate(async ({ seed, cancelAfterProgress, calibrateType }) => {
+async function queueCalibration(seed) {
+  return page.evaluate(async ({ seed, calibrateType }) => {
     const api = window.comfyAPI.api.api;
     const node = window.app.graph.nodes.find((n) => n.type === calibrateType);
     node.widgets.find((w) => w.name === "first_seed").value = seed;
     return new Promise((resolve) => {
-      let cancelled = false;
-      const onProgress = ({ detail }) => {
-        if (cancelAfterProgress && !cancelled && String(detail.node) === String(node.id) && detail.value >= cancelAfterProgress) {
-          cancelled = true;
-          api.interrupt(); // what the Cancel button does
-        }
-      };
-      const finish = (outcome) => () => {
-        api.removeEventListener("progress", onProgress);
-        resolve(outcome);
-      };
-      api.addEventListener("progress", onProgress);
-      api.addEventListener("execution_interrupted", finish("interrupted"), { once: true });
-      api.addEventListener("execution_success", finish("success"), { once: true });
-      api.addEventListener("execution_error", finish("error"), { once: true });
+      api.addEventListener("execution_interrupted", () => resolve("interrupted"), { once: true });
+      api.addEventListener("execution_success", () => resolve("success"), { once: true });
+      api.addEventListener("execution_error", () => resolve("error"), { once: true });
       window.app.queuePrompt(0, 1);
     });
-  }, { seed, cancelAfterProgress, calibrateType: config.calibrate_type ?? "CachedSearchCalibrate" });
+  }, { seed, calibrateType: config.calibrate_type ?? "CachedSearchCalibrate" });
 }
+
+
 
 try {
   await page.goto(url);
@@ -105,7 +97,7 @@ try {
   }
 
   // A live calibration: the table fills, Apply Cache (wired from its tau) shows the remembered setup.
-  result.liveOutcome = await queueCalibration(config.seed, 0);
+  result.liveOutcome = await queueCalibration(config.seed);
   await page.waitForFunction(() => document.querySelectorAll(".cachedsearch-calibration tr.tau").length >= 1, null,
     { timeout: 60000 });
   await settled(page, "the live calibration's table");
@@ -119,7 +111,7 @@ try {
   // The same graph queued again from a fresh load: ComfyUI reuses every cached result and sends our nodes no
   // "executed", yet the calibration's table shows again.
   await loadWorkflow(config.live_workflow);
-  result.requeuedOutcome = await queueCalibration(config.seed, 0);
+  result.requeuedOutcome = await queueCalibration(config.seed);
   await page.waitForFunction(() => document.querySelectorAll(".cachedsearch-calibration tr.tau").length >= 1, null,
     { timeout: 30000 }).catch(() => {});
   await settled(page, "the re-queued calibration");
@@ -129,10 +121,11 @@ try {
   if (config.cancel) {
     // Cancel a calibration a third in, then run the same one to the end.
     await loadWorkflow(config.live_workflow);
-    result.cancelled = await queueCalibration(config.seed + 100, config.cancel_after_progress);
+    await pressCancelAt(page, config.press_cancel_at);
+    result.cancelled = await queueCalibration(config.seed + 100);
     await settled(page, "the cancelled calibration");
     result.progressTextsAfterCancel = await progressTexts();
-    result.afterCancelOutcome = await queueCalibration(config.seed + 100, 0);
+    result.afterCancelOutcome = await queueCalibration(config.seed + 100);
     await settled(page, "the calibration after a cancel");
     result.afterCancel = await tableRows();
     await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_after_cancel.png") });

@@ -7,7 +7,9 @@
 // Usage: node check_restart.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
-import { openChromium, recordExtensionErrors, setWidget as setWidgetOf, settled } from "./chromium.mjs";
+import {
+  openChromium, pressCancelAt as pressCancelAtOf, recordExtensionErrors, setWidget as setWidgetOf, settled,
+} from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
@@ -19,6 +21,7 @@ recordExtensionErrors(page, result.extensionErrors);
 // Routing turns Chromium's HTTP cache off: every frame shown is what the server has now, as in a fresh tab.
 await page.route("**/view?**", (route) => route.continue());
 const setWidget = (type, name, value) => setWidgetOf(page, type, name, value);
+const pressCancelAt = (place) => pressCancelAtOf(page, place);
 
 async function loadWorkflow(workflow) {
   await page.evaluate((data) => window.app.loadGraphData(data), workflow);
@@ -220,23 +223,17 @@ try {
     const seed = await page.evaluate(() => window.app.graph.nodes.find((n) => n.type === "CachedSearchSampler")
       .widgets.find((w) => w.name === "seed").value);
     await setWidget("CachedSearchSampler", "seed", seed + 20);
-    const cancelled = runGraph();
-    await page.evaluate(() => new Promise((resolve) => {
-      const api = window.comfyAPI.api.api;
-      const drafting = ({ detail }) => {
-        if (!/^draft 2 \//.test(detail?.text ?? "")) return;
-        api.removeEventListener("progress_text", drafting);
-        api.interrupt(); // what the Cancel button does
-        resolve();
-      };
-      api.addEventListener("progress_text", drafting);
-    }));
-    result.cancelledRun = await cancelled;
+    // the server presses Cancel (sets the flag POST /interrupt sets) at the second draft's third transformer call
+    // (the test's CachedSearchTestPressCancel node): a Cancel sent from here on a progress event lands wherever the
+    // server has got to by then, under load after the Sampler finished
+    await pressCancelAt({ run: 2, call: 3 });
+    result.cancelledRun = await runGraph();
     await settled(page, "the panels after the cancel");
     result.afterCancel = {};
     for (const type of ["CachedSearchSampler", "CachedSearchVerifier", "CachedSearchRecommit"]) {
+      // the panels answer the run's end once they fetched it from the history: a slow server takes its time
       await page.waitForFunction((type) => /cancel|stopped/i.test(window.app.graph.nodes.find((n) => n.type === type)
-        .widgets.find((w) => w.name === "cachedsearch_results")?.element.textContent ?? ""), type, { timeout: 15000 })
+        .widgets.find((w) => w.name === "cachedsearch_results")?.element.textContent ?? ""), type, { timeout: 120000 })
         .catch(() => {});
       result.afterCancel[type] = await panelOf(type);
     }
@@ -247,7 +244,7 @@ try {
     if (await earlier.count()) {
       await earlier.evaluate((button) => button.click());
       await page.waitForFunction(() => document.querySelector(".cachedsearch-runs span")?.textContent.startsWith("earlier run"),
-        null, { timeout: 15000 }).catch(() => {});
+        null, { timeout: 120000 }).catch(() => {}); // the history lookup behind it takes its time on a busy server
       result.browsedAfterCancel = await page.$eval(".cachedsearch-runs span", (span) => span.textContent).catch(() => null);
       result.verifierBrowsed = await panelOf("CachedSearchVerifier");
     }

@@ -6,7 +6,7 @@
 // converted into a subgraph shows its table after a run. Prints one JSON object with what it saw.
 // Usage: node check_subgraph.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
-import { openChromium, recordExtensionErrors, settled } from "./chromium.mjs";
+import { openChromium, pressCancelAt, recordExtensionErrors, settled } from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
@@ -177,7 +177,7 @@ async function section(name, checks) {
 }
 
 const RESUME_WIDTH = 6;
-const RESUME_STEPS = 40; // with 6 drafts: the cancel sent in draft 2 lands before the last draft ends
+const RESUME_STEPS = 40;
 const shot = (suffix) => page.screenshot({ path: config.screenshot.replace(/\.png$/, `_${suffix}.png`) });
 
 try {
@@ -290,23 +290,14 @@ try {
     // seeds of this combination's own (config.resume_seed): drafts an earlier check on this server saved would be
     // read back without a step of progress, and the cancel would never come
     await setWidget("CachedSearchSampler", "seed", config.resume_seed);
-    // room for the cancel to land during the search (a tiny draft of 8 steps takes a fraction of a second)
     await setWidget("CachedSearchSampler", "num_candidates", RESUME_WIDTH);
     await setWidget("CachedSearchSampler", "steps", RESUME_STEPS);
     await showGraph([outer, inner]);
     const sampler = await page.evaluate(() => window.csFind("CachedSearchSampler").id);
-    const cancelled = nextRun(() => page.evaluate(({ sampler, width }) => {
-      const api = window.comfyAPI.api.api;
-      // the bar runs over every draft's steps (max: width x steps): cancelled once draft 2 has begun
-      const progress = ({ detail }) => {
-        if (String(detail?.node) !== sampler || !(detail.value > detail.max / width + 1)) return;
-        api.removeEventListener("progress", progress);
-        api.interrupt();
-      };
-      api.addEventListener("progress", progress);
-      window.app.queuePrompt(0, 1);
-    }, { sampler, width: RESUME_WIDTH }));
-    const stopped = await cancelled;
+    // the server presses Cancel in draft 2 (the test's CachedSearchTestPressCancel node feeds the Sampler): a Cancel
+    // sent from here on a progress event lands wherever a busy server has got to by then
+    await pressCancelAt(page, { run: 2, call: 3 });
+    const stopped = await nextRun(queueGraph);
     result.resumeCancelled = { end: stopped.end, seed: stopped.seed, width: stopped.width, steps: stopped.steps };
     await page.waitForFunction(() => window.csFind("CachedSearchSampler").node.widgets
       .find((w) => w.name === "cachedsearch_resume")?.element.querySelector("button"), null, { timeout: 60000 });

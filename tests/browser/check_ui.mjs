@@ -1,7 +1,7 @@
 // Loads the example workflows and runs a tiny search in headless Debian Chromium against a real
 // ComfyUI server; prints one JSON object with what it saw. Usage: node check_ui.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
-import { openChromium, progressTexts as progressTextsOf, settled } from "./chromium.mjs";
+import { openChromium, progressTexts as progressTextsOf, recordDeprecatedUse, settled } from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
@@ -24,6 +24,7 @@ page.on("console", (message) => {
 page.on("pageerror", (error) => {
   if (fromExtension(error.stack ?? "")) result.extensionErrors.push(error.message);
 });
+await recordDeprecatedUse(page, result.extensionErrors);
 
 async function openApp() {
   await page.goto(url);

@@ -34,7 +34,8 @@ export async function openChromium(viewport = { width: 1600, height: 1000 }) {
 }
 
 // Records the errors our scripts raise in the page (their URL in the console message's location or the error's
-// stack), not the frontend's own network noise, onto `errors`.
+// stack), not the frontend's own network noise, onto `errors`; and each deprecated frontend API they use
+// (recordDeprecatedUse).
 export function recordExtensionErrors(page, errors) {
   const fromExtension = (where) => where.includes("/extensions/cachedsearch/");
   page.on("console", (message) => {
@@ -43,6 +44,39 @@ export function recordExtensionErrors(page, errors) {
   page.on("pageerror", (error) => {
     if (fromExtension(error.stack ?? "")) errors.push(error.message);
   });
+  recordDeprecatedUse(page, errors);
+}
+
+const DEPRECATED_USE = "CachedSearch used a deprecated frontend API: ";
+
+// Records onto `errors` each use our scripts make of a frontend API that the frontend's litegraph says is
+// deprecated (its warning's call stack passes through our scripts): the newest frontend warns on them (input.link,
+// output.links, ...) and a later one drops them. Litegraph warns once per message and page, so a use after the
+// frontend's own would pass unseen: it is asked to call its handlers every time, and the console keeps its one
+// warning per message.
+export function recordDeprecatedUse(page, errors) {
+  page.on("console", (message) => {
+    if (message.text().startsWith(DEPRECATED_USE)) errors.push(message.text());
+  });
+  return page.addInitScript((prefix) => {
+    const watch = (litegraph) => {
+      const warned = new Set();
+      litegraph.alwaysRepeatWarnings = true;
+      litegraph.onDeprecationWarning?.splice(0, Infinity, (warning, source) => {
+        if ((new Error().stack ?? "").includes("/extensions/cachedsearch/")) console.error(`${prefix}${warning}`);
+        if (!warned.has(warning)) console.warn(warning, source);
+        warned.add(warning);
+      });
+    };
+    // the frontend assigns window.LiteGraph once, as it starts
+    Object.defineProperty(window, "LiteGraph", {
+      configurable: true,
+      set(litegraph) {
+        Object.defineProperty(window, "LiteGraph", { value: litegraph, writable: true, configurable: true });
+        if (litegraph) watch(litegraph);
+      },
+    });
+  }, DEPRECATED_USE);
 }
 
 // The frontend's progress texts ("draft 3 / 3 (seed …)", "rollout 9 / 9 ...") on CachedSearch nodes, as
@@ -62,6 +96,14 @@ export async function setWidget(page, type, name, value) {
     widget.callback?.(value);
     window.app.canvas.setDirty(true, true);
   }, { type, name, value });
+}
+
+// Has the server press Cancel at transformer call `call` of the `run`-th sampling run from now of a model through
+// the test node CachedSearchTestPressCancel (tests/comfy_test_nodes).
+export async function pressCancelAt(page, { run, call }) {
+  const status = await page.evaluate((place) => window.comfyAPI.api.api.fetchApi("/cachedsearch_test/press_cancel",
+    { method: "POST", body: JSON.stringify(place) }).then((response) => response.status), { run, call });
+  if (status !== 200) throw new Error(`the server did not arm its Cancel press (${status})`);
 }
 
 // Resolves once the page has drawn and stopped moving: the canvas's zoom and offset and the boxes of every node

@@ -1,9 +1,12 @@
-"""Test-only ComfyUI nodes: synthetic text conditioning, latent frames and a queue barrier.
+"""Test-only ComfyUI nodes: synthetic text conditioning, latent frames, a queue barrier and a Cancel press at a
+given transformer call.
 
 Real text encoders (umt5-xxl, llava-llama3) cannot be made tiny, so tests and
 the tiny-weight demo feed the diffusion models CONDITIONING of the right
 shapes, drawn from a seed standing in for the prompt.
 """
+
+import sys
 
 import torch
 
@@ -88,8 +91,85 @@ class QueueBarrier:
         return {"ui": {"token": [token]}}
 
 
+def press_cancel_at(model, run: int, call: int):
+    """A clone of ``model`` that presses Cancel as ComfyUI's POST /interrupt does (it only sets the flag) at
+    transformer call ``call`` of sampling run ``run`` (a search's draft ``run``); ComfyUI's own interrupt check then
+    stops the run. Returns the clone and its live counts of runs and calls."""
+    counts = {"runs": 0, "calls": 0, "at": (run, call)}
+    return pressing_cancel(model, counts), counts
+
+
+def pressing_cancel(model, counts: dict):
+    """A clone of ``model`` that counts its sampling runs and their transformer calls into ``counts`` ("runs",
+    "calls") and presses Cancel once they reach ``counts["at"]`` ((run, call); None: never), which it then clears."""
+    import comfy.model_management
+    import comfy.patcher_extension
+
+    def count_runs(executor, *args, **kwargs):
+        counts["runs"] += 1
+        counts["calls"] = 0
+        return executor(*args, **kwargs)
+
+    def count_calls(executor, *args, **kwargs):
+        counts["calls"] += 1
+        if counts["at"] == (counts["runs"], counts["calls"]):
+            counts["at"] = None
+            comfy.model_management.interrupt_current_processing(True)
+        return executor(*args, **kwargs)
+
+    pressing = model.clone()
+    wrappers = comfy.patcher_extension.WrappersMP
+    pressing.add_wrapper_with_key(wrappers.OUTER_SAMPLE, "test_press_cancel", count_runs)
+    pressing.add_wrapper_with_key(wrappers.DIFFUSION_MODEL, "test_press_cancel", count_calls)
+    return pressing
+
+
+# Where the server's PressCancel models press Cancel next: POST /cachedsearch_test/press_cancel {"run", "call"} sets
+# it, counting runs from then on; one press clears it.
+ARMED = {"runs": 0, "calls": 0, "at": None}
+
+
+class PressCancel:
+    """The model, pressing Cancel where POST /cachedsearch_test/press_cancel said: a check cancels a search while
+    it drafts at the same point on every run, however slow the machine (a Cancel sent on a progress event lands
+    wherever the server has got to by then). The place is no input: the saved drafts' key holds the model's inputs,
+    and the resumed run must find the cancelled run's drafts."""
+
+    CATEGORY = "CachedSearch/testing"
+    FUNCTION = "press"
+    RETURN_TYPES = ("MODEL",)
+    DESCRIPTION = "Test-only: Cancel pressed at the transformer call POST /cachedsearch_test/press_cancel names."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL", {"tooltip": "The model to sample with."})}}
+
+    def press(self, model):
+        return (pressing_cancel(model, ARMED),)
+
+
+def register_press_route():
+    """POST /cachedsearch_test/press_cancel {"run": R, "call": C}: the next Cancel press at transformer call C of the
+    R-th sampling run from now (of a model through PressCancel). Only in a server (ComfyUI's main.py imported its
+    server module and made the server before it loads node packs; imported in a test process, there is none)."""
+    prompt_server = getattr(getattr(sys.modules.get("server"), "PromptServer", None), "instance", None)
+    if prompt_server is None:
+        return
+    from aiohttp import web
+
+    @prompt_server.routes.post("/cachedsearch_test/press_cancel")
+    async def arm(request):
+        place = await request.json()
+        ARMED.update(runs=0, calls=0, at=(int(place["run"]), int(place["call"])))
+        return web.json_response({"at": list(ARMED["at"])})
+
+
+register_press_route()
+
+
 NODE_CLASS_MAPPINGS = {"CachedSearchTestConditioning": SyntheticConditioning, "CachedSearchTestLatentFrames": LatentFrames,
-                       "CachedSearchTestQueueBarrier": QueueBarrier}
+                       "CachedSearchTestQueueBarrier": QueueBarrier, "CachedSearchTestPressCancel": PressCancel}
 NODE_DISPLAY_NAME_MAPPINGS = {"CachedSearchTestConditioning": "Synthetic Conditioning (CachedSearch tests)",
                               "CachedSearchTestLatentFrames": "Latent Frames (CachedSearch tests)",
-                              "CachedSearchTestQueueBarrier": "Queue Barrier (CachedSearch tests)"}
+                              "CachedSearchTestQueueBarrier": "Queue Barrier (CachedSearch tests)",
+                              "CachedSearchTestPressCancel": "Press Cancel (CachedSearch tests)"}
