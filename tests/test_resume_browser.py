@@ -18,9 +18,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow,
               pytest.mark.skipif(not browser_available(), reason="needs Debian's chromium and `npm ci` in tests/browser")]
 
 WIDTH = 6
-# Drafts and steps: enough that the cancel, sent once draft 2 has begun, lands before the last draft ends even when
-# the browser hears of the progress late on a busy machine.
 STEPS = 40
+CANCELLED_IN = 3  # the draft the server presses Cancel in: the two before it are saved, the resume reuses them
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +48,11 @@ def test_a_cancelled_search_resumes_in_one_click_with_only_the_missing_drafts(re
     server = request.getfixturevalue("comfy_server" if frontend == "pinned" else "newest_frontend_server")
     object_info = server.get("/object_info")
     graph = search(seed=seed, num_candidates=WIDTH, search={"steps": STEPS})
+    # Cancel pressed by the server at the same call of that draft on every run (one sent from the browser on a
+    # progress event lands wherever a busy machine has got to by then), once: the resume runs to the end
+    graph["press_cancel"] = {"class_type": "CachedSearchTestPressCancel",
+                             "inputs": {"model": graph["search"]["inputs"]["model"]}}
+    graph["search"]["inputs"]["model"] = ["press_cancel", 0]
     ids = {key: str(index + 1) for index, key in enumerate(graph)}  # api_to_gui numbers the nodes in order
     layout = {key: (40 + 420 * (index % 4), 60 + 760 * (index // 4), 380, 320) for index, key in enumerate(graph)}
     workflow = tmp_path / "workflow.json"
@@ -56,8 +60,8 @@ def test_a_cancelled_search_resumes_in_one_click_with_only_the_missing_drafts(re
     ARTIFACTS.mkdir(exist_ok=True)
     combination = f"{frontend_version(frontend)}_{'nodes2' if vue_nodes else 'classic'}"
     config = {"workflow": str(workflow), "sampler": ids["search"], "verifier": ids["ranking"], "steps": STEPS,
-              "cancel_at": STEPS + 2,
               "screenshot": str(ARTIFACTS / f"resume_{combination}.png")}
+    assert server.request("POST", "/cachedsearch_test/press_cancel", {"run": CANCELLED_IN, "call": 3})[0] == 200
     seen = run_browser_script("check_resume.mjs", server, config, tmp_path / "config.json", vue_nodes, timeout=900)
     assert seen["extensionErrors"] == []
     assert seen["cancelled"]["outcome"] == "interrupted"
@@ -70,7 +74,7 @@ def test_a_cancelled_search_resumes_in_one_click_with_only_the_missing_drafts(re
     entry = server.get(f"/history/{resumed['promptId']}")[resumed["promptId"]]
     assert entry["prompt"][2][ids["search"]]["inputs"]["seed"] == seed
     (cost,) = entry["outputs"][ids["search"]]["cachedsearch_cost"]
-    assert 1 <= cost["reused_drafts"] < WIDTH
+    assert cost["reused_drafts"] == CANCELLED_IN - 1
     assert resumed["drafts"] == WIDTH - cost["reused_drafts"]  # only the missing drafts were computed
     # the control is back to randomize after that queue, the seed where the resume put it
     assert seen["afterResume"] == {"seed": seed, "control": "randomize"}

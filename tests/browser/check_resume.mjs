@@ -1,8 +1,9 @@
 // Resume after a cancel (#53 item 3) in headless Debian Chromium against a real ComfyUI server: a search whose seed
-// control is randomize is queued as the Run button does and cancelled during a draft; the Sampler then offers to
-// resume it, and one click queues it again with that run's seed. Counts the drafts each run computed from the
-// progress bar (a computed draft moves it over its steps, a reused one moves nothing). Prints one JSON object with
-// what it saw. Usage: node check_resume.mjs URL CONFIG.json
+// control is randomize is queued as the Run button does and cancelled during a draft (the server presses Cancel at
+// a transformer call the test set: its CachedSearchTestPressCancel node); the Sampler then offers to resume it, and
+// one click queues it again with that run's seed. Counts the drafts each run computed from the progress bar (a
+// computed draft moves it over its steps, a reused one moves nothing). Prints one JSON object with what it saw.
+// Usage: node check_resume.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
 import { openChromium, recordExtensionErrors, settled } from "./chromium.mjs";
 
@@ -14,8 +15,8 @@ const { context, page } = await openChromium();
 recordExtensionErrors(page, result.extensionErrors);
 
 // Queues the graph as the Run button does (or `click`s the given selector) and resolves with {outcome, promptId,
-// drafts: the drafts the sampler computed}; cancels the run once the sampler's progress passes `cancelAt`.
-const run = (sampler, steps, cancelAt, click) => page.evaluate(({ sampler, steps, cancelAt, click }) =>
+// drafts: the drafts the sampler computed (began)}.
+const run = (sampler, steps, click) => page.evaluate(({ sampler, steps, click }) =>
   new Promise((resolve) => {
     const api = window.comfyAPI.api.api;
     const drafts = new Set();
@@ -24,7 +25,6 @@ const run = (sampler, steps, cancelAt, click) => page.evaluate(({ sampler, steps
     const progress = ({ detail }) => {
       if (String(detail?.node) !== sampler || !(detail.value > 0)) return;
       drafts.add(Math.floor((detail.value - 1) / steps));
-      if (cancelAt !== null && detail.value > cancelAt) api.interrupt();
     };
     const events = { execution_success: "success", execution_interrupted: "interrupted", execution_error: "error" };
     const ended = (event) => {
@@ -39,7 +39,7 @@ const run = (sampler, steps, cancelAt, click) => page.evaluate(({ sampler, steps
     api.addEventListener("execution_start", started);
     if (click) document.querySelector(click).click();
     else window.app.queuePrompt(0, 1);
-  }), { sampler, steps, cancelAt, click });
+  }), { sampler, steps, click });
 
 const seedState = (sampler) => page.evaluate((sampler) => {
   const node = window.app.graph.getNodeById(Number(sampler));
@@ -47,13 +47,13 @@ const seedState = (sampler) => page.evaluate((sampler) => {
   return { seed: value("seed"), control: value("control_after_generate") };
 }, sampler);
 
-// Whether the "‹ earlier" button on the panel of node `id` is disabled (given up to 10 s for the history lookup
-// that decides it); null: no button.
+// Whether the "‹ earlier" button on the panel of node `id` is disabled (given up to 2 minutes for the history lookup
+// that decides it: 10 s were too few on a loaded machine); null: no button.
 async function earlierDisabled(id) {
   const button = (id) => window.app.graph.getNodeById(Number(id)).widgets
     .find((w) => w.name === "cachedsearch_results")?.element.querySelector("button.cachedsearch-earlier") ?? null;
   const disabled = `(${button})(${JSON.stringify(id)})`;
-  await page.waitForFunction(`${disabled}?.disabled`, null, { timeout: 10000 }).catch(() => {});
+  await page.waitForFunction(`${disabled}?.disabled`, null, { timeout: 120000 }).catch(() => {});
   return page.evaluate(`${disabled}?.disabled ?? null`);
 }
 
@@ -76,7 +76,8 @@ try {
   await page.evaluate((data) => window.app.loadGraphData(data), JSON.parse(readFileSync(config.workflow, "utf8")));
   await settled(page, "the workflow");
   const sampler = config.sampler;
-  result.cancelled = await run(sampler, config.steps, config.cancel_at, null);
+  // the server presses Cancel inside a draft (the test's CachedSearchTestPressCancel node)
+  result.cancelled = await run(sampler, config.steps, null);
   result.afterCancel = await seedState(sampler);
   result.offered = await page.waitForSelector(".cachedsearch-resume button", { timeout: 60000 })
     .then(() => page.$eval(".cachedsearch-resume", (line) => ({ seed: Number(line.dataset.seed), text: line.textContent })))
@@ -84,7 +85,7 @@ try {
   if (result.offered) {
     await showSampler(sampler);
     await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_offer.png") });
-    result.resumed = await run(sampler, config.steps, null, ".cachedsearch-resume button");
+    result.resumed = await run(sampler, config.steps, ".cachedsearch-resume button");
     result.afterResume = await seedState(sampler);
     await page.waitForFunction(() => !document.querySelector(".cachedsearch-resume button"), null, { timeout: 30000 });
     await page.waitForFunction(() => document.querySelector(".cachedsearch-summary"), null, { timeout: 60000 });
