@@ -45,14 +45,31 @@ def with_lora(graph: dict) -> dict:
     return graph
 
 
-def run(server, graph, cancel_in_draft=None):
+def pressing_cancel(graph: dict) -> dict:
+    """``graph`` with the test pack's PressCancel between the cache and the Sampler: Cancel is then pressed inside the
+    server at the sampling run and transformer call ``press_cancel_in`` names, however slow the machine (a Cancel sent
+    on a progress event lands wherever the server has got to by then). It is no input, so every run of a test uses
+    this graph and the saved drafts' key stays the same."""
+    graph = json.loads(json.dumps(graph))
+    graph["press_cancel"] = {"class_type": "CachedSearchTestPressCancel", "inputs": {"model": ["cache", 0]}}
+    graph["search"]["inputs"]["model"] = ["press_cancel", 0]
+    return graph
+
+
+def press_cancel_in(server, run: int, call: int = 1) -> None:
+    """Cancel at transformer call ``call`` of the ``run``-th sampling run from now (a search's draft, a pruned
+    search's segment) of a graph made by ``pressing_cancel``."""
+    status, answer = server.request("POST", "/cachedsearch_test/press_cancel", {"run": run, "call": call})
+    assert status == 200, answer
+
+
+def run(server, graph):
     """The run's history entry and how many drafts the Sampler computed, counted from the progress bar: a computed
     draft moves it over its own STEPS steps, a reused one moves nothing."""
     events = []
 
     def watch(index, node, value, maximum):
         events.append((node, value))
-        return cancel_in_draft is not None and node == "search" and value > (cancel_in_draft - 1) * STEPS
 
     (entry,) = server.run_batch([graph], watch)
     return entry, len({(value - 1) // STEPS for node, value in events if node == "search" and value > 0})
@@ -93,8 +110,8 @@ def test_over_http_a_cancelled_search_resumes_in_a_fresh_server_with_only_the_mi
     and queue the same graph: it computes exactly the drafts the store lacks (counted from the progress bar) and its
     drafts, ranking and commit equal an uninterrupted run's bit for bit; keep after a restart delivers the stored
     draft."""
-    graph, width = search(seed=500, num_candidates=8), 8
-    keep = search(seed=500, num_candidates=8, recommit={"mode": "keep", "pick": 3})
+    graph, width = pressing_cancel(search(seed=500, num_candidates=8)), 8
+    keep = pressing_cancel(search(seed=500, num_candidates=8, recommit={"mode": "keep", "pick": 3}))
     first = comfy_runtime.ComfyServer(base_with_models("drafts_restart"))
     try:
         first.start()
@@ -105,12 +122,13 @@ def test_over_http_a_cancelled_search_resumes_in_a_fresh_server_with_only_the_mi
         assert computed == 0
         shutil.rmtree(drafts_folder(first))
         first.reset_caches()  # the same graph again must run, not come from ComfyUI's cache
-        cancelled, computed = run(first, graph, cancel_in_draft=5)
+        press_cancel_in(first, run=5)
+        cancelled, computed = run(first, graph)
         saved = saved_seeds(first)
     finally:
         first.stop()
     assert "execution_interrupted" in [message[0] for message in cancelled["status"]["messages"]]
-    assert 4 <= len(saved) < width and saved == list(range(500, 500 + len(saved)))
+    assert saved == list(range(500, 504))  # the 4 drafts before the cancel in draft 5
 
     second = comfy_runtime.ComfyServer(first.base_dir)
     try:
@@ -225,14 +243,13 @@ def with_pruning(graph: dict) -> dict:
     return graph
 
 
-def steps_run(server, graph, cancel_after_step=None):
+def steps_run(server, graph):
     """The run's history entry and how many sampler steps the pruned search ran (its bar moves only for those)."""
     reached = [0]
 
     def watch(index, node, value, maximum):
         if node == "search":
             reached[0] = max(reached[0], value)
-        return cancel_after_step is not None and node == "search" and value > cancel_after_step
 
     (entry,) = server.run_batch([graph], watch)
     return entry, reached[0]
@@ -243,7 +260,7 @@ def test_over_http_a_pruned_search_cancelled_after_its_round_resumes_with_only_t
     """A pruned search (4 seeds to step 3 of 6, the best 2 on) cancelled after its round re-queued reads every
     candidate's state at the round back, re-scores the previews from the saved x0 estimates and computes only the
     survivors' ends, ending as the uninterrupted run bit for bit."""
-    graph = with_pruning(search(seed=800, num_candidates=4))
+    graph = pressing_cancel(with_pruning(search(seed=800, num_candidates=4)))
     shutil.rmtree(drafts_folder(comfy_server), ignore_errors=True)
     comfy_server.reset_caches()
     alone, steps_alone = steps_run(comfy_server, graph)
@@ -252,14 +269,14 @@ def test_over_http_a_pruned_search_cancelled_after_its_round_resumes_with_only_t
 
     shutil.rmtree(drafts_folder(comfy_server), ignore_errors=True)
     comfy_server.reset_caches()
-    steps_run(comfy_server, graph, cancel_after_step=4 * 3 + 1)
-    # The 4 states at the round, and a survivor's end if it finished before the cancel reached it.
-    ends_saved = len(saved_seeds(comfy_server)) - 4
-    assert ends_saved in (0, 1)
+    press_cancel_in(comfy_server, run=6)  # in the second survivor's end: runs 1-4 draft to the round, 5 is an end
+    cancelled, _ = steps_run(comfy_server, graph)
+    assert "execution_interrupted" in [message[0] for message in cancelled["status"]["messages"]]
+    assert len(saved_seeds(comfy_server)) == 4 + 1  # the 4 states at the round and the first survivor's end
     comfy_server.reset_caches()
     resumed, steps = steps_run(comfy_server, graph)
     assert resumed["status"]["status_str"] == "success", resumed["status"]
-    assert steps == (2 - ends_saved) * 3
+    assert steps == 3  # only the second survivor's end
     assert outcome(comfy_server, resumed) == outcome(comfy_server, alone)
     assert pruned_rows(resumed) == pruned_rows(alone)  # the pruned seeds, their preview scores and calls
 
