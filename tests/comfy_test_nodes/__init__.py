@@ -167,6 +167,68 @@ def register_press_route():
 register_press_route()
 
 
+class HeldDecode:
+    """Holds the next draft decode of the extension's distributed draft route until released, so a test can ask the
+    server, while the decode is held, whether its event loop still answers: an answer that says "held" can only come
+    from a loop the decode is not running on (a decode on the loop would hold every answer until it ends)."""
+
+    WAIT_SECONDS = 60  # a decode on the loop is held this long at most, then the test sees "not held" and fails
+
+    def __init__(self):
+        import threading
+
+        self.armed, self.held, self.release = False, threading.Event(), threading.Event()
+
+    def wrap(self, decode):
+        def held_decode(blob):
+            if self.armed:
+                self.armed = False
+                self.held.set()
+                self.release.wait(self.WAIT_SECONDS)
+                self.held.clear()
+            return decode(blob)
+
+        return held_decode
+
+
+def register_held_decode_routes():
+    """POST /cachedsearch_test/hold_decode holds the next draft decode; GET /cachedsearch_test/decode_held answers
+    whether one is held now; POST /cachedsearch_test/release_decode lets it go."""
+    prompt_server = getattr(getattr(sys.modules.get("server"), "PromptServer", None), "instance", None)
+    if prompt_server is None:
+        return
+    from aiohttp import web
+
+    hold = HeldDecode()
+
+    def wrap_the_routes_decode():
+        # at the first hold, not at load: the extension may load after this pack
+        (module,) = [module for name, module in list(sys.modules.items())
+                     if name.endswith(".nodes.distributed_routes") and hasattr(module, "decode_draft")]
+        if not getattr(module.decode_draft, "held_by_test", False):
+            module.decode_draft = hold.wrap(module.decode_draft)
+            module.decode_draft.held_by_test = True
+
+    @prompt_server.routes.post("/cachedsearch_test/hold_decode")
+    async def arm(request):
+        wrap_the_routes_decode()
+        hold.armed = True
+        hold.release.clear()
+        return web.json_response({"armed": True})
+
+    @prompt_server.routes.get("/cachedsearch_test/decode_held")
+    async def held(request):
+        return web.json_response({"held": hold.held.is_set()})
+
+    @prompt_server.routes.post("/cachedsearch_test/release_decode")
+    async def release(request):
+        hold.release.set()
+        return web.json_response({"released": True})
+
+
+register_held_decode_routes()
+
+
 NODE_CLASS_MAPPINGS = {"CachedSearchTestConditioning": SyntheticConditioning, "CachedSearchTestLatentFrames": LatentFrames,
                        "CachedSearchTestQueueBarrier": QueueBarrier, "CachedSearchTestPressCancel": PressCancel}
 NODE_DISPLAY_NAME_MAPPINGS = {"CachedSearchTestConditioning": "Synthetic Conditioning (CachedSearch tests)",
