@@ -20,7 +20,7 @@ import sys
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from scripts import comfy_runtime, node_packs  # noqa: E402
+from scripts import comfy_runtime, ltx_workflow, node_packs  # noqa: E402
 from scripts.subgraph_workflow import wrap_in_subgraph  # noqa: E402
 from scripts.workflow_format import GROUP_PADDING, api_to_gui, column_layout, gui_to_api  # noqa: E402
 
@@ -630,6 +630,28 @@ def wan21_in_subgraph() -> dict:
     return workflow
 
 
+LTX_NOTE = """
+### LTX-2.3: only the winner is upsampled and refined
+This is ComfyUI's official LTX-2.3 text-to-video graph (the same files, sigmas, CFG and LoRA strengths) with the
+search on its first stage: N drafts at half size, the Verifier ranks their pictures (the sound is not judged), and
+only the Recommit's winner goes through the x2 upsampler and the 3-sigma refine pass, with its sound. The refine
+pass is the commit's cost: the search pays N cached first stages, one full first stage and one refine, where
+running the whole pipeline N times pays N first stages and N refines. LTX-2 needs ComfyUI 0.33 or newer.
+"""
+
+
+def ltx23_t2v_search_upscale() -> dict:
+    """The official LTX-2.3 two-stage text-to-video graph, searched on its first stage, in a subgraph as there."""
+    workflow = _workflow(ltx_workflow.ltx23_t2v_nodes(PROMPT), ltx_workflow.MODELS,
+                         "0.10 here (not calibrated on LTX-2: calibrate it on your prompts with workflow 05)")
+    workflow["note"] += LTX_NOTE
+    workflow["titles"] = {"search": "N cached drafts (first stage)", "refine": "Refine the winner (x2, 3 sigmas)"}
+    workflow["subgraph"] = {"name": "LTX-2.3 search + upscale", "outside": ("save",), "promoted": (
+        ("prompt", "value", "prompt"), ("video_latent", "width", None), ("video_latent", "height", None),
+        ("video_latent", "length", "frames"), ("search", "seed", None), ("search", "num_candidates", None),
+        ("checkpoint", "ckpt_name", "checkpoint"), ("load_verifier", "ckpt_name", "image_reward"))}
+    return workflow
+
 TITLES = {
     "cache": "Apply Cache (explore cheap)", "search": "N cached drafts", "verify": "Rank drafts (ImageReward)",
     "recommit": "Recommit winner (full compute)", "prompt": "Prompt (text encoder + verifier)",
@@ -664,6 +686,7 @@ WORKFLOWS = {  # file name (the template browser's card title, numbered in the o
     "12 HunyuanVideo search": hunyuan_t2v,
     "13 HunyuanVideo 1.5 + 1080p": hunyuan15_t2v,
     "14 Wan 2.1 in a subgraph": wan21_in_subgraph,
+    "15 LTX-2.3 search + upscale": ltx23_t2v_search_upscale,
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from scripts.tiny_models import WAN21_T2V_FILE, WAN21_VAE_FILE, WAN22_A14B_FILES
+from scripts.tiny_models import LTX2_TINY_CONFIG, WAN21_T2V_FILE, WAN21_VAE_FILE, WAN22_A14B_FILES
 
 
 def cached_wan_sampling(
@@ -88,14 +88,32 @@ def stock_wan_ksampler(*, seed: int, steps: int = 12, filename_prefix: str = "st
     return graph
 
 
+def _tiny_ltx2(graph: dict) -> None:
+    """LTX-2 at tiny sizes: 9 frames of video and sound at 64 x 64, and no distilled LoRA (the tiny models have
+    none: its users take the checkpoint's model)."""
+    for key in [k for k, node in graph.items() if node["class_type"] == "LoraLoaderModelOnly"]:
+        model = graph.pop(key)["inputs"]["model"]
+        for node in graph.values():
+            node["inputs"].update({name: model for name, value in node["inputs"].items() if value == [key, 0]})
+    for node in graph.values():
+        if node["class_type"] == "EmptyLTXVLatentVideo":
+            node["inputs"].update(width=64, height=64, length=9)
+        if node["class_type"] == "LTXVEmptyLatentAudio":
+            node["inputs"]["frames_number"] = 9
+
+
 def tiny_workflow_variant(api: dict, pooled: bool) -> dict:
     """The workflow on tiny weights: synthetic conditioning instead of text encoders, small sizes, N = 3."""
     graph = copy.deepcopy(api)
-    for key in [k for k, node in graph.items() if node["class_type"] in ("CLIPLoader", "DualCLIPLoader")]:
+    for key in [k for k, node in graph.items()
+                if node["class_type"] in ("CLIPLoader", "DualCLIPLoader", "LTXAVTextEncoderLoader")]:
         del graph[key]
+    if any(node["class_type"] == "LTXVConditioning" for node in graph.values()):
+        _tiny_ltx2(graph)
     for index, (key, node) in enumerate([(k, n) for k, n in graph.items() if n["class_type"] == "CLIPTextEncode"]):
         graph[key] = {"class_type": "CachedSearchTestConditioning",
                       "inputs": {"text_seed": index + 1, "tokens": 8, "pooled": pooled}}
+    classes = {node["class_type"] for node in graph.values()}
     for node in graph.values():
         inputs = node["inputs"]
         if node["class_type"] in ("EmptyHunyuanLatentVideo", "Wan22ImageToVideoLatent", "WanImageToVideo"):
@@ -123,6 +141,8 @@ def tiny_workflow_variant(api: dict, pooled: bool) -> dict:
                 cache["inputs"].update(warmup_steps=2, cooldown_steps=2)  # so step 3 of 8 lies where it skips
         if node["class_type"] == "VAEDecodeTiled":
             inputs.update(tile_size=64, overlap=0, temporal_size=8, temporal_overlap=4)
+        if node["class_type"] == "CachedSearchTestConditioning" and "LTXVConditioning" in classes:
+            inputs["width"] = 2 * LTX2_TINY_CONFIG["caption_channels"]  # Gemma's width after LTX-2's processing
     final_decode = next(key for key, node in graph.items() if node["class_type"] == "CreateVideo")
     graph["frames"] = {"class_type": "SaveImage", "inputs": {"images": graph[final_decode]["inputs"]["images"],
                                                             "filename_prefix": "workflow_frames"}}

@@ -35,7 +35,8 @@ STEPS, SEEDS = 12, 16
 
 BACKGROUND, PANEL, TEXT, MUTED = (32, 32, 36), (46, 46, 52), (245, 245, 245), (190, 190, 198)
 WINNER, PRUNED = (70, 200, 90), (120, 120, 128)
-FAMILY_COLOURS = {"Wan 2.1": (40, 96, 180), "Wan 2.2": (118, 70, 170), "HunyuanVideo": (196, 110, 30)}
+FAMILY_COLOURS = {"Wan 2.1": (40, 96, 180), "Wan 2.2": (118, 70, 170), "HunyuanVideo": (196, 110, 30),
+                  "LTX-2": (30, 140, 120)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +82,9 @@ TEMPLATE_CARDS = {
         "upscale"),
     "14 Wan 2.1 in a subgraph": TemplateCard(
         "Wan 2.1 T2V 1.3B", "Search in a subgraph", "As the official templates: its inputs on one node", "search"),
+    "15 LTX-2.3 search + upscale": TemplateCard(
+        "LTX-2.3 T2V (ComfyUI 0.33+)", "Search, then upscale", "Only the winner is upsampled x2 and refined",
+        "upscale"),
     "04 Calibrate tau, one prompt": TemplateCard(
         "Any one-stage model (Wan 2.1)", "Calibrate tau", "Find the cache setting that keeps your verifier's pick",
         "calibrate"),

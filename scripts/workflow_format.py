@@ -44,7 +44,9 @@ def _options(spec: list) -> dict:
 def is_widget(spec: list) -> bool:
     if _options(spec).get("forceInput"):
         return False
-    return isinstance(spec[0], list) or spec[0] in WIDGET_TYPES or spec[0] == DYNAMIC_COMBO
+    # "FLOAT,INT" inputs (LTX-2's frame rates) name the widget they show in widgetType, as the frontend reads them
+    return isinstance(spec[0], list) or spec[0] in WIDGET_TYPES or spec[0] == DYNAMIC_COMBO or \
+        _options(spec).get("widgetType") in WIDGET_TYPES
 
 
 def default_value(spec: list):
