@@ -25,6 +25,7 @@ from PIL import Image, ImageDraw
 
 from cachedsearch_core.cost import fewer_calls_factor, skipped_share
 from conftest import NEWEST_FRONTEND
+from test_workflows import runs_on
 from scripts import node_packs
 from scripts.subgraph_workflow import subgraph_shape, wrap_in_subgraph
 from scripts.workflow_format import api_to_gui, column_layout, gui_to_api, nodes_by_execution_id, subgraph_definitions
@@ -337,7 +338,7 @@ def check_ui(server, tmp_path, frontend: str, full: bool, vue_nodes: bool, live_
     for name, workflow in files.items():
         (tmp_path / f"{name}.json").write_text(json.dumps(workflow))
     ARTIFACTS.mkdir(exist_ok=True)
-    shipped = [str(REPO_ROOT / "workflows" / f"{name}.json") for name in SHIPPED]
+    shipped = [str(REPO_ROOT / "workflows" / f"{name}.json") for name in SHIPPED if runs_on(name, object_info)]
     # The missing-node check must see what this server lacks: an unknown type, and ComfyUI-Distributed's collector
     # (not installed on these servers).
     distributed = str(REPO_ROOT / "workflows" / "03 Wan 2.1 on several GPUs.json")
