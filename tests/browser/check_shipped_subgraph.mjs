@@ -5,7 +5,7 @@
 // choose. Prints one JSON object with what it saw.
 // Usage: node check_shipped_subgraph.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
-import { openChromium, recordExtensionErrors, settled } from "./chromium.mjs";
+import { nextRun as nextRunOn, openChromium, recordExtensionErrors, settled } from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
@@ -58,32 +58,10 @@ const queuedGraph = () => page.evaluate(async () => {
 });
 
 // Starts a run with `start`; resolves once it ended with its queued seed, what it reused and what each node showed.
-async function nextRun(start, timeout = 600000) {
-  await page.evaluate(() => {
-    const api = window.comfyAPI.api.api;
-    const runs = {};
-    window.csRuns = runs;
-    const of = (detail) => (runs[detail?.prompt_id] ??= { cached: [], executed: {}, end: null });
-    api.addEventListener("execution_cached", ({ detail }) => of(detail).cached.push(...(detail.nodes ?? []).map(String)));
-    api.addEventListener("executed", ({ detail }) => {
-      of(detail).executed[String(detail.display_node ?? detail.node)] = detail.output;
-    });
-    for (const end of ["execution_success", "execution_error", "execution_interrupted"]) {
-      api.addEventListener(end, ({ detail }) => { of(detail).end = end; });
-    }
-  });
-  const response = page.waitForResponse((res) => res.request().method() === "POST" &&
-    new URL(res.url()).pathname.endsWith("/prompt"), { timeout });
-  await start();
-  const answer = await response;
-  const promptId = (await answer.json()).prompt_id;
-  const prompt = JSON.parse(answer.request().postData()).prompt ?? {};
-  const seed = Object.values(prompt).find((node) => node.class_type === "CachedSearchSampler")?.inputs.seed;
-  if (!promptId) return { end: "refused", seed };
-  await page.waitForFunction((id) => window.csRuns[id]?.end, promptId, { timeout });
-  await settled(page, `the panels after run ${promptId}`);
-  const run = await page.evaluate((id) => window.csRuns[id], promptId);
-  return { end: run.end, seed, ids: Object.keys(prompt),
+async function nextRun(start) {
+  const run = await nextRunOn(page, start, 600000);
+  if (run.end === "refused") return { end: run.end, seed: run.seed };
+  return { end: run.end, seed: run.seed, ids: run.ids,
     delivered: Object.values(run.executed).map((o) => o?.cachedsearch_delivery?.[0]).find(Boolean) ?? null };
 }
 

@@ -6,7 +6,7 @@
 // converted into a subgraph shows its table after a run. Prints one JSON object with what it saw.
 // Usage: node check_subgraph.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
-import { openChromium, pressCancelAt, recordExtensionErrors, settled } from "./chromium.mjs";
+import { nextRun as nextRunOn, openChromium, pressCancelAt, recordExtensionErrors, settled } from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
@@ -115,34 +115,7 @@ const setWidget = (type, name, value) => page.evaluate(({ type, name, value }) =
 }, { type, name, value });
 
 // Starts a run with `start` and resolves with the queued prompt's ids, what it reused and what each node showed.
-async function nextRun(start, timeout = 300000) {
-  await page.evaluate(() => {
-    const api = window.comfyAPI.api.api;
-    const runs = {};
-    window.csRuns = runs;
-    const of = (detail) => (runs[detail?.prompt_id] ??= { cached: [], executed: {}, end: null });
-    api.addEventListener("execution_cached", ({ detail }) => of(detail).cached.push(...(detail.nodes ?? []).map(String)));
-    api.addEventListener("executed", ({ detail }) => {
-      of(detail).executed[String(detail.display_node ?? detail.node)] = detail.output;
-    });
-    for (const end of ["execution_success", "execution_error", "execution_interrupted"]) {
-      api.addEventListener(end, ({ detail }) => { of(detail).end = end; });
-    }
-  });
-  const response = page.waitForResponse((res) => res.request().method() === "POST" &&
-    new URL(res.url()).pathname.endsWith("/prompt"), { timeout });
-  await start();
-  const answer = await response;
-  const promptId = (await answer.json()).prompt_id;
-  const prompt = JSON.parse(answer.request().postData()).prompt ?? {};
-  const ids = Object.keys(prompt);
-  const search = Object.values(prompt).find((node) => node.class_type === "CachedSearchSampler")?.inputs ?? {};
-  const { seed, num_candidates: width, steps } = search;
-  if (!promptId) return { promptId: null, ids, seed, width, steps, end: "refused" };
-  await page.waitForFunction((id) => window.csRuns[id]?.end, promptId, { timeout });
-  await settled(page, `the panels after run ${promptId}`);
-  return { promptId, ids, seed, width, steps, ...(await page.evaluate((id) => window.csRuns[id], promptId)) };
-}
+const nextRun = (start) => nextRunOn(page, start);
 
 const queueGraph = () => page.evaluate(() => window.app.queuePrompt(0, 1));
 const panelText = (type) => page.evaluate((type) => window.csPanel(type)?.textContent ?? null, type);

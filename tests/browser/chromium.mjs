@@ -137,3 +137,34 @@ export async function settled(page, what, timeout = 30000) {
   }, timeout);
   if (!stable) throw new Error(`${what}: the page was still changing after ${timeout} ms`);
 }
+
+// The next run that start() queues (the POST /prompt it sends): its prompt id, execution ids, the Sampler's seed,
+// width and steps, and, once it ends, the nodes ComfyUI served from its cache, each node's output and how it ended.
+export async function nextRun(page, start, timeout = 300000) {
+  await page.evaluate(() => {
+    const api = window.comfyAPI.api.api;
+    const runs = {};
+    window.csRuns = runs;
+    const of = (detail) => (runs[detail?.prompt_id] ??= { cached: [], executed: {}, end: null });
+    api.addEventListener("execution_cached", ({ detail }) => of(detail).cached.push(...(detail.nodes ?? []).map(String)));
+    api.addEventListener("executed", ({ detail }) => {
+      of(detail).executed[String(detail.display_node ?? detail.node)] = detail.output;
+    });
+    for (const end of ["execution_success", "execution_error", "execution_interrupted"]) {
+      api.addEventListener(end, ({ detail }) => { of(detail).end = end; });
+    }
+  });
+  const response = page.waitForResponse((res) => res.request().method() === "POST" &&
+    new URL(res.url()).pathname.endsWith("/prompt"), { timeout });
+  await start();
+  const answer = await response;
+  const promptId = (await answer.json()).prompt_id;
+  const prompt = JSON.parse(answer.request().postData()).prompt ?? {};
+  const ids = Object.keys(prompt);
+  const search = Object.values(prompt).find((node) => node.class_type === "CachedSearchSampler")?.inputs ?? {};
+  const { seed, num_candidates: width, steps } = search;
+  if (!promptId) return { promptId: null, ids, seed, width, steps, end: "refused" };
+  await page.waitForFunction((id) => window.csRuns[id]?.end, promptId, { timeout });
+  await settled(page, `the panels after run ${promptId}`);
+  return { promptId, ids, seed, width, steps, ...(await page.evaluate((id) => window.csRuns[id], promptId)) };
+}
