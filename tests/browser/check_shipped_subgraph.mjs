@@ -130,8 +130,9 @@ try {
   await shot("loaded");
   result.firstRun = await nextRun(queue);
   await showGraph(outer);
+  // the same condition as asserted below, given the time a loaded machine needs (30 s fell short once)
   await page.waitForFunction(() => [...(window.csPanel("CachedSearchVerifier")?.querySelectorAll("img") ?? [])]
-    .every((image) => image.complete), null, { timeout: 30000 }).catch(() => {});
+    .every((image) => image.complete && image.naturalWidth > 0), null, { timeout: 120000 }).catch(() => {});
   result.rows = await rowsOf("CachedSearchVerifier");
   result.framesLoaded = await page.evaluate(() => [...(window.csPanel("CachedSearchVerifier")?.querySelectorAll("img") ?? [])]
     .map((image) => image.complete && image.naturalWidth > 0));
