@@ -7,7 +7,8 @@ Layers, each importing only the ones below it (type-only imports included), from
    ``step_cache_config`` and ``cache_statistics``), ``work_count``,
    ``fidelity``, ``safe_files``, ``jsonl_store``, ``saved_work`` (the one store of saved drafts and rollouts),
    ``image_reward``
-2. the cost model, on records only: ``cost`` (pruning and budget hand it plain numbers, ``cost.ExtraWork``); the
+2. the cost model, on records only: ``cost_formulas`` (the shared formulas in plain numbers; pruning and budget hand
+   the model their extra work as ``cost_formulas.ExtraWork``) and ``cost`` (a search's cost, ``SearchCost``); the
    verifiers and the judge: ``clip_score``, ``video_score``, ``judge`` (the one frame rule), ``combine``; what
    stores and ships records: ``seed_slices``, ``draft_exchange``, ``audit``, ``saved_rollouts``, ``draft_store``,
    ``calibration_memory``

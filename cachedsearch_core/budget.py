@@ -8,7 +8,8 @@ import enum
 import math
 from collections.abc import Sequence
 
-from .cost import ExtraWork, SearchCost, break_even_width, share_of_full_best_of
+from .cost import SearchCost
+from .cost_formulas import ExtraWork, break_even_width, share_of_full_best_of
 from .records import MAX_CANDIDATES
 
 
@@ -271,7 +272,7 @@ class BudgetOutcome:
 
     @property
     def break_even_width(self) -> float:
-        """Predicted, in the plan's unit (``cost.break_even_width``)."""
+        """Predicted, in the plan's unit (``cost_formulas.break_even_width``)."""
         mean_draft = sum(self.draft_costs) / self.width
         return break_even_width(mean_draft / self.full_cost, self.recommit_cost / self.full_cost)
 

@@ -14,7 +14,7 @@ import dataclasses
 import re
 
 from .audit import tau_arm
-from .cost import MEASURED_CACHED_SHARE, rollouts_time, speedup_of
+from .cost_formulas import MEASURED_CACHED_SHARE, rollouts_time, speedup_of
 from .records import candidate_seeds
 from .step_cache_config import StepCacheConfig, in_always_compute_window
 
@@ -212,7 +212,7 @@ class RolloutCount:
 
     @property
     def full_rollout_times(self) -> float:
-        """About how many full rollouts' time it takes (``cost.rollouts_time``)."""
+        """About how many full rollouts' time it takes (``cost_formulas.rollouts_time``)."""
         return rollouts_time(self.full_rollouts, self.rollouts - self.full_rollouts, self.cached_share)
 
     @property

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .cost import skipped_share
+from .cost_formulas import skipped_share
 from .judge import spread_frame_indices
 from .pruning import PruningOutcome
 from .records import Draft, Ranking

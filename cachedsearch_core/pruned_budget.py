@@ -9,7 +9,8 @@ import dataclasses
 from collections.abc import Callable
 
 from .budget import BudgetPlan, BudgetUnit
-from .cost import ExtraWork, SearchCost, share_of_full_best_of
+from .cost import SearchCost
+from .cost_formulas import ExtraWork, share_of_full_best_of
 from .pruning import PruningPlan
 
 

@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from fractions import Fraction
 
-from .cost import ExtraWork
+from .cost_formulas import ExtraWork
 from .judge import spread_frame_indices
 from .records import Draft
 

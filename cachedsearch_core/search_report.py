@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .cost import SearchCost, calls_per_stage, skipped_share
+from .cost import SearchCost
+from .cost_formulas import calls_per_stage, skipped_share
 from .records import Draft, Ranking
 from .cache_statistics import INACTIVE_PREFIX
 

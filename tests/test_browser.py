@@ -23,7 +23,7 @@ import pytest
 from scripts.graphs import combined_verifier_search, tiny_workflow_variant
 from PIL import Image, ImageDraw
 
-from cachedsearch_core.cost import fewer_calls_factor, skipped_share
+from cachedsearch_core.cost_formulas import fewer_calls_factor, skipped_share
 from conftest import NEWEST_FRONTEND
 from test_workflows import runs_on
 from scripts import node_packs

@@ -36,7 +36,7 @@ from cachedsearch_core.calibration_memory import (
 )
 from cachedsearch_core.calibration_results import Calibration, EnginesCalibration
 from cachedsearch_core.combine import VerifierCombination
-from cachedsearch_core.cost import MEASURED_CACHED_SHARE
+from cachedsearch_core.cost_formulas import MEASURED_CACHED_SHARE
 from cachedsearch_core.fidelity import PROMPT_BOOTSTRAP, SEED_BOOTSTRAP, ranking_fidelity
 from report_text import line_of, numbers
 

@@ -10,7 +10,7 @@ import pytest
 
 from cachedsearch_core import Draft, Ranking, SearchCost, StageCalls, search_cost, search_report
 from cachedsearch_core.budget import BudgetOutcome, BudgetPlan
-from cachedsearch_core.cost import break_even_width
+from cachedsearch_core.cost_formulas import break_even_width
 from cachedsearch_core.pruning import PrunedCandidate, PruningOutcome
 
 ROLLOUT_CALLS = 50

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from cachedsearch_core import Draft, SearchCost, StageCalls
-from cachedsearch_core.cost import ExtraWork
+from cachedsearch_core.cost_formulas import ExtraWork
 from cachedsearch_core.draft_store import DraftStore
 from cachedsearch_core.saved_keys import draft_key
 from cachedsearch_core.saved_rollouts import SavedRollout, SavedRollouts

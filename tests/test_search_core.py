@@ -6,7 +6,7 @@ import pytest
 
 from cachedsearch_core import Draft, Ranking, SearchCost, StageCalls, candidate_seeds, parse_scores, search_report
 from cachedsearch_core.cache_statistics import INACTIVE_PREFIX
-from cachedsearch_core.cost import calls_per_stage
+from cachedsearch_core.cost_formulas import calls_per_stage
 from cachedsearch_core.search_report import COMMIT_FREE_DELIVERY, COMMIT_FREE_LINE, DELIVERED_BY, WINNER_LINE_PREFIX
 from report_text import refusal
 
