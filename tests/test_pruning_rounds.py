@@ -4,13 +4,16 @@ diffusion model; a winner that survived every round and a candidate dropped in r
 committed exactly as the stock graph; bad schedules are refused naming the input."""
 
 import contextlib
+import re
 
 import pytest
 import torch
 
 from cachedsearch_core.budget import BudgetPlan, BudgetUnit
+from cachedsearch_core.pick import Pick
 from cachedsearch_core.pruned_budget import pruned_budget_width
 from cachedsearch_core.pruning import CacheWindow, PruningSchedule, pruned_search_steps
+from report_text import line_of, numbers, refusal
 from scripts.tiny_models import WAN21_VAE_FILE, WAN22_A14B_FILES
 
 VIDEO_LENGTH = 9  # 3 latent frames
@@ -50,42 +53,40 @@ def test_a_schedule_reads_shares_steps_counts_and_halvings():
     assert [(r.step, r.keep) for r in PruningSchedule("3:3, 5:2").plan(4, 8).rounds] == [(3, 3), (5, 2)]
 
 
-@pytest.mark.parametrize("text, message", [
-    ("20%", r"schedule: cannot read '20%' in '20%'; write rounds as where:keep"),
-    ("20%:4; 40%:2", r"schedule: cannot read"),
-    ("120%:4", r"schedule: round 1 \('120%:4'\) prunes at 120 %; use a share between 0 and 100 %"),
-    ("2.5:4", r"schedule: round 1 \('2.5:4'\): a step is a whole number"),
-    ("20%:3/2", r"schedule: round 1 \('20%:3/2'\) keeps 3/2 of the field; a share kept lies between 0 and 1"),
+@pytest.mark.parametrize("text, facts", [
+    ("20%", ["'20%'", "'20%'"]),  # the part it cannot read, in the whole text
+    ("20%:4; 40%:2", ["'20%:4; 40%:2'"]),
+    ("120%:4", [1, "'120%:4'", 120, 0, 100]),  # round, its text, where it prunes, the range of shares
+    ("2.5:4", [1, "'2.5:4'"]),
+    ("20%:3/2", [1, "'20%:3/2'", "3/2", 0, 1]),
     # rounds out of order need no steps to be refused: before anything runs (the Pruning Plan's validation)
-    ("70%:4, 40%:2", r"schedule: round 2 \('40%:2'\) prunes at 40 %, not after round 1's 70 %; list the rounds in the "
-                     r"order they prune"),
-    ("20%:4, 20%:2", r"schedule: round 2 \('20%:2'\) prunes at 20 %, not after round 1's 20 %"),
-    ("5:3, 3:2", r"schedule: round 2 \('3:2'\) prunes at step 3, not after round 1's step 5"),
-    ("3:3, 3:2", r"schedule: round 2 \('3:2'\) prunes at step 3, not after round 1's step 3"),
+    ("70%:4, 40%:2", [2, "'40%:2'", 40, 1, 70]),  # round 2 prunes at 40 %, round 1 at 70 %
+    ("20%:4, 20%:2", [2, "'20%:2'", 20, 1, 20]),
+    ("5:3, 3:2", [2, "'3:2'", 3, 1, 5]),
+    ("3:3, 3:2", [2, "'3:2'", 3, 1, 3]),
 ])
-def test_an_unreadable_schedule_is_refused_naming_the_input(text, message):
-    with pytest.raises(ValueError, match=message):
+def test_an_unreadable_schedule_is_refused_naming_the_input(text, facts):
+    with pytest.raises(ValueError, match=refusal("schedule", *facts)):
         PruningSchedule(text)
 
 
 WINDOW = [CacheWindow(0, 8, 1, 1)]  # the cache skips only at steps 2 to 6
 
 
-@pytest.mark.parametrize("text, width, message", [
-    # a share and a step compare only at a search's steps
-    ("50%:3, 3:2", 4, r"schedule: round 2 \('3:2'\) prunes at step 3 of 8, not after round 1's step 4; list the "
-                      r"rounds in the order they prune"),
-    ("3:3, 7:2", 4, r"schedule: round 2 \('7:2'\) prunes at step 7 of 8; with 8 steps, warmup 1 and cooldown 1 it "
-                    r"must lie strictly between 1 and 7"),
-    ("1:3, 4:2", 4, r"schedule: round 1 \('1:3'\) prunes at step 1 of 8; with 8 steps, warmup 1"),
-    ("3:3, 5:3", 4, r"schedule: round 2 \('5:3'\) keeps 3, but 3 candidates reach it \(round 1 kept 3\); each round "
-                    r"keeps fewer than the round before, so keep at most 2 there"),
-    ("3:2, 5:3", 4, r"schedule: round 2 \('5:3'\) keeps 3, but 2 candidates reach it"),
-    ("3:5, 5:2", 4, r"schedule: round 1 \('3:5'\) keeps 5 of the 4 candidates; keep at most 4"),
-    ("3:1/2, 4:1/2, 5:1/2", 2, r"schedule: round 2 \('4:1/2'\) keeps 1, but 1 candidates reach it"),
+@pytest.mark.parametrize("text, width, facts", [
+    # a share and a step compare only at a search's steps: round 2 at step 3 of 8, round 1's 50 % at step 4
+    ("50%:3, 3:2", 4, [2, "'3:2'", 3, 8, 1, 4]),
+    # round 2 at step 7 of 8, outside the cache's window (8 steps, warmup 1, cooldown 1: between 1 and 7)
+    ("3:3, 7:2", 4, [2, "'7:2'", 7, 8, 8, 1, 1, 1, 7]),
+    ("1:3, 4:2", 4, [1, "'1:3'", 1, 8, 8, 1, 1]),
+    # round 2 keeps 3 of the 3 that reach it (round 1 kept 3): keep at most 2
+    ("3:3, 5:3", 4, [2, "'5:3'", 3, 3, 1, 3, 2]),
+    ("3:2, 5:3", 4, [2, "'5:3'", 3, 2]),
+    ("3:5, 5:2", 4, [1, "'3:5'", 5, 4, 4]),  # keeps 5 of 4 candidates: at most 4
+    ("3:1/2, 4:1/2, 5:1/2", 2, [2, "'4:1/2'", 1, 1]),
 ])
-def test_a_schedule_that_cannot_apply_is_refused_naming_the_input_and_the_round(text, width, message):
-    with pytest.raises(ValueError, match=message):
+def test_a_schedule_that_cannot_apply_is_refused_naming_the_input_and_the_round(text, width, facts):
+    with pytest.raises(ValueError, match=refusal("schedule", *facts)):
         PruningSchedule(text).plan(width, STEPS).check_stages(width, WINDOW)
 
 
@@ -229,30 +230,30 @@ def test_a_winner_of_every_round_and_a_candidate_dropped_in_round_1_commit_as_th
     # Candidate 1 was dropped in round 1; the artist picks it and its seed is generated at full compute.
     picked, picked_seed, report = recommit(engine, candidates, ranking=ranking, pick=1)
     assert picked_seed == SEED and torch.equal(picked["samples"], ksampler(engine, wan, SEED))
-    assert "picked by you: candidate 1" in report
+    # the report says who chose it and what the verifier preferred (candidate 4), in the product's own line
+    you = Pick(candidate=1, seed=SEED, draft_index=None, picked_by="you", mode="commit", verifier_choice=(4, SEED + 3))
+    assert you.report_line() in report
 
 
 def test_bad_schedules_stop_the_search_before_sampling_naming_the_input(engine, wan):
     model, *_, vae = wan
     with forward_calls(model) as counted:
-        with pytest.raises(ValueError, match=r"schedule: round 2 \('5:3'\) keeps 3, but 3 candidates reach it"):
-            sampler(engine, wan, dict(OFF, mode="adaptive"), plan(engine, vae, [], "3:3, 5:3"))
-        with pytest.raises(ValueError, match=r"schedule: round 2 \('2:2'\) prunes at step 2 of 8, not after round "
-                                             r"1's step 4"):
-            sampler(engine, wan, dict(OFF, mode="adaptive"), plan(engine, vae, [], "50%:3, 2:2"))
-        with pytest.raises(ValueError, match=r"schedule: round 2 \('7:2'\) prunes at step 7 of 8; with 8 steps, "
-                                             r"warmup 1 and cooldown 1"):
-            sampler(engine, wan, dict(OFF, mode="adaptive"), plan(engine, vae, [], "3:3, 7:2"))
+        # round 2 keeps 3 of the 3 that reach it; round 2 at step 2 of 8 before round 1's step 4; step 7 of 8
+        # outside the cache's window (8 steps, warmup 1, cooldown 1)
+        for schedule, facts in [("3:3, 5:3", [2, "'5:3'", 3, 3]), ("50%:3, 2:2", [2, "'2:2'", 2, 8, 1, 4]),
+                                ("3:3, 7:2", [2, "'7:2'", 7, 8, 8, 1, 1])]:
+            with pytest.raises(ValueError, match=refusal("schedule", *facts)):
+                sampler(engine, wan, dict(OFF, mode="adaptive"), plan(engine, vae, [], schedule))
     assert counted == [0]
     node = engine.nodes["CachedSearchPruningPlan"]
-    assert node.validate_inputs(schedule="20% 4") == ("schedule: cannot read '20% 4' in '20% 4'; write rounds as "
-                                                      "where:keep separated by commas, e.g. \"20%:4, 40%:2\" (at 20 % "
-                                                      "of the steps keep 4, at 40 % keep 2) or \"20%:1/2, 40%:1/2, "
-                                                      "60%:1/2\"")
+    # the node's validation is the schedule's own refusal, word for word
+    with pytest.raises(ValueError) as unreadable:
+        PruningSchedule("20% 4")
+    assert node.validate_inputs(schedule="20% 4") == str(unreadable.value)
+    assert re.match(refusal("schedule", "'20% 4'", "'20% 4'"), str(unreadable.value))
     assert node.validate_inputs(schedule="") is True and node.validate_inputs(schedule=None) is True
     # falling steps are refused by the plan's own validation, before the graph runs
-    assert node.validate_inputs(schedule="70%:4, 40%:2").startswith("schedule: round 2 ('40%:2') prunes at 40 %, not "
-                                                                    "after round 1's 70 %")
+    assert re.match(refusal("schedule", 2, "'40%:2'", 40, 1, 70), node.validate_inputs(schedule="70%:4, 40%:2"))
 
 
 def experts(engine):
@@ -332,13 +333,12 @@ def test_a_budget_buys_the_widest_n_whose_schedule_and_commit_fit():
     assert chosen.predicted_steps == 19 + STEPS <= 4 * STEPS < chosen.wider_steps + STEPS
     assert pruned_budget_width(halving_plan_at, STEPS, BudgetPlan(rollouts=4, max_candidates=3)).width == 3
     # The report's single prune at 50 steps (8 to step 20, 4 on) fits best-of-4 only by the cache's skips: refused.
-    with pytest.raises(ValueError, match=r"budget_rollouts: got 4; the pruning schedule runs 200 steps at its "
-                                         r"narrowest N = 4, plus a 50-step commit, more than full best-of-4's 200"):
+    # 4 rollouts; the schedule runs 200 steps at N = 4, plus a 50-step commit, more than best-of-4's 200
+    with pytest.raises(ValueError, match=refusal("budget_rollouts", 4, 200, 4, 50, 4, 200)):
         pruned_budget_width(checked_plan_at("40%:4", 50), 50, BudgetPlan(rollouts=4))
-    with pytest.raises(ValueError, match=r"budget_unit: got 'wall time'; a pruned search chooses its width before "
-                                         r"drafting"):
+    with pytest.raises(ValueError, match=refusal("budget_unit", repr(BudgetUnit.WALL_TIME.value))):
         pruned_budget_width(halving_plan_at, STEPS, BudgetPlan(rollouts=4, unit=BudgetUnit.WALL_TIME))
-    with pytest.raises(ValueError, match=r"schedule: round 2 \('5:1/2'\)"):  # fits no width: the schedule's error
+    with pytest.raises(ValueError, match=refusal("schedule", 2, "'5:1/2'")):  # fits no width: the schedule's error
         pruned_budget_width(halving_plan_at, STEPS, BudgetPlan(rollouts=4, max_candidates=2))
 
 
@@ -353,7 +353,8 @@ def test_a_budget_with_a_pruning_plan_explores_the_widest_n_and_commits_exactly(
     _, candidates, report = output.result
     assert len(candidates.pruning.seeds) == 4 and counted == [19]  # num_candidates is ignored
     assert candidates.seeds == [SEED + 1]
-    assert "the pruned schedule at N = 4 runs 19 + commit 8 = 27 (N = 5 would run 35 steps)" in report
+    # best-of-4 runs 4 x 8 = 32 steps; N = 4 runs 19 + commit 8 = 27; N = 5 would run 35
+    assert numbers(line_of(report, "budget: full")) == [4, 4, 8, 32, 4, 19, 8, 27, 5, 35]
     (shown,) = output.ui["cachedsearch_budget"]
     assert (shown["width"], shown["budget"], shown["predicted_total"], shown["pruned"]) == (4, 32, 27, True)
     ranking = engine.one("CachedSearchRankingFromScores", candidates=candidates, scores="1")
@@ -361,4 +362,5 @@ def test_a_budget_with_a_pruning_plan_explores_the_widest_n_and_commits_exactly(
         delivered, seed, commit_report = recommit(engine, candidates, ranking=ranking)
     assert counted == [STEPS] and seed == SEED + 1
     assert torch.equal(delivered["samples"], ksampler(engine, wan, SEED + 1))
-    assert "budget: measured 27 transformer calls with the commit, 84.4 % of full best-of-4's 32" in commit_report
+    # measured 27 calls with the commit, 84.4 % of full best-of-4's 32
+    assert numbers(line_of(commit_report, "budget: measured")) == [27, 84.4, 4, 32]
