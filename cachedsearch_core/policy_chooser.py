@@ -6,6 +6,12 @@ the full-compute score of the committed seed.
 
 Calls: exploration (the drafts the replay counts) plus one full-compute commit. The budget holds on the worst prompt
 (the mean over its seed blocks), so a policy that fits on average but not on some prompt is not chosen.
+
+Counting calls alone undercounts a pruned search on a GPU: every round decodes and judges each running candidate's
+preview (issue 51 item 6). ``weighing_previews`` gives each scored preview its measured cost in computed calls'
+time (``previews.preview_call_equivalents``); the budget and the fewest-calls question then hold on that cost, so
+where previews are dear the chooser prunes in fewer rounds or on fewer candidates, and where they are free it
+chooses as before.
 """
 
 from __future__ import annotations
@@ -35,8 +41,10 @@ class ChosenPolicy:
 
     score: the delivered full-compute score; gain: score minus full best-of-M's, with its 95 % prompt-bootstrap
     interval; capture: the share of full best-of-M's gain over a single seed that it keeps (NaN where there is no
-    gain); calls: exploration and commit (worst_calls: on the worst prompt), against budget_calls, M full rollouts'
-    calls.
+    gain); calls: exploration and commit transformer calls (worst_calls: on the worst prompt), against budget_calls,
+    M full rollouts' calls; previews: the previews it scores, each costing preview_cost calls' time
+    (``weighing_previews``; 0: not weighed); worst_cost: calls and previews' cost on the worst prompt (None: the
+    worst calls and the mean previews', exact for fixed keeps).
     """
 
     tau: float
@@ -49,6 +57,18 @@ class ChosenPolicy:
     budget_calls: float
     prompts: int
     seeds: int
+    previews: float = 0.0
+    preview_cost: float = 0.0
+    worst_cost: float | None = None
+
+    def __post_init__(self):
+        if self.worst_cost is None:
+            object.__setattr__(self, "worst_cost", self.worst_calls + self.previews * self.preview_cost)
+
+    @property
+    def cost(self) -> float:
+        """Exploration, commit and the previews' call equivalents: what the budget holds."""
+        return self.calls + self.previews * self.preview_cost
 
     @property
     def width(self) -> int:
@@ -60,24 +80,24 @@ class ChosenPolicy:
 
 
 def best_within(scored: Sequence[tuple[Item, Replay]], commit: float, budget: float) -> tuple[Item, Replay]:
-    """The highest mean delivered score among those whose exploration and commit fit ``budget`` on every prompt
-    (ties: fewer calls, then the earlier)."""
-    within = [(item, outcome) for item, outcome in scored if outcome.worst.max() + commit <= budget]
+    """The highest mean delivered score among those whose exploration cost and commit fit ``budget`` on every prompt
+    (ties: the lower cost, then the earlier)."""
+    within = [(item, outcome) for item, outcome in scored if outcome.worst_cost.max() + commit <= budget]
     if not within:
         raise ValueError(f"budget: no policy fits {budget:g} calls with the {commit:g}-call commit; raise the budget")
-    return max(within, key=lambda pair: (pair[1].delivered.mean(), -pair[1].calls.mean()))
+    return max(within, key=lambda pair: (pair[1].delivered.mean(), -pair[1].cost.mean()))
 
 
 def cheapest_capturing(scored: Sequence[tuple[Item, Replay]], mean_seed: np.ndarray, best_gain: float,
                        target: float) -> tuple[Item, Replay]:
-    """The fewest mean exploration calls among those keeping ``target`` of ``best_gain`` over ``mean_seed``
+    """The lowest mean exploration cost among those keeping ``target`` of ``best_gain`` over ``mean_seed``
     (ties: the higher delivered score, then the earlier)."""
     capturing = [(item, outcome) for item, outcome in scored
                  if (outcome.delivered - mean_seed).mean() / best_gain >= target]
     if not capturing:
         raise ValueError(f"capture target: got {target:g}; no policy keeps it on these rollouts: lower it, or "
                          "calibrate more seeds for wider searches")
-    return min(capturing, key=lambda pair: (pair[1].calls.mean(), -pair[1].delivered.mean()))
+    return min(capturing, key=lambda pair: (pair[1].cost.mean(), -pair[1].delivered.mean()))
 
 
 def schedules(rollouts: Rollouts) -> list[tuple[Round, ...]]:
@@ -141,7 +161,14 @@ def _summary(tables: Mapping[float, Rollouts], chosen: tuple[tuple[float, Policy
     capture = float((outcome.delivered - mean_seed).mean() / best_gain) if best_gain > 0 else float("nan")
     return ChosenPolicy(tau, policy, float(outcome.delivered.mean()), gain, capture,
                         float(outcome.calls.mean() + commit), float(outcome.worst.max() + commit),
-                        rollouts_m * commit, len(table.full), table.seeds)
+                        rollouts_m * commit, len(table.full), table.seeds, float(outcome.previews.mean()),
+                        table.preview_cost, float(outcome.worst_cost.max() + commit))
+
+
+def weighing_previews(tables: Mapping[float, Rollouts], call_equivalents: float) -> dict[float, Rollouts]:
+    """``tables`` with each scored preview costing ``call_equivalents`` calls (``previews.preview_call_equivalents``
+    of the calibration): the chooser then fits calls and previews together in the budget."""
+    return {tau: dataclasses.replace(table, preview_cost=call_equivalents) for tau, table in tables.items()}
 
 
 def choose_within_budget(tables: Mapping[float, Rollouts], budget_rollouts: int, max_width: int | None = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from .judge import spread_frame_indices
 from .pruning import CacheWindow
@@ -100,6 +100,22 @@ def cached_rollout(prompt: int, seed: int, tau: float, score: float, computed: i
     return CachedRollout(prompt, seed, tau, score,
                          {step: scores[verifier] for step, scores in zip(previews.steps, previews.scores)},
                          tuple(per_step))
+
+
+def preview_call_equivalents(recorded: Iterable[RolloutPreviews], full_seconds: float, full_calls: float) -> float:
+    """What scoring one preview costs in computed calls: the recorded previews' mean seconds per scored step
+    (decoding and every verifier) over the seconds of one computed call, ``full_seconds`` of sampling for
+    ``full_calls`` transformer calls (the calibration's full rollouts: ``SavedRollout.seconds``, which is sampling
+    time only, over ``SavedRollout.calls``)."""
+    recorded = list(recorded)
+    scored = sum(len(previews.steps) for previews in recorded)
+    if not scored:
+        raise ValueError("previews: none recorded; run Calibrate in a server (it records them with the rollouts it "
+                         "saves)")
+    if not full_seconds > 0 or not full_calls > 0:
+        raise ValueError(f"full rollouts: got {full_seconds!r} s for {full_calls!r} calls; a full rollout's "
+                         "sampling takes time and computes calls")
+    return sum(previews.seconds for previews in recorded) / scored / (full_seconds / full_calls)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -92,7 +92,8 @@ class CachedRollout:
 class Rollouts:
     """Recorded rollouts as tables: full scores, final draft scores, computed calls per step, preview tables by kind
     (``DRAFT_PREVIEW`` always), the calls a preview kind costs per scored candidate, and a full rollout's calls
-    (the commit's cost)."""
+    (the commit's cost). ``preview_cost``: what scoring one preview (decoding it and the verifier's call) costs in
+    computed calls' time (``previews.preview_call_equivalents``); charged in a policy's cost, not in its calls."""
 
     full: np.ndarray
     draft: np.ndarray
@@ -100,8 +101,11 @@ class Rollouts:
     previews: Mapping[str, np.ndarray]
     full_calls: float
     preview_calls: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    preview_cost: float = 0.0
 
     def __post_init__(self):
+        if not math.isfinite(self.preview_cost) or self.preview_cost < 0:
+            raise ValueError(f"preview_cost: got {self.preview_cost!r}; give a preview's cost in calls, 0 or more")
         if DRAFT_PREVIEW not in self.previews:
             raise ValueError(f"previews: no {DRAFT_PREVIEW!r} table; the later rounds prune on it")
         shape = self.full.shape
@@ -227,11 +231,12 @@ class Policy:
 
 @dataclasses.dataclass(frozen=True)
 class BlockOutcome:
-    """Per prompt of one block of N seeds: the delivered seed, computed exploration calls, whether the best full
-    seed survived every round, and how many candidates each round kept ([prompt, round])."""
+    """Per prompt of one block of N seeds: the delivered seed, computed exploration calls, the previews scored,
+    whether the best full seed survived every round, and how many candidates each round kept ([prompt, round])."""
 
     winner: np.ndarray
     calls: np.ndarray
+    previews: np.ndarray
     survived: np.ndarray
     kept: np.ndarray
 
@@ -243,13 +248,14 @@ def replay_block(rollouts: Rollouts, policy: Policy) -> BlockOutcome:
     full, draft = rollouts.full[:, :policy.width], rollouts.draft[:, :policy.width]
     alive = np.ones(full.shape, dtype=bool)
     stop = np.full(full.shape, rollouts.steps)
-    calls, kept = np.zeros(len(full)), []
+    calls, previews, kept = np.zeros(len(full)), np.zeros(len(full)), []
     for index, prune in enumerate(policy.rounds):
         kind = policy.preview if index == 0 else DRAFT_PREVIEW
         scores = rollouts.preview(kind, prune.step)
         if scores is None or np.isnan(scores[:, :policy.width][alive]).any():
             raise ValueError(f"round at step {prune.step}: no {kind!r} preview recorded there")
         calls += rollouts.preview_calls.get(kind, 0.0) * alive.sum(-1)
+        previews += alive.sum(-1)
         survivors = prune.kept_mask(scores[:, :policy.width], alive)
         stop[alive & ~survivors] = prune.step
         alive = survivors
@@ -257,18 +263,22 @@ def replay_block(rollouts: Rollouts, policy: Policy) -> BlockOutcome:
     calls += np.take_along_axis(rollouts.spent[:, :policy.width], stop[..., None], axis=-1)[..., 0].sum(-1)
     winner = np.argmax(np.where(alive, draft, -np.inf), axis=-1)
     survived = np.take_along_axis(alive, np.argmax(full, axis=-1)[:, None], axis=-1)[:, 0]
-    return BlockOutcome(winner, calls, survived, np.array(kept, dtype=int).T.reshape(len(full), -1))
+    return BlockOutcome(winner, calls, previews, survived, np.array(kept, dtype=int).T.reshape(len(full), -1))
 
 
 @dataclasses.dataclass(frozen=True)
 class Replay:
     """Per prompt, over the seed blocks a width allows (``blocks``): mean delivered full score, mean and worst
-    exploration calls, how often the true best survived."""
+    exploration calls, how often the true best survived, the mean previews scored, and the mean and worst cost
+    (exploration calls with the previews' call equivalents, ``Rollouts.preview_cost``)."""
 
     delivered: np.ndarray
     calls: np.ndarray
     worst: np.ndarray
     survived: np.ndarray
+    previews: np.ndarray
+    cost: np.ndarray
+    worst_cost: np.ndarray
 
 
 def blocks(rollouts: Rollouts, width: int, orders: int = 3) -> list[Rollouts]:
@@ -282,9 +292,12 @@ def blocks(rollouts: Rollouts, width: int, orders: int = 3) -> list[Rollouts]:
     return [rollouts.block(order[index * width:(index + 1) * width]) for order in shuffles for index in range(count)]
 
 
-def _averaged(delivered: np.ndarray, calls: np.ndarray, survived: np.ndarray) -> Replay:
+def _averaged(delivered: np.ndarray, calls: np.ndarray, survived: np.ndarray, previews: np.ndarray,
+              preview_cost: float) -> Replay:
     """[block, prompt] outcomes averaged over the blocks."""
-    return Replay(delivered.mean(0), calls.mean(0), calls.max(0), survived.astype(float).mean(0))
+    cost = calls + preview_cost * previews
+    return Replay(delivered.mean(0), calls.mean(0), calls.max(0), survived.astype(float).mean(0), previews.mean(0),
+                  cost.mean(0), cost.max(0))
 
 
 def _stacked(drawn: list[Rollouts]) -> Rollouts:
@@ -309,7 +322,8 @@ def replay_all(rollouts: Rollouts, policies: Iterable[Policy]) -> list[Replay]:
         count = len(table.full) // prompts
         delivered = table.full[np.arange(len(table.full)), outcome.winner].reshape(count, prompts)
         outcomes.append(_averaged(delivered, outcome.calls.reshape(count, prompts),
-                                  outcome.survived.reshape(count, prompts)))
+                                  outcome.survived.reshape(count, prompts), outcome.previews.reshape(count, prompts),
+                                  rollouts.preview_cost))
     return outcomes
 
 
@@ -320,21 +334,26 @@ def replay(rollouts: Rollouts, policy: Policy) -> Replay:
 def full_best_of(rollouts: Rollouts, width: int) -> Replay:
     """Full best-of-``width`` on every block: it delivers its best rollout, for ``width`` full rollouts' calls."""
     best = np.array([block.full.max(axis=1) for block in blocks(rollouts, width)])
-    return _averaged(best, np.full(best.shape, width * rollouts.full_calls), np.ones(best.shape))
+    return _averaged(best, np.full(best.shape, width * rollouts.full_calls), np.ones(best.shape),
+                     np.zeros(best.shape), rollouts.preview_cost)
 
 
 def widest_width(rollouts: Rollouts, rounds: tuple[Round, ...], budget: float, kind: str = DRAFT_PREVIEW) -> int:
-    """The widest N whose expected exploration calls, at the recorded mean computed calls per step, fit ``budget``:
-    N drafts to the first round's step (plus the preview's calls each), each round's keep on to the next step, the
-    last keep to the end. Fixed keeps only; with every step computed it is ``PrunedBudget``'s rule."""
+    """The widest N whose expected exploration cost, at the recorded mean computed calls per step, fits ``budget``:
+    N drafts to the first round's step (plus the preview's calls and cost each), each round's keep on to the next
+    step (and scored there), the last keep to the end. Fixed keeps only; with every step computed and previews free
+    it is ``PrunedBudget``'s rule."""
     computed = rollouts.computed
     if not rounds:
         return int(budget // float(computed.sum(-1).mean()))
     first = rounds[0]
-    per_candidate = float(computed[..., :first.step].sum(-1).mean()) + rollouts.preview_calls.get(kind, 0.0)
+    per_candidate = float(computed[..., :first.step].sum(-1).mean()) + rollouts.preview_calls.get(kind, 0.0) + \
+        rollouts.preview_cost
     fixed, reaching = 0.0, first.keep
     for prune, later in itertools.zip_longest(rounds, rounds[1:]):
         end = later.step if later is not None else rollouts.steps
         fixed += reaching * float(computed[..., prune.step:end].sum(-1).mean())
+        if later is not None:
+            fixed += reaching * (rollouts.preview_calls.get(DRAFT_PREVIEW, 0.0) + rollouts.preview_cost)
         reaching = later.keep if later is not None else reaching
     return int((budget - fixed) // per_candidate)

@@ -7,11 +7,15 @@ import numpy as np
 import pytest
 
 from cachedsearch_core.budget import BudgetPlan
-from cachedsearch_core.policy_chooser import candidate_policies, choose_within_budget, fewest_calls, schedules
+from cachedsearch_core.policy_chooser import (
+    best_within, candidate_policies, cheapest_capturing, choose_within_budget, fewest_calls, schedules,
+    weighing_previews,
+)
 from cachedsearch_core.pruned_budget import pruned_budget_width
 from cachedsearch_core.pruning import PruningSchedule, pruned_search_steps
 from cachedsearch_core.search_policy import (
-    DRAFT_PREVIEW, CachedRollout, FullRollout, Policy, Rollouts, Round, blocks, full_best_of, replay, replay_all,
+    DRAFT_PREVIEW, CachedRollout, FullRollout, Policy, Replay, Rollouts, Round, blocks, full_best_of, replay,
+    replay_all,
     replay_block, widest_width,
 )
 
@@ -35,6 +39,7 @@ def test_the_replay_counts_a_two_round_policys_calls_and_delivers_the_best_final
     # all 6.
     assert (outcome.winner[0], outcome.calls[0], outcome.survived[0]) == (2, 3 + 3 + 4 + 6, False)
     assert list(outcome.kept[0]) == [2, 1]
+    assert outcome.previews[0] == 4 + 2  # every candidate scored at step 3, the two kept at step 5
 
 
 def test_a_margin_keeps_every_candidate_near_the_leader_within_its_cap_and_at_least_keep():
@@ -157,6 +162,51 @@ def test_the_fewest_calls_that_keep_all_of_best_of_m_are_m_drafts_to_step_1_with
     assert (chosen.width, chosen.rounds, chosen.capture) == (4, ((1, 1),), 1.0)
     assert chosen.calls == 4 + 5 + 6
     assert chosen.gain.value == pytest.approx(0.0)
+
+
+def test_free_previews_leave_the_choice_as_calls_alone_make_it():
+    rollouts = tables(6, exact)
+    unweighed, free = choose_within_budget(rollouts, 3), choose_within_budget(weighing_previews(rollouts, 0.0), 3)
+    assert (free.width, free.rounds, free.calls, free.cost) == (unweighed.width, unweighed.rounds, 18, 18)
+    assert free.previews == 7  # the 7 drafts' previews at step 1, weighing nothing
+
+
+def test_dear_previews_buy_a_narrower_search_and_the_budget_holds_on_calls_and_previews():
+    # Each preview costs one call: N drafts to step 1 cost 2 N, the one kept to the end 5, the commit 6: N = 3
+    # (not 7) within 3 x 6. Pruning at step 2 (3 N + 4 + 6) buys 2, no prune (6 N + 6) 2.
+    chosen = choose_within_budget(weighing_previews(tables(6, exact), 1.0), 3)
+    assert (chosen.width, chosen.rounds) == (3, ((1, 1),))
+    assert (chosen.calls, chosen.previews, chosen.cost, chosen.worst_cost) == (3 + 5 + 6, 3, 17, 17)
+    weighed = weighing_previews(tables(6, exact), 1.0)[0.1]
+    assert widest_width(weighed, (Round(1, 1),), 12) == 3
+    # 2 N to step 1 with previews, the 2 kept on to step 3 (4) and scored there (2), the one kept to the end (3).
+    assert widest_width(weighed, (Round(1, 2), Round(3, 1)), 19) == (19 - 4 - 2 - 3) // 2
+    # Previews dearer than the calls they save: the widest plain cached search (2 drafts and the commit).
+    dearest = choose_within_budget(weighing_previews(tables(6, exact), 10.0), 3)
+    assert (dearest.width, dearest.rounds, dearest.previews, dearest.cost) == (2, (), 0, 18)
+
+
+def outcome_of(delivered: float, calls: float, previews: float, preview_cost: float) -> Replay:
+    one = np.array([1.0])
+    return Replay(delivered * one, calls * one, calls * one, one, previews * one,
+                  (calls + preview_cost * previews) * one, (calls + preview_cost * previews) * one)
+
+
+def test_the_budget_and_the_fewest_calls_judge_a_policy_by_calls_and_previews_together():
+    # "pruned" computes fewer calls than "plain" but scores 10 previews at 2 calls' time each: 6 + 20 = 26.
+    pruned, plain = outcome_of(0.9, 6.0, 10, 2.0), outcome_of(0.8, 12.0, 0, 2.0)
+    assert best_within([("pruned", pruned), ("plain", plain)], commit=6.0, budget=30.0)[0] == "plain"
+    assert best_within([("pruned", pruned), ("plain", plain)], commit=6.0, budget=32.0)[0] == "pruned"
+    assert cheapest_capturing([("pruned", pruned), ("plain", plain)], np.array([0.5]), 0.3, 0.9)[0] == "plain"
+
+
+def test_the_fewest_calls_count_the_previews_they_score():
+    # Keeping all of best-of-4 with exact previews: 4 drafts to step 1 and the one kept to the end; with previews
+    # at 5 calls each that is 4 + 20 + 5 against plain best-of-4 drafts' 24, so the drafts win.
+    free = fewest_calls(tables(6, exact), 4, target=1.0)
+    dear = fewest_calls(weighing_previews(tables(6, exact), 5.0), 4, target=1.0)
+    assert (free.width, free.rounds, dear.width, dear.rounds) == (4, ((1, 1),), 4, ())
+    assert dear.cost == 4 * 6 + 6
 
 
 def test_bad_records_and_inputs_name_what_to_fix():
