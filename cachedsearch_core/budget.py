@@ -58,11 +58,13 @@ class BudgetPlan:
     rollouts: M, the full rollouts the search may spend (2 or more: one is the recommit).
     unit: what is counted (``BudgetUnit``); transformer calls by default.
     max_candidates: the most drafts the search makes, so that it ends even when drafts cost nearly nothing.
+    auto: choose the width and the pruning rounds from a calibration of the search's setup (``auto_policy``).
     """
 
     rollouts: int = 4
     unit: BudgetUnit = BudgetUnit.CALLS
     max_candidates: int = 16
+    auto: bool = False
 
     def __post_init__(self):
         try:
@@ -76,6 +78,9 @@ class BudgetPlan:
                 f"budget_rollouts: got {self.rollouts}; use 2 to {MAX_CANDIDATES} (one full rollout pays for the "
                 "recommit, the rest for drafts; the report's example spends best-of-4)"
             )
+        if self.auto and self.unit is not BudgetUnit.CALLS:
+            raise ValueError(f"budget_unit: got {self.unit.value!r}; auto chooses from the calibrated transformer "
+                             f"calls, so set budget_unit to {BudgetUnit.CALLS.value!r}")
         if not 1 <= self.max_candidates <= MAX_CANDIDATES:
             raise ValueError(
                 f"max_candidates: got {self.max_candidates}; use 1 to {MAX_CANDIDATES} (the search stops there "
@@ -247,6 +252,8 @@ class BudgetOutcome:
     # Drafts read back from an earlier run's saved drafts: charged as when they were drafted (so N is the same), at
     # no cost in this run's measured cost.
     replayed_drafts: int = 0
+    # Budget "auto" fell back to this rule, or chose no pruning: ``AutoChoice.as_dict`` (its line says why).
+    auto: dict | None = None
 
     @property
     def width(self) -> int:
@@ -297,7 +304,7 @@ class BudgetOutcome:
         dependence = "deterministic" if self.plan.deterministic else "N depends on wall time"
         heading = (f"budget: full best-of-{m} in {unit.value} = {m} x {cost(self.full_cost)} (full rollout, predicted "
                    f"from the drafts) = {cost(self.budget)}; {dependence}")
-        lines = [heading]
+        lines = [heading] if self.auto is None else [self.auto["line"], heading]
         if self.stopped_draft_skipped:
             ended = (f"draft {self.width + 1} dropped after {cost(self.stopped_draft_cost)}: it skipped calls, so the "
                      "recommit would no longer be free, and a full one does not fit")
@@ -333,4 +340,5 @@ class BudgetOutcome:
                 "max_candidates": self.plan.max_candidates, "full_cost": self.full_cost, "budget": self.budget,
                 "recommit_cost": self.recommit_cost, "commit_free": self.commit_free,
                 "predicted_total": self.predicted_total, "deterministic": self.plan.deterministic,
-                "break_even_width": self.break_even_width if math.isfinite(self.break_even_width) else None}
+                "break_even_width": self.break_even_width if math.isfinite(self.break_even_width) else None,
+                **({} if self.auto is None else {"auto": self.auto})}

@@ -25,6 +25,29 @@ def setup_key(model_file: str, steps: int, sampler_name: str, scheduler: str) ->
     return f"{model_file} | {steps} steps | {sampler_name} | {scheduler}"
 
 
+_SETUP_PARTS = ("steps", "sampler", "scheduler")
+
+
+def setup_difference(keys, model_file: str, steps: int, sampler_name: str, scheduler: str) -> str | None:
+    """What differs between a one-stage setup and the nearest remembered one of the same model file (``keys``: the
+    memory's), as "calibrated with sampler euler, this search uses sampler uni_pc"; None when no calibration of that
+    file is remembered."""
+    wanted = setup_key(model_file, steps, sampler_name, scheduler).split(" | ")
+    nearest = None
+    for key in keys:
+        parts = key.split(" | ")
+        if len(parts) != len(wanted) or parts[0] != model_file:
+            continue
+        differing = [(name, had, has) for name, had, has in zip(_SETUP_PARTS, parts[1:], wanted[1:]) if had != has]
+        if nearest is None or len(differing) < len(nearest):
+            nearest = differing
+    if not nearest:
+        return None
+    calibrated = " and ".join(had if name == "steps" else f"{name} {had}" for name, had, _ in nearest)
+    used = " and ".join(has if name == "steps" else f"{name} {has}" for name, _, has in nearest)
+    return f"calibrated with {calibrated}, this search uses {used}"
+
+
 def experts_setup_key(high_file: str, low_file: str, steps: int, split_step: int, sampler_name: str,
                       scheduler: str) -> str:
     """A two-expert setup: both expert files, and where the low-noise expert takes over."""
@@ -70,6 +93,10 @@ class CalibrationMemory:
 
     def recall(self, key: str) -> dict | None:
         return self._load().get(key)
+
+    def recall_all(self) -> dict:
+        """Every remembered calibration by setup key."""
+        return self._load()
 
 
 def describe_remembered(entry: dict, expert: str | None = None, used_tau: float | None = None) -> str:

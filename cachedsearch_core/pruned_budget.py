@@ -31,6 +31,8 @@ class PrunedBudget:
     steps: int
     width_steps: int
     wider_steps: int | None
+    # Budget "auto" fell back to this rule: ``AutoChoice.as_dict`` (its line says why).
+    auto: dict | None = None
 
     @property
     def budget_steps(self) -> int:
@@ -58,6 +60,8 @@ class PrunedBudget:
                  f"schedule at N = {self.width} runs {self.width_steps} + commit {steps} = {self.predicted_steps} "
                  f"({ended}); chosen before drafting with every step counted as computed, so the cache's skipped "
                  "calls come on top; deterministic"]
+        if self.auto is not None:
+            lines.insert(0, self.auto["line"])
         if search_cost is not None and search_cost.commit_ran:
             share = share_of_full_best_of(search_cost.total_calls, m, search_cost.rollout_calls)
             lines.append(f"budget: measured {search_cost.total_calls} transformer calls with the commit, "
@@ -70,7 +74,8 @@ class PrunedBudget:
                 "max_candidates": self.plan.max_candidates, "full_cost": self.steps, "budget": self.budget_steps,
                 "recommit_cost": self.steps, "commit_free": False, "predicted_total": self.predicted_steps,
                 "deterministic": True, "pruned": True, "wider_total": (None if self.wider_steps is None
-                                                                        else self.wider_steps + self.steps)}
+                                                                        else self.wider_steps + self.steps),
+                **({} if self.auto is None else {"auto": self.auto})}
 
 
 def pruned_budget_width(plan_at: Callable[[int], PruningPlan], steps: int, budget: BudgetPlan) -> PrunedBudget:

@@ -1,0 +1,153 @@
+"""Budget "auto" in the core (issue 51 items 3 and 4): a remembered calibration's tables give the chooser's policy
+for the search's own tau; anything that differs (setup, verifier, preview frames, cache window, tau) keeps today's
+rule with one line saying what; and the run-time ledger never lets exploration and the commit pass M full renders,
+however much more this prompt computes than the calibration did."""
+
+import numpy as np
+import pytest
+
+from cachedsearch_core.auto_ledger import AutoLedger
+from cachedsearch_core.auto_policy import (
+    NO_CALIBRATION, POLICY_FIELD, PolicySetup, PolicyTables, choose_auto, phase_calls, policy_record,
+)
+from cachedsearch_core.budget import BudgetSpent
+from cachedsearch_core.calibration_memory import setup_difference, setup_key
+from cachedsearch_core.policy_chooser import choose_within_budget
+from cachedsearch_core.previews import RolloutPreviews
+
+SETUP = PolicySetup("CachedSearchLoadImageReward(ckpt_name=tiny.pt, dtype=fp32)", 2, 1, 1)
+STEPS, PROMPTS, SEEDS = 8, 6, 8
+# Each cached draft computes 6 of 8 calls, 1, 3, 4 and 5 of them before the scored steps 1, 3, 5 and 7.
+SCORED, BEFORE, COMPUTED = (1, 3, 5, 7), (1, 3, 4, 5), 6
+
+
+def remembered(exact=True, taus=(0.1,)):
+    """A memory entry whose previews are the final full score from step 1 on (``exact``) or noise."""
+    generator = np.random.default_rng(0)
+    full = generator.random((PROMPTS, SEEDS))
+
+    def previews(prompt, seed):
+        scores = tuple((float(full[prompt, seed]) if exact else float(generator.random()),) for _ in SCORED)
+        return RolloutPreviews("x0", SCORED, scores, BEFORE, 0.1)
+
+    cached = {tau: [[(float(full[p, s]), COMPUTED, previews(p, s)) for s in range(SEEDS)] for p in range(PROMPTS)]
+              for tau in taus}
+    record = policy_record(SETUP, STEPS, [[(float(full[p, s]), STEPS) for s in range(SEEDS)] for p in range(PROMPTS)],
+                           cached)
+    return {"tau": taus[0], POLICY_FIELD: record}
+
+
+def test_a_remembered_calibration_buys_what_the_chooser_chooses_on_its_tables():
+    entry = remembered()
+    choice = choose_auto(entry, SETUP, 0.1, 3, 16)
+    assert choice.chosen == choose_within_budget(PolicyTables.from_record(entry[POLICY_FIELD]).tables, 3, 16)
+    # Exact previews from step 1: N seeds drafted to step 1 (N calls), the best one on (5), the commit (8); it
+    # delivers the best seed of all (N = 7 already does on these seeds, for a call less than N = 8).
+    full = PolicyTables.from_record(entry[POLICY_FIELD]).tables[0.1].full
+    width = choice.chosen.width
+    assert (choice.chosen.rounds, choice.chosen.calls) == (((1, 1),), width + 5 + STEPS)
+    assert choice.chosen.score == pytest.approx(full.max(1).mean())
+    shown = choice.as_dict()
+    assert (shown["used"], shown["width"], shown["rounds"], shown["prompts"], shown["seeds"]) == (
+        True, width, [[1, 1]], PROMPTS, SEEDS)
+    assert shown["expected_gain"][1] <= shown["expected_gain"][0] <= shown["expected_gain"][2]
+    assert f"({PROMPTS} prompts x {SEEDS} seeds, tau 0.1)" in choice.line
+
+
+def test_without_a_pruning_plan_only_the_width_is_chosen_from_the_calibrated_skips():
+    # 16 calls of exploration at 6 computed calls a draft: 2 drafts.
+    choice = choose_auto(remembered(), PolicySetup(None, None, 1, 1), 0.1, 3, 16)
+    assert (choice.chosen.width, choice.chosen.rounds) == (2, ())
+
+
+def test_the_chooser_prunes_only_on_the_tau_the_search_is_wired_with():
+    entry = remembered(taus=(0.1, 0.2))
+    assert choose_auto(entry, SETUP, 0.2, 3, 16).chosen.tau == 0.2
+
+
+@pytest.mark.parametrize("change, said", [
+    (dict(entry=None), NO_CALIBRATION),
+    (dict(entry=None, key_difference="calibrated with sampler euler, this search uses sampler uni_pc"),
+     "auto: calibrated with sampler euler, this search uses sampler uni_pc; the budget drafts as today"),
+    (dict(entry={"tau": 0.1}), "has no previews"),
+    (dict(setup=PolicySetup("CachedSearchLoadCLIPVerifier(model=clip)", 2, 1, 1)),
+     "calibrated with verifier CachedSearchLoadImageReward(ckpt_name=tiny.pt, dtype=fp32), this search uses "
+     "verifier CachedSearchLoadCLIPVerifier(model=clip)"),
+    (dict(setup=PolicySetup(SETUP.verifier, 4, 1, 1)), "calibrated with preview frames 2, this search uses preview frames 4"),
+    (dict(setup=PolicySetup(None, None, 2, 1)), "calibrated with warmup steps 1, this search uses warmup steps 2"),
+    (dict(wired_tau=0.3), "calibrated at tau 0.1, this search's cache uses tau 0.3"),
+    (dict(wired_tau=None), "calibrated at tau 0.1, this search's cache uses no cache of ours"),
+], ids=["none", "sampler", "no previews", "verifier", "frames", "warmup", "tau", "no cache"])
+def test_a_calibration_that_does_not_apply_keeps_todays_rule_and_says_what_differs(change, said):
+    inputs = dict(entry=remembered(), setup=SETUP, wired_tau=0.1, budget_rollouts=3, max_width=16) | change
+    choice = choose_auto(**inputs)
+    assert choice.chosen is None and said in choice.line
+    assert choice.as_dict() == {"used": False, "line": choice.line}
+
+
+def test_the_nearest_remembered_setup_of_the_model_file_names_what_differs():
+    keys = [setup_key("wan.safetensors", 8, "euler", "simple"), setup_key("wan.safetensors", 12, "uni_pc", "simple"),
+            setup_key("other.safetensors", 8, "uni_pc", "simple")]
+    assert setup_difference(keys, "wan.safetensors", 8, "uni_pc", "simple") == (
+        "calibrated with sampler euler, this search uses sampler uni_pc")
+    assert setup_difference(keys, "new.safetensors", 8, "uni_pc", "simple") is None
+
+
+def emulated_search(ledger: AutoLedger, width: int, computed_per_phase) -> tuple[int, int]:
+    """The pruned runner's order against ``ledger`` (drafts one by one to the first round, then per phase the
+    anchor first), each candidate computing ``computed_per_phase[phase]`` calls; returns (drafted, finished)."""
+    drafted = 0
+    for _ in range(width):
+        ledger.start_candidate()
+        try:
+            for _ in range(computed_per_phase[0]):
+                ledger.draft_call()
+        except BudgetSpent:
+            ledger.drafting_stopped(width)
+            break
+        ledger.draft_finished()
+        drafted += 1
+    running = drafted
+    for round_index in range(len(ledger.round_steps)):
+        running = ledger.keep_at(round_index, running)
+        alive = 0
+        for position in range(running):
+            ledger.start_candidate()
+            try:
+                for _ in range(computed_per_phase[round_index + 1]):
+                    ledger.call(anchor=position == 0)
+            except BudgetSpent:
+                ledger.cut(position, ledger.round_steps[round_index])
+                continue
+            if position == 0:
+                next_round = round_index + 1
+                ledger.anchor_reached(next_round if next_round < len(ledger.round_steps) else None)
+            alive += 1
+        running = alive
+    return drafted, running
+
+
+TWO_ROUNDS = ((3, 12), (8, 2), (1.0, 2.0, 1.0))  # calibrated: 1 call to step 3, 2 from 3 to 12, 1 to the end
+ONE_ROUND = ((3,), (1,), (1.0, 1.0))  # calibrated: 1 call to step 3, 1 from 3 to the end
+
+
+@pytest.mark.parametrize("rounds, computed_per_phase", [
+    (TWO_ROUNDS, (3, 9, 4)), (TWO_ROUNDS, (1, 2, 1)), (TWO_ROUNDS, (3, 3, 1)), (ONE_ROUND, (3, 13))],
+    ids=["skips nothing", "as calibrated", "late phases cheaper", "one survivor skips nothing"])
+def test_the_ledger_never_lets_exploration_and_commit_pass_the_budget(rounds, computed_per_phase):
+    # 16 steps of one call each; M = 4: 48 calls, 16 of them the commit's.
+    full, steps, m = 16, 16, 4
+    ledger = AutoLedger((m - 1) * full, full, steps, *rounds)
+    drafted, finished = emulated_search(ledger, 24, computed_per_phase)
+    assert ledger.spent + full <= m * full
+    assert finished >= 1
+    if computed_per_phase == (1, 2, 1):
+        assert (drafted, finished, ledger.notes) == (24, 2, [])
+    else:
+        assert drafted < 24 and ledger.notes[0].startswith(f"narrowed to N = {drafted} of 24")
+
+
+def test_the_phases_calls_are_the_calibrated_means_between_the_round_steps():
+    tables = PolicyTables.from_record(remembered()[POLICY_FIELD]).tables[0.1]
+    # Per draft: 1 call before step 1, 2 between 1 and 3, 1 between 3 and 5, 1 between 5 and 7, 1 to the end.
+    assert phase_calls(tables, (1, 5)) == (1.0, 3.0, 2.0)
