@@ -13,6 +13,7 @@ from cachedsearch_core.pruning import (
     preview_frame_indices,
     survivors,
 )
+from report_text import numbers, refusal
 
 STEPS = 8
 PRUNE_STEP = 3
@@ -53,26 +54,25 @@ def test_bad_plans_name_the_input(plan, error):
 
 def test_a_step_from_prune_fraction_is_named_by_prune_fraction_with_its_step_and_window():
     plan = PruningPlan(prune_step=7, keep=2, prune_fraction=0.9)
-    with pytest.raises(ValueError, match=r"prune_fraction: got 0.9, which prunes at step 7 of 8; with 8 steps, warmup 1 "
-                                         r"and cooldown 1 it must lie strictly between 1 and 7"):
+    # step 7 of 8; 8 steps, warmup 1 and cooldown 1: the step lies between 1 and 7
+    with pytest.raises(ValueError, match=refusal("prune_fraction", 0.9, 7, 8, 8, 1, 1, 1, 7)):
         plan.check(num_candidates=4, steps=8, warmup_steps=1, cooldown_steps=1)
     experts = [CacheWindow(0, 4, 1, 1, "high noise"), CacheWindow(4, 4, 1, 1, "low noise")]
-    with pytest.raises(ValueError, match=r"prune_fraction: got 0.6, which prunes at step 5 of 8; the stages run "
-                                         r"high noise steps 0-4"):
+    with pytest.raises(ValueError, match=refusal("prune_fraction", 0.6, 5, 8, "high noise", 0, 4)):
         PruningPlan(prune_step=5, keep=2, prune_fraction=0.6).check_stages(4, experts)
 
 
 def test_keep_equal_to_the_width_says_that_pruning_dropped_nothing_but_paid_for_previews():
     kept_all = PruningOutcome(3, 8, (1, 2), (0.5, 0.4), (0, 1), (), preview_seconds=1.25, preview_frames=4)
-    assert ("keep 2 of 2: pruning dropped nothing but paid 1.25 s for previews; lower keep on the Pruning Plan, or "
-            "disconnect it") in kept_all.report_lines()
+    # the report's last line says it: keep 2 of 2, and the 1.25 s the previews cost
+    assert not kept_all.pruned and numbers(kept_all.report_lines()[-1]) == [2, 2, 1.25]
     dropped_one = PruningOutcome(3, 8, (1, 2), (0.5, 0.4), (0,), (PrunedCandidate(Draft(2, 0.5, 3, 0), 0.4),))
-    assert not any("dropped nothing" in line for line in dropped_one.report_lines())
+    assert dropped_one.pruned and not any("dropped nothing" in line for line in dropped_one.report_lines())
 
 
 def test_a_cache_window_with_no_skipping_step_says_what_to_change():
-    with pytest.raises(ValueError, match=r"prune_step: got 3; with 8 steps, warmup 5 and cooldown 5 the cache never "
-                                         r"skips a step.*lower warmup_steps and cooldown_steps"):
+    # 8 steps, warmup 5 and cooldown 5: the advice names the inputs to change
+    with pytest.raises(ValueError, match=refusal("prune_step", 3, 8, 5, 5, "warmup_steps", "cooldown_steps")):
         PruningPlan(prune_step=3, keep=2).check(num_candidates=4, steps=8, warmup_steps=5, cooldown_steps=5)
 
 
