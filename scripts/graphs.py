@@ -89,12 +89,8 @@ def stock_wan_ksampler(*, seed: int, steps: int = 12, filename_prefix: str = "st
 
 
 def _tiny_ltx2(graph: dict) -> None:
-    """LTX-2 at tiny sizes: 9 frames of video and sound at 64 x 64, and no distilled LoRA (the tiny models have
-    none: its users take the checkpoint's model)."""
-    for key in [k for k, node in graph.items() if node["class_type"] == "LoraLoaderModelOnly"]:
-        model = graph.pop(key)["inputs"]["model"]
-        for node in graph.values():
-            node["inputs"].update({name: model for name, value in node["inputs"].items() if value == [key, 0]})
+    """LTX-2 at tiny sizes: 9 frames of video and sound at 64 x 64 (the tiny distilled LoRA at the template's
+    strength)."""
     for node in graph.values():
         if node["class_type"] == "EmptyLTXVLatentVideo":
             node["inputs"].update(width=64, height=64, length=9)
@@ -146,6 +142,9 @@ def tiny_workflow_variant(api: dict, pooled: bool) -> dict:
     final_decode = next(key for key, node in graph.items() if node["class_type"] == "CreateVideo")
     graph["frames"] = {"class_type": "SaveImage", "inputs": {"images": graph[final_decode]["inputs"]["images"],
                                                             "filename_prefix": "workflow_frames"}}
+    if "audio" in graph[final_decode]["inputs"]:  # LTX-2's sound, its samples' bits as they are
+        graph["sound"] = {"class_type": "CachedSearchTestSaveWaveform", "inputs": {
+            "audio": graph[final_decode]["inputs"]["audio"], "filename_prefix": "workflow_sound"}}
     return graph
 
 

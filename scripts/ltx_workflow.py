@@ -9,12 +9,14 @@ pass. Left out: the template's prompt enhancer (TextGenerateLTX2Prompt and its L
 image-to-video nodes its T2V switch bypasses.
 """
 
+from scripts.tiny_models import LTX2_CHECKPOINT_FILE as CHECKPOINT
+from scripts.tiny_models import LTX2_DISTILLED_LORA_FILE as DISTILLED_LORA
+from scripts.tiny_models import LTX2_UPSAMPLER_FILE as UPSCALER
+
 FIRST_STAGE_SIGMAS = "1.0, 0.99375, 0.9875, 0.98125, 0.975, 0.909375, 0.725, 0.421875, 0.0"
 REFINE_SIGMAS = "0.85, 0.7250, 0.4219, 0.0"
-CHECKPOINT = "ltx-2.3-22b-dev-fp8.safetensors"
 TEXT_ENCODER = "gemma_3_12B_it_fp4_mixed.safetensors"
-DISTILLED_LORA = "ltx_2.3_22b_distilled_1.1_lora_dynamic_fro09_avg_rank_111_bf16.safetensors"
-UPSCALER = "ltx-2.3-spatial-upscaler-x2-1.1.safetensors"
+DISTILLED_LORA_STRENGTH = 0.5  # the template's, on both stages
 NEGATIVE = "pc game, console game, video game, cartoon, childish, ugly"  # the template's
 FPS, FRAMES = 25, 121  # the template's 5 s at 25 fps (its length expression seconds * fps + 1)
 # The template's VAE Decode (Tiled) settings, for the drafts' pictures and the delivered video alike.
@@ -31,7 +33,7 @@ def _models_and_latent(prompt: str) -> dict:
     return {
         "checkpoint": ("CheckpointLoaderSimple", {"ckpt_name": CHECKPOINT}, 0),
         "lora": ("LoraLoaderModelOnly", {"model": ["checkpoint", 0], "lora_name": DISTILLED_LORA,
-                                         "strength_model": 0.5}, 0),
+                                         "strength_model": DISTILLED_LORA_STRENGTH}, 0),
         "cache": ("CachedSearchApplyCache", {"model": ["lora", 0], "mode": "adaptive", "tau": 0.10,
                                              "warmup_steps": 2, "cooldown_steps": 2, "static_interval": 2}, 0),
         "text_encoder": ("LTXAVTextEncoderLoader", {"text_encoder": TEXT_ENCODER, "ckpt_name": CHECKPOINT,

@@ -62,6 +62,8 @@ LTX2_FILE = "ltx-2.3-22b-dev.safetensors"
 LTX2_CHECKPOINT_FILE = "ltx-2.3-22b-dev-fp8.safetensors"
 # The official LTX-2.3 spatial upscaler (x2) the two-stage templates upsample the first stage's video latent with.
 LTX2_UPSAMPLER_FILE = "ltx-2.3-spatial-upscaler-x2-1.1.safetensors"
+# The official LTX-2.3 distilled LoRA both stages of the templates load at 0.5.
+LTX2_DISTILLED_LORA_FILE = "ltx_2.3_22b_distilled_1.1_lora_dynamic_fro09_avg_rank_111_bf16.safetensors"
 KANDINSKY5_T2V_FILE = "kandinsky5lite_t2v_sft_5s.safetensors"
 
 QWEN_VL_WIDTH = 3584  # qwen2.5-vl-7b hidden size (HunyuanVideo 1.5, Kandinsky 5)
@@ -400,6 +402,21 @@ def ltx2_full_checkpoint(seed: int = 23) -> tuple[dict[str, torch.Tensor], dict[
     return state, {"config": json.dumps(config)}
 
 
+def ltx2_distilled_lora(seed: int = 25) -> dict[str, torch.Tensor]:
+    """The official distilled LoRA's layout: ``diffusion_model.<layer>.lora_A`` / ``lora_B`` on every linear layer
+    of the transformer (video, audio and their cross attentions, feed-forwards, AdaLN), no alpha, and a rank that
+    differs from layer to layer as the "dynamic" file's does (here 1 to 4), in bf16."""
+    generator = torch.Generator().manual_seed(seed)
+    state = {}
+    linear = [(name, tensor.shape) for name, tensor in ltx2_checkpoint()[0].items()
+              if name.endswith(".weight") and tensor.dim() == 2]
+    for index, (name, (rows, columns)) in enumerate(linear):
+        layer, rank = f"diffusion_model.{name.removesuffix('.weight')}", 1 + index % 4
+        state[f"{layer}.lora_A.weight"] = (torch.randn((rank, columns), generator=generator) / columns**0.5).bfloat16()
+        state[f"{layer}.lora_B.weight"] = (torch.randn((rows, rank), generator=generator) * 0.1).bfloat16()
+    return state
+
+
 # LTX-2's latent upsampler: x2 in space on 128 channels, its widths in the metadata as the official file has them;
 # 32 middle channels (its GroupNorm needs a multiple of 32) and one block a stage.
 LTX2_TINY_UPSAMPLER_CONFIG = {"_class_name": "LatentUpsampler", "in_channels": 128, "mid_channels": 32,
@@ -553,6 +570,7 @@ def write_tiny_models(models_dir: pathlib.Path) -> dict[str, pathlib.Path]:
         targets["ltx2"] = (models_dir / "diffusion_models" / LTX2_FILE, ltx2_checkpoint)
         targets["ltx2_checkpoint"] = (models_dir / "checkpoints" / LTX2_CHECKPOINT_FILE, ltx2_full_checkpoint)
         targets["ltx2_upsampler"] = (models_dir / "latent_upscale_models" / LTX2_UPSAMPLER_FILE, ltx2_latent_upsampler)
+        targets["ltx2_lora"] = (models_dir / "loras" / LTX2_DISTILLED_LORA_FILE, ltx2_distilled_lora)
     for path, build in targets.values():
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -96,9 +96,8 @@ PLACEHOLDER_MODEL_FILES = (
     # HunyuanVideo 1.5: Qwen2.5-VL and ByT5 encoders, and its VAE (fixed at 1.26 B parameters)
     "text_encoders/qwen_2.5_vl_7b_fp8_scaled.safetensors", "text_encoders/byt5_small_glyphxl_fp16.safetensors",
     "vae/hunyuanvideo15_vae_fp16.safetensors",
-    # LTX-2.3: its Gemma 3 text encoder, and the distilled LoRA the tiny variant leaves out (scripts/graphs.py)
+    # LTX-2.3: its Gemma 3 text encoder
     "text_encoders/gemma_3_12B_it_fp4_mixed.safetensors",
-    "loras/ltx_2.3_22b_distilled_1.1_lora_dynamic_fro09_avg_rank_111_bf16.safetensors",
 )
 
 

@@ -232,6 +232,27 @@ def test_the_checkpoint_loads_as_the_templates_load_it_and_its_video_vae_decodes
     assert tuple(frames.shape) == (9, 64, 64, 3) and torch.isfinite(frames).all()
 
 
+def test_the_distilled_lora_patches_every_layer_it_names_at_the_templates_strength(engine, tiny_ltx2):
+    """The tiny distilled LoRA has the official file's key names (``diffusion_model.<layer>.lora_A/B``, video, audio
+    and cross-modal layers): LoraLoaderModelOnly finds a weight for every layer, and the LoRA changes the sampling."""
+    from safetensors import safe_open
+
+    import folder_paths
+    from scripts.ltx_workflow import DISTILLED_LORA_STRENGTH
+
+    path = folder_paths.get_full_path("loras", tiny_models.LTX2_DISTILLED_LORA_FILE)
+    with safe_open(path, "pt") as lora:
+        layers = {key.removeprefix("diffusion_model.").removesuffix(".lora_A.weight") + ".weight"
+                  for key in lora.keys() if key.endswith(".lora_A.weight")}
+    assert any("audio_attn1" in layer for layer in layers) and any("video_to_audio" in layer for layer in layers)
+    patched = engine.one("LoraLoaderModelOnly", model=tiny_ltx2[0], lora_name=tiny_models.LTX2_DISTILLED_LORA_FILE,
+                         strength_model=DISTILLED_LORA_STRENGTH)
+    assert {key.removeprefix("diffusion_model.") for key in patched.patches} == layers
+    with_lora, without = ksampler(engine, tiny_ltx2, patched), ksampler(engine, tiny_ltx2)
+    assert all(torch.isfinite(part).all() for part in with_lora)
+    assert not any(torch.equal(a, b) for a, b in zip(with_lora, without, strict=True))
+
+
 def test_a_call_skips_only_when_video_and_audio_both_may(engine, tiny_ltx2):
     """The audio alone drifting past tau makes the whole call compute, though the video barely moved."""
     import comfy.patcher_extension

@@ -215,7 +215,7 @@ def stock_variant(graph, seed):
             "noise": ["noise", 0], "guider": search["guider"], "sampler": search["sampler"],
             "sigmas": search["sigmas"], "latent_image": search["latent_image"]}}
     for key in [k for k, n in stock.items() if n["class_type"].startswith("CachedSearch") and k != recommit_key
-                and n["class_type"] != "CachedSearchTestConditioning"]:
+                and not n["class_type"].startswith("CachedSearchTest")]:
         del stock[key]
     while dangling := [k for k, n in stock.items()  # the drafts' decode and what fed only the search
                        if any(isinstance(v, list) and v[0] not in stock for v in n["inputs"].values())]:
@@ -229,6 +229,12 @@ def frames(server, entry):
             for image in entry["outputs"]["frames"]["images"]]
 
 
+def sounds(server, entry):
+    """The waveforms the tiny variant's CachedSearchTestSaveWaveform wrote, as float32 samples."""
+    return [numpy.fromfile(server.base_dir / "output" / saved["subfolder"] / saved["filename"], dtype=numpy.float32)
+            for saved in entry["outputs"]["sound"]["waveforms"]]
+
+
 @pytest.mark.parametrize("name, pooled", [("01 Wan 2.1 (start here)", False),
                                           ("12 HunyuanVideo search", True),
                                           ("06 Wan 2.2 TI2V 5B search", False),
@@ -239,7 +245,7 @@ def frames(server, entry):
 def test_workflow_runs_end_to_end_and_delivers_the_stock_result_for_the_winner(comfy_server, object_info, name,
                                                                               pooled):
     """For LTX-2.3 the search drafts the first stage and only the winner is upsampled and refined: the delivered
-    frames are the stock two-stage pipeline's for the winning seed."""
+    frames and sound are the stock two-stage pipeline's for the winning seed (with the tiny distilled LoRA)."""
     needs_ltx2(name, object_info)
     _, api = load(name)
     graph = tiny_workflow_variant(api, pooled)
@@ -258,6 +264,9 @@ def test_workflow_runs_end_to_end_and_delivers_the_stock_result_for_the_winner(c
     delivered, reference = frames(comfy_server, entry), frames(comfy_server, stock)
     assert len(delivered) == len(reference) == 9
     assert all((a == b).all() for a, b in zip(delivered, reference))
+    if "sound" in graph:  # LTX-2: the sound of the winner too, sample for sample
+        (sound,), (stock_sound,) = sounds(comfy_server, entry), sounds(comfy_server, stock)
+        assert sound.std() > 0 and numpy.array_equal(sound, stock_sound)
 
 
 @pytest.mark.slow

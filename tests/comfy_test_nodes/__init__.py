@@ -1,11 +1,12 @@
-"""Test-only ComfyUI nodes: synthetic text conditioning, latent frames, a queue barrier and a Cancel press at a
-given transformer call.
+"""Test-only ComfyUI nodes: synthetic text conditioning, latent frames, a queue barrier, a Cancel press at a given
+transformer call and a waveform saved bit for bit.
 
 Real text encoders (umt5-xxl, llava-llama3) cannot be made tiny, so tests and
 the tiny-weight demo feed the diffusion models CONDITIONING of the right
 shapes, drawn from a seed standing in for the prompt.
 """
 
+import pathlib
 import sys
 
 import torch
@@ -89,6 +90,33 @@ class QueueBarrier:
 
     def mark(self, token):
         return {"ui": {"token": [token]}}
+
+
+class SaveWaveform:
+    """Writes an AUDIO's waveform as its raw float32 bytes, so a test compares sound bit for bit (SaveAudio's FLAC
+    rounds the samples to integers)."""
+
+    CATEGORY = "CachedSearch/testing"
+    FUNCTION = "save"
+    RETURN_TYPES = ()
+    OUTPUT_NODE = True
+    DESCRIPTION = "Test-only: the waveform's float32 bytes in a .f32 file of the output folder."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"audio": ("AUDIO", {"tooltip": "The sound to write."}),
+                             "filename_prefix": ("STRING", {"default": "waveform"})}}
+
+    def save(self, audio, filename_prefix):
+        import folder_paths
+
+        waveform = audio["waveform"].float().contiguous().cpu()
+        folder, name, counter, subfolder, _ = folder_paths.get_save_image_path(
+            filename_prefix, folder_paths.get_output_directory())
+        filename = f"{name}_{counter:05}.f32"
+        (pathlib.Path(folder) / filename).write_bytes(waveform.numpy().tobytes())
+        return {"ui": {"waveforms": [{"filename": filename, "subfolder": subfolder, "type": "output",
+                                      "shape": list(waveform.shape), "sample_rate": audio["sample_rate"]}]}}
 
 
 def press_cancel_at(model, run: int, call: int):
@@ -230,8 +258,10 @@ register_held_decode_routes()
 
 
 NODE_CLASS_MAPPINGS = {"CachedSearchTestConditioning": SyntheticConditioning, "CachedSearchTestLatentFrames": LatentFrames,
-                       "CachedSearchTestQueueBarrier": QueueBarrier, "CachedSearchTestPressCancel": PressCancel}
+                       "CachedSearchTestQueueBarrier": QueueBarrier, "CachedSearchTestPressCancel": PressCancel,
+                       "CachedSearchTestSaveWaveform": SaveWaveform}
 NODE_DISPLAY_NAME_MAPPINGS = {"CachedSearchTestConditioning": "Synthetic Conditioning (CachedSearch tests)",
                               "CachedSearchTestLatentFrames": "Latent Frames (CachedSearch tests)",
                               "CachedSearchTestQueueBarrier": "Queue Barrier (CachedSearch tests)",
-                              "CachedSearchTestPressCancel": "Press Cancel (CachedSearch tests)"}
+                              "CachedSearchTestPressCancel": "Press Cancel (CachedSearch tests)",
+                              "CachedSearchTestSaveWaveform": "Save Waveform (CachedSearch tests)"}
