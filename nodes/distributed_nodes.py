@@ -13,6 +13,7 @@ from ..cachedsearch_core.seed_slices import seed_slices, slice_of
 from .distributed_search import DistributedCandidates, search_as_master, search_as_worker, server_inbox
 from .distributed_setup import MASTER, NODE_ID, SETUP_INPUT, participant_label, setup_from_prompt
 from .candidates import SearchCandidates, run_search
+from .packed_latent import carries_sound
 from .prompt_server import prompt_server
 from .sampler_node import (
     SearchSamplerNode,
@@ -62,6 +63,10 @@ class DistributedSearchSampler(SearchSamplerNode):
     @classmethod
     def execute(cls, model, positive, negative, latent_image, seed, num_candidates, steps, cfg, sampler_name,
                 scheduler, denoise, worker_timeout, preview_vae=None, save_drafts=True) -> io.NodeOutput:
+        if carries_sound(latent_image["samples"]):
+            raise ValueError("latent_image: LTX-2's packed video + audio latent cannot be spread over machines yet "
+                             "(a draft travels between them as one tensor); search it on one machine with "
+                             "CachedSearch Sampler or CachedSearch Sampler (Advanced)")
         # The orchestration's entry (participants, job) changes with every distributed run: not part of a draft.
         announce, saved = cls.open_run(cls.validate_inputs(seed, num_candidates, denoise), latent_image,
                                        save_drafts, positive, negative, not_drafting=(SETUP_INPUT,))

@@ -9,6 +9,7 @@ import dataclasses
 import time
 
 import comfy.model_management
+import comfy.utils
 import torch
 
 from ..cachedsearch_core import CacheMode
@@ -51,12 +52,19 @@ def preview_model(recipe: StagedRecipe, step: int):
     return recipe.stages[recipe.stage_at(step)].patcher.model
 
 
+def video_part(model, estimate: torch.Tensor) -> torch.Tensor:
+    """``estimate`` itself, or the video of LTX-2's [video, audio] estimate, which the sampler hands over flattened
+    and packed into one tensor (the shapes it packed are on ``model`` while it samples)."""
+    shapes = getattr(model, "latent_shapes", None) or ()
+    return comfy.utils.unpack_latents(estimate, shapes)[0] if len(shapes) > 1 else estimate
+
+
 def decode_previews(vae, model, estimates: list[torch.Tensor], preview_frames: int) -> list[torch.Tensor]:
     """Each x0 estimate's ``preview_frames`` evenly spaced frames ([1, C, T, H, W] in ``model``'s sampling space)
     as images [K, H, W, 3], each latent frame decoded on its own (as a clip's first frame): K one-frame clips per
     estimate instead of the whole video, all of them in one decode call (the VAE decodes each clip alone). Image
-    latents are decoded whole, one call each."""
-    latents = [model.process_latent_out(estimate) for estimate in estimates]
+    latents are decoded whole, one call each. Of LTX-2's packed [video, audio] estimate, the video is previewed."""
+    latents = [video_part(model, model.process_latent_out(estimate)) for estimate in estimates]
     if latents[0].ndim != 5:
         return [vae.decode(latent) for latent in latents]
     picks = preview_frame_indices(latents[0].shape[2], preview_frames)
