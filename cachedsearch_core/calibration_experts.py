@@ -112,6 +112,11 @@ class ExpertsCalibration:
     def full_seconds(self) -> float:
         return self.high.full_seconds
 
+    @property
+    def none_skipped(self) -> bool:
+        """Neither expert's taus skipped a call."""
+        return self.high.none_skipped and self.low.none_skipped
+
     def rows(self) -> list[dict]:
         """The panel's rows: each expert's taus (``expert`` names it), then the picks together."""
         rows = [{"expert": expert, **row} for expert, calibration in self.experts.items()

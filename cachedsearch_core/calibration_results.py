@@ -49,6 +49,12 @@ class Calibration:
     def has_intervals(self) -> bool:
         return self.plan.has_intervals
 
+    @property
+    def none_skipped(self) -> bool:
+        """No measured threshold skipped a call (the warmup and cooldown left too few steps, or every threshold was
+        too small): why nothing is recommended, when nothing is."""
+        return not any(result.skipped_share > 0 for result in self.results)
+
     def rows(self) -> list[dict]:
         """One JSON-ready row per tau (the panel's table); speed-ups in transformer calls and in seconds."""
         return [self.row(result) for result in self.results]
@@ -88,7 +94,7 @@ class Calibration:
             verdict = (f"Recommended {engine}{name}: {self.recommended_tau:g} (of the {name}s whose capture meets "
                        f"{target}, the one that skips most: {100 * capture:.1f} %, "
                        f"{self.recommended.call_speedup:.2f}x fewer transformer calls).")
-        elif not any(result.skipped_share > 0 for result in self.results):
+        elif self.none_skipped:
             verdict = (f"Recommended {engine}{name}: 0. No measured {name} skipped a call, so none saves anything: "
                        "leave the cache off, or measure again with fewer warmup and cooldown steps"
                        f"{'' if engine else ' (they leave few steps to skip)'}.")
@@ -188,6 +194,11 @@ class EnginesCalibration:
     def rows(self) -> list[dict]:
         """Our cache's rows (the panel's table without the engines)."""
         return self.ours.rows()
+
+    @property
+    def none_skipped(self) -> bool:
+        """No tau of our cache skipped a call (the panel's verdict is our cache's)."""
+        return self.ours.none_skipped
 
     def engine_rows(self) -> list[dict]:
         """Every engine's rows, ``engine`` naming it and ``ours`` marking CachedSearch's own cache's."""

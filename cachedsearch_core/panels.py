@@ -5,6 +5,7 @@ Training-Free Cached Exploration for Test-Time Search in Video Diffusion", Sec. 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -98,7 +99,8 @@ def candidate_rows(drafts: Sequence[Draft], stage_names: Sequence[str] = (), pru
     candidates dropped at a prune round ("pruned": true, "prune_step": the round's step), every one with the
     preview score that decided it (its last round's); after several rounds each row also lists its score at every
     round it reached ("round_scores"). With a ranking of the
-    finished drafts (same order) those rows also carry score, winner, rank and margin."""
+    finished drafts (same order) those rows also carry score, winner, rank and margin, and every row its ``place``
+    in the ranking table (``_table_order``: 1 = its first line)."""
     first_seed = pruning.seeds[0] if pruning is not None else drafts[0].seed
     ranked = ranks_and_margins(ranking.scores) if ranking is not None else None
     rows = []
@@ -125,4 +127,18 @@ def candidate_rows(drafts: Sequence[Draft], stage_names: Sequence[str] = (), pru
             row["preview_score"] = pruning.deciding_score(index)
             if several:
                 row["round_scores"] = [{"step": step, "score": score} for step, score in pruning.round_scores(index)]
-    return sorted(rows, key=lambda row: row["candidate"])
+    rows.sort(key=lambda row: row["candidate"])
+    if ranking is not None:
+        for place, row in enumerate(sorted(rows, key=_table_order), start=1):
+            row["place"] = place
+    return rows
+
+
+def _table_order(row: dict) -> tuple:
+    """A ranking table's order: the finished candidates by rank, then the pruned ones, the last round's dropped
+    first and by preview score within a round (preview scores compare only within a round); the rest in candidate
+    order."""
+    if not row.get("pruned"):
+        return 0, row["rank"]
+    preview = row["preview_score"]
+    return 1, -row["prune_step"], -preview if preview is not None else math.inf

@@ -337,7 +337,8 @@ def _output(calibration, recommended, plan: CalibrationPlan, steps, lines, taus,
     report = "\n".join(lines)
     chart = torch.from_numpy(calibration.chart()).float().div(255).unsqueeze(0)
     shown = {"text": (report,), "cachedsearch_calibration": [{
-        "rows": calibration.rows(), "recommended_tau": recommended, "capture_target": plan.capture_target,
-        "seeds": plan.seeds, "prompts": plan.prompts, "steps": steps, "intervals": plan.has_intervals,
+        "rows": calibration.rows(), "recommended_tau": recommended, "none_skipped": calibration.none_skipped,
+        "capture_target": plan.capture_target, "seeds": plan.seeds, "prompts": plan.prompts, "steps": steps,
+        "intervals": plan.has_intervals,
         **(shown_too or {})}]}
     return io.NodeOutput(*taus, report, chart, *after_chart, ui=shown)

@@ -232,9 +232,9 @@ class Rollouts:
         full_compute = FullComputeCheck(_MODEL_INPUTS[len(recipe.stages)], _FULL_ARM_ADVICE) \
             if arm == FULL_ARM else None
         capture = RolloutCapture(recipe, steps) if steps else None
-        hooks = RunHooks(on_computed_call=capture.on_computed_call if capture else None)
+        hooks = RunHooks(on_computed_call=capture.on_computed_call if capture else None, full_compute=full_compute)
         (state,) = run_stages(capture.recipe() if capture else recipe, [CandidateState.start(seed, recipe.latent)],
-                              self.progress, hooks=hooks, full_compute=full_compute)
+                              self.progress, hooks=hooks)
         draft = state.draft
         previews = self._scored(capture, prompt) if capture else None
         return SavedRollout(self.judge.score(state.latent, prompt.text), draft.seconds, draft.calls,

@@ -7,7 +7,7 @@ import time
 
 
 from .candidates import SearchCandidates
-from .runner import CandidateState, FullComputeCheck, SearchProgress, run_stages
+from .runner import CandidateState, FullComputeCheck, RunHooks, SearchProgress, run_stages
 from .stages import StagedRecipe
 
 
@@ -33,7 +33,7 @@ def run_full_compute(recipe: StagedRecipe, seed: int, models: tuple = ()) -> Com
     recipe = recipe.without_cache(models)
     start = time.perf_counter()
     (state,) = run_stages(recipe, [CandidateState.start(seed, recipe.latent)], SearchProgress(recipe.steps),
-                          full_compute=FullComputeCheck(inputs, FULL_COMPUTE_ADVICE))
+                          hooks=RunHooks(full_compute=FullComputeCheck(inputs, FULL_COMPUTE_ADVICE)))
     return Commit(state.latent, time.perf_counter() - start, state.draft.calls_computed)
 
 

@@ -107,16 +107,18 @@ class RunHooks:
     """Who hears a run of ``run_stages`` as it goes, each optional: ``announce(text)`` hears "draft i / N" as each
     candidate's stage starts; ``on_computed_call()`` runs before each computed call (a budget stops a draft there by
     raising; Calibrate counts the calls before a preview step); ``on_finished(state)`` hears each candidate as it
-    finishes the last stage run (the search saves its draft there at once)."""
+    finishes the last stage run (the search saves its draft there at once); ``full_compute`` hears each stage's
+    counted calls as it ends and raises when a cache skipped any (``check_full_compute``), instead of handing on a
+    cached result as full compute."""
 
     announce: Callable[[str], None] | None = None
     on_computed_call: Callable[[], None] | None = None
     on_finished: Callable[[CandidateState], None] | None = None
+    full_compute: FullComputeCheck | None = None
 
 
 def run_stages(recipe: StagedRecipe, states: list[CandidateState], progress: SearchProgress,
-               stages: range | None = None, hooks: RunHooks = RunHooks(),
-               full_compute: FullComputeCheck | None = None) -> list[CandidateState]:
+               stages: range | None = None, hooks: RunHooks = RunHooks()) -> list[CandidateState]:
     """The one trajectory runner: every candidate through ``stages`` of ``recipe`` (all of them by default), stage
     by stage, so each expert of a staged trajectory is loaded once per stage as in the stock graph.
 
@@ -125,19 +127,18 @@ def run_stages(recipe: StagedRecipe, states: list[CandidateState], progress: Sea
     candidate at a time with fresh cache state. The progress bar moves through ``progress``; Cancel stops it before
     the next candidate (and inside a call, through the progress hook). Every candidate's calls are counted by a
     ``CallMeter`` whatever cache runs on the model, and its cache's statistics are read for an inactive cache.
-    ``hooks`` hear the run as it goes. With ``full_compute``, a stage that skipped any work raises
-    (``check_full_compute``) as soon as it ends, instead of handing on a cached result as full compute.
+    ``hooks`` hear the run as it goes (and check full compute where asked).
     """
     stage_indices = range(len(recipe.stages)) if stages is None else stages
     for stage_index in stage_indices:
         last = stage_index == stage_indices[-1]
         states = _run_stage(recipe, stage_index, states, progress, hooks if last else
-                            dataclasses.replace(hooks, on_finished=None), full_compute)
+                            dataclasses.replace(hooks, on_finished=None))
     return states
 
 
 def _run_stage(recipe: StagedRecipe, stage_index: int, states: list[CandidateState], progress: SearchProgress,
-               hooks: RunHooks, full_compute: FullComputeCheck | None) -> list[CandidateState]:
+               hooks: RunHooks) -> list[CandidateState]:
     """Every candidate through stage ``stage_index`` of ``recipe``, one at a time, with its calls metered."""
     stage, statistics, meter = recipe.stages[stage_index], [], CallMeter(hooks.on_computed_call)
     # The stage on a clone of its model whose transformer calls the meter counts and whose cache reports each
@@ -158,9 +159,9 @@ def _run_stage(recipe: StagedRecipe, stage_index: int, states: list[CandidateSta
         with progress.stage(observed.step_count), meter.counting(observed.patcher):
             latent = observed.run(state.latent, state.seed)
         run = meter.take()
-        if full_compute is not None:
-            input_name = full_compute.input_names[stage_index]
-            check_full_compute(run, stage.patcher, input_name, full_compute.advice.format(input=input_name))
+        if hooks.full_compute is not None:
+            input_name = hooks.full_compute.input_names[stage_index]
+            check_full_compute(run, stage.patcher, input_name, hooks.full_compute.advice.format(input=input_name))
         inactive_reason = next((s.inactive_reason for s in statistics if s.inactive_reason), None)
         draft = state.draft.with_stages((*state.draft.stage_calls, run.calls),
                                         state.draft.seconds + time.perf_counter() - start, inactive_reason)

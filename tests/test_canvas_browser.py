@@ -32,8 +32,8 @@ REPO_ROOT = ARTIFACTS.parent
 # A calibration whose warmup and cooldown covered every step: each tau skipped nothing and kept every ranking.
 NOTHING_SKIPPED = {"rows": [dict(row, skipped=0.0, call_speedup=1.0, calls=24, computed_calls=24, meets_target=True,
                                  recommended=False, capture=[1.0, 1.0, 1.0]) for row in STORED_ROWS],
-                   "recommended_tau": 0.0, "capture_target": 0.9, "seeds": 4, "steps": 8, "intervals": True,
-                   "prompts": 3, "rollouts": 36, "reused_rollouts": 12}
+                   "recommended_tau": 0.0, "none_skipped": True, "capture_target": 0.9, "seeds": 4, "steps": 8,
+                   "intervals": True, "prompts": 3, "rollouts": 36, "reused_rollouts": 12}
 
 # A search of 3 drafts on EasyCache that skipped nothing: with its commit it costs more than full best-of-3 (the
 # cost model's payload, as the Sampler sends it).

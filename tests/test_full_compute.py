@@ -222,6 +222,20 @@ def test_a_cache_it_does_not_know_is_refused_unless_the_plain_model_is_connected
     assert torch.equal(delivered["samples"], stock(engine, wan, SEED))
 
 
+def test_calibrate_refuses_a_full_arm_that_a_cache_it_does_not_know_skipped(engine, wan):
+    """Calibrate's full arm is checked as the commit is (``RunHooks.full_compute``): a cache CachedSearch does not
+    know, left on the model, is named with the fix instead of measured as full compute."""
+    from scripts.tiny_models import WAN21_VAE_FILE
+
+    model, positive, negative, latent = wan
+    with pytest.raises(ValueError, match=r"model: this rollout must be full compute but computed 4 of the 8 "
+                       r"transformer calls.*test_skip_every_other.*Connect the model without that cache"):
+        engine.output("CachedSearchCalibrate", model=skipping_every_other_call(model), positive=positive,
+                      negative=negative, latent_image=latent, vae=engine.one("VAELoader", vae_name=WAN21_VAE_FILE),
+                      verifier=FrameRecorder(), prompt="a red ball", first_seed=SEED, seeds=2, taus="0.5",
+                      capture_target=0.9, warmup_steps=1, cooldown_steps=1, frames_per_candidate=4, **SETTINGS)
+
+
 class FrameRecorder:
     """A verifier that records the frames it is given and scores them by their mean."""
 

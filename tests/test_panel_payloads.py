@@ -7,7 +7,7 @@ import torch
 from test_calibration import FULL, store_with
 
 from cachedsearch_core.calibration import OUR_ENGINE, CalibrationPlan
-from cachedsearch_core.calibration_results import EnginesCalibration
+from cachedsearch_core.calibration_results import Calibration, EnginesCalibration
 
 
 def test_calibrates_engine_rows_mark_our_caches_rows():
@@ -21,6 +21,19 @@ def test_calibrates_engine_rows_mark_our_caches_rows():
     rows = EnginesCalibration.from_store(store, [plan, easy], bootstrap=20).engine_rows()
     assert [(row["engine"], row["ours"]) for row in rows] == [(OUR_ENGINE, True), (OUR_ENGINE, True),
                                                               ("EasyCache", False)]
+
+
+def test_calibrate_says_whether_no_tau_skipped_a_call():
+    """Why nothing is recommended: no tau skipped a call, or none that skips keeps the target (the panel words the
+    field; the report says it too)."""
+    plan = CalibrationPlan((0.1, 0.2), 4, 0, 0.9)
+    none_skip = Calibration.from_store(store_with({0.1: (FULL, 0), 0.2: (FULL, 0)}), plan, bootstrap=20)
+    assert none_skip.recommended is None and none_skip.none_skipped
+    # tau 0.2 skips but reverses the ranking: below the target, so again nothing is recommended, for another reason
+    below = Calibration.from_store(store_with({0.1: (FULL, 0), 0.2: (FULL[::-1], 5)}), plan, bootstrap=20)
+    assert below.recommended is None and not below.none_skipped
+    engines = EnginesCalibration.from_store(store_with({0.1: (FULL, 0), 0.2: (FULL, 0)}), [plan], bootstrap=20)
+    assert engines.none_skipped
 
 
 CACHES = {"CachedSearchApplyCache": dict(mode="adaptive", tau=0.3, warmup_steps=2, cooldown_steps=2, static_interval=2),

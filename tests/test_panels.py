@@ -13,7 +13,7 @@ from cachedsearch_core.panels import (
     thumbnail_size,
     thumbnails,
 )
-from cachedsearch_core.pruning import PrunedCandidate, PruningOutcome
+from cachedsearch_core.pruning import PrunedCandidate, PruningOutcome, RoundRecord
 
 
 def draft(seed, computed, skipped, stages=()):
@@ -73,6 +73,23 @@ def test_pruned_search_rows_number_candidates_in_seed_order_with_every_preview_s
     assert [number for number, row in ranked.items() if row["winner"]] == [6]
     assert ranked[6]["rank"] == 1 and ranked[6]["margin"] == pytest.approx(0.5)
     assert ranked[5]["rank"] == 4 and ranked[5]["margin"] == pytest.approx(-0.8)
+
+
+def test_the_ranking_table_places_the_finished_by_rank_then_the_last_rounds_dropped_by_preview_score():
+    """Each row's line in the Verifier's table, which the panel follows as it is (#52): the finished candidates by
+    rank, then the dropped ones, the last round's first, each round's by preview score (they compare only there)."""
+    seeds = tuple(range(100, 106))
+    # round 1 at step 3 scores all 6 and keeps 1, 2, 4 and 6; round 2 at step 5 scores those and keeps 2 and 6
+    first = (0.5, 0.8, 0.1, 0.6, 0.3, 0.9)
+    second = RoundRecord(5, (0, 1, 3, 5), (0.2, 0.7, 0.4, 0.6), (1, 5))
+    pruned = tuple(PrunedCandidate(draft(100 + index, 2, 1), score)
+                   for index, score in ((2, 0.1), (4, 0.3), (0, 0.2), (3, 0.4)))
+    outcome = PruningOutcome(3, 8, seeds, first, (1, 5), pruned, later_rounds=(second,))
+    rows = candidate_rows([draft(101, 5, 3), draft(105, 5, 3)], pruning=outcome, ranking=Ranking((0.1, 0.9)))
+    by_place = [row["candidate"] for row in sorted(rows, key=lambda row: row["place"])]
+    # 6 wins, then 2; round 2 dropped 4 (0.4) and 1 (0.2); round 1 dropped 5 (0.3) and 3 (0.1)
+    assert by_place == [6, 2, 4, 1, 5, 3]
+    assert "place" not in candidate_rows([draft(7, 4, 1)])[0]  # no ranking, no table
 
 
 def test_a_row_without_calls_has_no_skipped_share():

@@ -183,7 +183,8 @@ function restsOn(result) {
   return `${result.prompts > 1 ? `${result.prompts} prompts x ${result.seeds} seeds` : `${result.seeds} seeds`}${reused}`;
 }
 
-// The recommendation: of the taus that meet the target, the one that skips most (none when none of them skips).
+// The recommendation: of the taus that meet the target, the one that skips most; when there is none, why, as the
+// payload's none_skipped says (a payload older than that field gives no reason).
 function verdictLines(result) {
   const target = `${Math.round(100 * result.capture_target)}%`;
   const rule = `skips most with capture ≥ ${target}`;
@@ -194,8 +195,8 @@ function verdictLines(result) {
   if (typeof result.recommended_tau === "number" && result.recommended_tau > 0) {
     return `recommended tau ${result.recommended_tau} (${rule}), ${restsOn(result)}, ${result.steps} steps`;
   }
-  const why = result.rows.every((row) => !(row.skipped > 0))
-    ? "no tau skipped a call (try fewer warmup and cooldown steps, or larger taus)" : `no tau that skips keeps ${target} capture`;
+  const why = result.none_skipped === true ? "no tau skipped a call (try fewer warmup and cooldown steps, or larger taus)"
+    : result.none_skipped === false ? `no tau that skips keeps ${target} capture` : "no tau recommended";
   return `${why}: tau 0, leave the cache off (${restsOn(result)}, ${result.steps} steps)`;
 }
 

@@ -59,6 +59,7 @@ function pickTitle(mode, row, state) {
 }
 
 export function pickActions(node, rows, row, status) {
+  if (typeof row.candidate !== "number") return []; // an older payload's pruned row: no number to pick by
   const state = pickState(pickSource(node, rows));
   const actions = [{ text: "Commit this", mode: "commit", className: "cachedsearch-pick-commit",
     title: pickTitle("commit", row, state) }];

@@ -65,19 +65,17 @@ function pickCell(node, rows, row, status) {
   return cell;
 }
 
-// The finished candidates by score, highest first, then the pruned ones, the last round's dropped first: preview
-// scores compare only within a round.
-function tableOrder(rows, dropping) {
-  const ranked = rows.filter((row) => !row.pruned && typeof row.score === "number").sort((a, b) => b.score - a.score);
-  const roundOf = (row) => dropping.get(row.candidate)?.number ?? 0;
-  const pruned = rows.filter((row) => row.pruned)
-    .sort((a, b) => roundOf(b) - roundOf(a) || (b.preview_score ?? -Infinity) - (a.preview_score ?? -Infinity));
-  return { ranked, pruned };
+// The scored and the pruned rows in the table's order: each row's `place` in the payload (the finished candidates by
+// rank, then the pruned ones); a payload older than `place` keeps its rows' order (candidate order).
+function tableOrder(rows) {
+  const shown = rows.filter((row) => row.pruned || typeof row.score === "number");
+  return shown.every((row) => typeof row.place === "number") ? shown.sort((a, b) => a.place - b.place) : shown;
 }
 
 // What the table shows besides the fixed columns: VideoScore's aspects or each verifier behind a combined score
 // (`extra`), margins, preview scores; and the scores' range, for the bars.
-function tableLayout(rows, ranked, rounds, dropping) {
+function tableLayout(rows, rounds, dropping) {
+  const ranked = rows.filter((row) => !row.pruned && typeof row.score === "number");
   const scores = ranked.map((row) => row.score);
   return {
     extra: ranked[0]?.columns && typeof ranked[0].columns === "object" ? Object.keys(ranked[0].columns) : [],
@@ -168,11 +166,10 @@ export function renderRanking(node, output) {
   const rows = candidateRows(given.map((row) => ({ ...row })), output);
   const rounds = pruneRounds(output);
   const dropping = roundsDropping(rounds);
-  const { ranked, pruned } = tableOrder(rows, dropping);
-  const layout = tableLayout(rows, ranked, rounds, dropping);
+  const layout = tableLayout(rows, rounds, dropping);
   const status = pickStatus(node);
   const table = element("table");
-  table.append(headerRow(layout), ...[...ranked, ...pruned].map((row) => tableRow(node, rows, row, status, layout)));
+  table.append(headerRow(layout), ...tableOrder(rows).map((row) => tableRow(node, rows, row, status, layout)));
   const content = element("div");
   const lines = [verifierLine(output), roundsLine(rounds)].filter(Boolean);
   const note = pickNote(node, rows);

@@ -25,18 +25,14 @@ export function framesOf(row) {
   return Array.isArray(row.frames) ? row.frames.filter((frame) => frame?.filename && ours(frame)) : [];
 }
 
-// Rows of a ranking or a draft list, candidates numbered in seed order (pruned ones included). Payloads of an
-// older CachedSearch renumbered survivors and listed pruned candidates apart, without numbers: there the
-// numbers follow from the seeds (a search's seeds are consecutive).
+// Rows of a ranking or a draft list, candidates numbered in seed order by the payload (pruned ones included).
+// Payloads of an older CachedSearch listed the pruned candidates apart (cachedsearch_pruned), without numbers: they
+// follow the rows as they came, numberless.
 export function candidateRows(rows, output) {
   const listed = rows.filter((row) => row && typeof row === "object");
   const pruned = listed.some((row) => row.pruned) ? [] : (Array.isArray(output.cachedsearch_pruned)
     ? output.cachedsearch_pruned.map((row) => ({ ...row, pruned: true })) : []);
   const all = [...listed, ...pruned];
-  if (pruned.length > 0) {
-    const first = Math.min(...all.map((row) => Number(row.seed)));
-    for (const row of all) row.candidate = Number(row.seed) - first + 1;
-  }
   const images = Array.isArray(output.images) ? output.images : [];
   if (!all.some((row) => framesOf(row).length)) {
     // an older payload: one frame per ranked candidate, in the rows' order
