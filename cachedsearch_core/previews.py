@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from collections.abc import Iterable, Sequence
 
 from .judge import spread_frame_indices
@@ -102,20 +103,20 @@ def cached_rollout(prompt: int, seed: int, tau: float, score: float, computed: i
                          tuple(per_step))
 
 
-def preview_call_equivalents(recorded: Iterable[RolloutPreviews], full_seconds: float, full_calls: float) -> float:
-    """What scoring one preview costs in computed calls: the recorded previews' mean seconds per scored step
-    (decoding and every verifier) over the seconds of one computed call, ``full_seconds`` of sampling for
-    ``full_calls`` transformer calls (the calibration's full rollouts: ``SavedRollout.seconds``, which is sampling
-    time only, over ``SavedRollout.calls``)."""
-    recorded = list(recorded)
-    scored = sum(len(previews.steps) for previews in recorded)
-    if not scored:
+def preview_call_equivalents(recorded: Iterable[RolloutPreviews], full: Iterable[tuple[float, float]]) -> float:
+    """What scoring one preview costs in computed calls: the median seconds of one scored step of the ``recorded``
+    previews (decoding and every verifier) over the median seconds of one computed call of the ``full`` rollouts,
+    each (sampling seconds, transformer calls) (``SavedRollout.seconds``, sampling time only, and ``.calls``).
+    Medians: a calibration's first rollout and first preview also load the model, the VAE and the verifier."""
+    per_preview = [previews.seconds / len(previews.steps) for previews in recorded if previews.steps]
+    if not per_preview:
         raise ValueError("previews: none recorded; run Calibrate in a server (it records them with the rollouts it "
                          "saves)")
-    if not full_seconds > 0 or not full_calls > 0:
-        raise ValueError(f"full rollouts: got {full_seconds!r} s for {full_calls!r} calls; a full rollout's "
-                         "sampling takes time and computes calls")
-    return sum(previews.seconds for previews in recorded) / scored / (full_seconds / full_calls)
+    per_call = [seconds / calls for seconds, calls in full if calls > 0]
+    if not per_call or not statistics.median(per_call) > 0:
+        raise ValueError(f"full rollouts: got {list(full)!r} (seconds, calls); a full rollout's sampling takes time "
+                         "and computes calls")
+    return statistics.median(per_preview) / statistics.median(per_call)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -53,15 +53,18 @@ def test_the_chooser_reads_exact_calls_before_each_scored_step_and_in_all():
     assert (spent[2], spent[5], spent[STEPS]) == (4, 7, 12)
 
 
-def test_a_previews_cost_in_calls_is_its_seconds_over_a_computed_calls():
-    # 3 previews in 0.9 s: 0.3 s each; full rollouts sample 60 calls in 6 s: 0.1 s a call.
-    recorded = [RolloutPreviews("x0", (2, 5), ((0.25,), (0.5,)), (4, 7), 0.4),
-                RolloutPreviews("x0", (2,), ((0.25,),), (4,), 0.5)]
-    assert preview_call_equivalents(recorded, full_seconds=6.0, full_calls=60) == pytest.approx(3.0)
+def test_a_previews_cost_in_calls_is_its_median_seconds_over_a_computed_calls():
+    # Previews of 0.2, 0.3 (median) and 2.0 s each (the first loaded the VAE); full rollouts at 0.1 s a call (the
+    # median; the first loaded the model, 0.5 s a call).
+    recorded = [RolloutPreviews("x0", (2, 5), ((0.25,), (0.5,)), (4, 7), 0.6),
+                RolloutPreviews("x0", (2,), ((0.25,),), (4,), 2.0),
+                RolloutPreviews("x0", (2,), ((0.25,),), (4,), 0.2)]
+    full = [(30.0, 60), (6.0, 60), (5.0, 60)]
+    assert preview_call_equivalents(recorded, full) == pytest.approx(0.3 / 0.1)
     with pytest.raises(ValueError, match="none recorded"):
-        preview_call_equivalents([], 6.0, 60)
+        preview_call_equivalents([], full)
     with pytest.raises(ValueError, match="full rollouts"):
-        preview_call_equivalents(recorded, 0.0, 60)
+        preview_call_equivalents(recorded, [(0.0, 60)])
 
 
 def test_the_cost_before_the_run_counts_a_verifier_call_per_preview_step_of_each_cached_rollout():
