@@ -1,5 +1,5 @@
-"""The CANDIDATES a search hands to the verifier and recommit nodes, how a plain search makes them, and the rows
-the panels show of them."""
+"""The CANDIDATES a search hands to the verifier and recommit nodes, and how a plain search makes them (the rows the
+panels show of them: ``panel_frames``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 from ..cachedsearch_core import CacheMode, Draft, Ranking, SearchCost, search_cost, search_report
 from ..cachedsearch_core.budget import BudgetOutcome
 from ..cachedsearch_core.pruned_budget import PrunedBudget
-from ..cachedsearch_core.panels import candidate_number, candidate_rows
+from ..cachedsearch_core.panels import candidate_number
 from ..cachedsearch_core.pruning import PruningOutcome
 from .cache_patch import step_cache_config
 from .full_compute import cache_engines_on
@@ -166,32 +166,3 @@ def run_search(recipe: StagedRecipe, seeds: list[int], announce=None,
         return candidates_from_states(recipe, [by_seed[seed] for seed in seeds])
     return candidates_from_states(recipe, [by_seed[seed] for seed in seeds], notes=saved.notes(),
                                   drafts_saved=saved.holds(seeds), drafts_not_kept=saved.not_kept_line())
-
-
-def draft_rows(candidates: SearchCandidates, ranking: Ranking | None = None) -> list[dict]:
-    """Per-candidate data for the frontend panels (JSON-ready): every candidate in seed order, pruned ones
-    included (``candidate_rows``)."""
-    return candidate_rows(candidates.drafts, candidates.stage_names, candidates.pruning, ranking)
-
-
-def pruned_rows(candidates: SearchCandidates) -> list[dict]:
-    """The dropped candidates of a pruned search for the frontend panels (JSON-ready): what each cost up to the
-    round that dropped it, that round's step and its preview score there. Empty for an unpruned search."""
-    if candidates.pruning is None:
-        return []
-    rows = []
-    pruning = candidates.pruning
-    for pruned in pruning.pruned:
-        draft = pruned.draft
-        index = pruning.seeds.index(draft.seed)
-        rows.append({"seed": draft.seed, "preview_score": pruned.preview_score, "seconds": round(draft.seconds, 3),
-                     "skipped": draft.calls_skipped, "calls": draft.calls,
-                     "prune_step": pruning.dropped_at(index)})
-    return rows
-
-
-def pruning_panel(candidates: SearchCandidates) -> dict:
-    """A pruned search's panel fields (its dropped candidates and its plan); none for an unpruned search."""
-    if candidates.pruning is None:
-        return {}
-    return {"cachedsearch_pruned": pruned_rows(candidates), "cachedsearch_pruning": [candidates.pruning.as_dict()]}

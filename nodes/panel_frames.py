@@ -1,5 +1,6 @@
-"""Decoded frames for the result panels: a few small images per candidate, from frames the graph decodes anyway or,
-on request, from the drafts. The frontend reads them through /view.
+"""The result panels' rows of a search's candidates (``panel_rows``; a pruned search's fields, ``pruning_panel``)
+and their decoded frames: a few small images per candidate, from frames the graph decodes anyway or, on request,
+from the drafts. The frontend reads them through /view.
 
 They are saved under ComfyUI's output folder (``PANEL_FOLDER``), each named by a digest of its pixels: ComfyUI
 empties its temp folder when it starts and then reuses the same names, so a panel kept in a saved workflow or an open
@@ -24,9 +25,8 @@ import numpy as np
 import torch
 from PIL import Image
 
-from ..cachedsearch_core.panels import spread_evenly, thumbnails
+from ..cachedsearch_core.panels import candidate_rows, spread_evenly, thumbnails
 from ..cachedsearch_core.safe_files import write_atomically
-from .candidates import draft_rows
 from .packed_latent import parts
 
 PANEL_FOLDER = "cachedsearch_panels"  # under ComfyUI's output folder, which it never empties
@@ -98,14 +98,15 @@ def _of_seed(references: list[dict], seed: int) -> list[dict]:
 
 
 def panel_rows(candidates, ranking=None, frames: dict[int, list[dict]] | None = None) -> list[dict]:
-    """``draft_rows`` with decoded frames: a finished draft's from ``frames`` (keyed by candidate number), a pruned
+    """Every candidate's row for the panels (``candidate_rows``: in seed order, pruned ones included; with
+    ``ranking``, scored) with decoded frames: a finished draft's from ``frames`` (keyed by candidate number), a pruned
     candidate's from its Pruning Plan preview; every candidate of a pruned search also gets its preview's frames as
     "preview_frames". Each frame's reference names the seed it shows ("seed"), so that a panel refuses a frame
     that is not its row's."""
     previews = {index + 1: list(saved) for index, saved in enumerate(candidates.pruning_previews)}
     frames = frames or {}
     rows = []
-    for row in draft_rows(candidates, ranking):
+    for row in candidate_rows(candidates.drafts, candidates.stage_names, candidates.pruning, ranking):
         number = row["candidate"]
         if number in previews:
             row["preview_frames"] = _of_seed(previews[number], row["seed"])
@@ -114,3 +115,26 @@ def panel_rows(candidates, ranking=None, frames: dict[int, list[dict]] | None = 
             row["frames"] = _of_seed(shown, row["seed"])
         rows.append(row)
     return rows
+
+
+def pruned_rows(candidates) -> list[dict]:
+    """The dropped candidates of a pruned search for the frontend panels (JSON-ready): what each cost up to the
+    round that dropped it, that round's step and its preview score there. Empty for an unpruned search."""
+    if candidates.pruning is None:
+        return []
+    rows = []
+    pruning = candidates.pruning
+    for pruned in pruning.pruned:
+        draft = pruned.draft
+        index = pruning.seeds.index(draft.seed)
+        rows.append({"seed": draft.seed, "preview_score": pruned.preview_score, "seconds": round(draft.seconds, 3),
+                     "skipped": draft.calls_skipped, "calls": draft.calls,
+                     "prune_step": pruning.dropped_at(index)})
+    return rows
+
+
+def pruning_panel(candidates) -> dict:
+    """A pruned search's panel fields (its dropped candidates and its plan); none for an unpruned search."""
+    if candidates.pruning is None:
+        return {}
+    return {"cachedsearch_pruned": pruned_rows(candidates), "cachedsearch_pruning": [candidates.pruning.as_dict()]}

@@ -6,9 +6,8 @@ from __future__ import annotations
 from comfy_api.latest import io
 
 from ..cachedsearch_core.panels import describe_verifier
-from .candidates import pruning_panel
 from .packed_latent import carries_sound
-from .panel_frames import panel_rows
+from .panel_frames import panel_rows, pruning_panel
 
 
 def show_ranking(ranking, candidates, frames=None) -> io.NodeOutput:

@@ -8,10 +8,10 @@ from comfy_api.latest import io
 
 from ..cachedsearch_core import MAX_CANDIDATES, candidate_seeds
 from .budget_search import run_budget_search
-from .candidates import SearchCandidates, pruning_panel, run_search
+from .candidates import SearchCandidates, run_search
 from .input_checks import check_latent, denoise_message
 from .ksampler_inputs import ksampler_settings_inputs, stock_ksampler_input
-from .panel_frames import decode_draft_frames, panel_rows
+from .panel_frames import decode_draft_frames, panel_rows, pruning_panel
 from .prompt_server import progress_text_sender
 from .saved_drafts import SAVE_DRAFTS_TOOLTIP, SavedDrafts
 from .stages import KSamplerStage, StagedRecipe
