@@ -34,9 +34,11 @@ from ..cachedsearch_core.calibration_experts import (
     expert_arm_prefix,
     together_arm,
 )
+from ..cachedsearch_core.auto_policy import WithPolicy
 from ..cachedsearch_core.calibration_memory import experts_setup_key, setup_key
 from ..cachedsearch_core.calibration_results import Calibration, EnginesCalibration
 from ..cachedsearch_core.video_score import AVERAGE
+from .auto_setup import calibrated_policy
 from .calibration_graph import EXPERT_INPUTS, remember
 from .calibration_inputs import (
     COMFYUI_CACHE_WINDOW,
@@ -189,8 +191,11 @@ class Calibrate(io.ComfyNode):
             rollouts.run(arm, "full compute" if arm == FULL_ARM else arm, settings, of_prompt)
         calibration = (Calibration.from_store(rollouts.store, plan) if len(plans) == 1 else
                        EnginesCalibration.from_store(rollouts.store, plans))
-        remembered = remember(cls.hidden, calibration, lambda file: setup_key(file, steps, sampler_name, scheduler),
-                               "model")
+        # What Budget "auto" chooses from: our cache's rollouts with their previews (plans[0] is ours).
+        policy = calibrated_policy(cls.hidden, rollouts, plan, steps, frames_per_candidate, warmup_steps,
+                                   cooldown_steps) if plan.engine == OUR_ENGINE else None
+        remembered = remember(cls.hidden, WithPolicy(calibration, policy),
+                              lambda file: setup_key(file, steps, sampler_name, scheduler), "model")
         header = rollouts.header(f"{steps} steps, {sampler_name}/{scheduler}, cfg {cfg:g}, warmup {warmup_steps}, "
                                  f"cooldown {cooldown_steps}", verifier, calibration.full_seconds)
         engines = {"engine_rows": calibration.engine_rows(), "fastest": calibration.fastest_pick()} \

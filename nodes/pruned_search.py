@@ -8,6 +8,8 @@ import itertools
 import time
 
 from ..cachedsearch_core import StageCalls
+from ..cachedsearch_core.auto_ledger import AutoLedger
+from ..cachedsearch_core.budget import BudgetSpent
 from ..cachedsearch_core.pruning import (
     PrunedCandidate, PruneRound, PruningOutcome, PruningPlan, RoundRecord, survivors,
 )
@@ -130,8 +132,10 @@ class _PrunedRun:
     the split stages they have all run, the rounds recorded, the candidates dropped and the time scoring took."""
 
     def __init__(self, recipe: StagedRecipe, seeds: list[int], plan: PruningPlan, saved: SavedDrafts | None,
-                 announce):
+                 announce, ledger: AutoLedger | None = None):
         self.recipe, self.seeds, self.plan, self.saved, self.announce = recipe, seeds, plan, saved, announce
+        self.ledger = ledger
+        self.anchor = 0  # with a ledger: the position of the last round's best, which continues first
         self.split = split_recipe(recipe, plan.round_steps)
         self.progress = SearchProgress(plan.search_steps(len(seeds), recipe.steps))
         self.states = [CandidateState.start(seed, self.split.recipe.latent) for seed in seeds]
@@ -163,26 +167,101 @@ class _PrunedRun:
         """Every running candidate's x0 estimate at the round's step: read back with its state, or captured while
         the last split stage before the step runs on the x0-keeping clone, one candidate at a time so each
         estimate is its own (and saved with the state)."""
+        before = list(self.states)
         read_back = self.read_back_or_run(reached.steps_cut, reached.resume_index - 1)
         estimates = []
         head = keeping_x0(self.split.recipe.stages[reached.resume_index - 1],
                           lambda args: estimates.append(args["denoised"]))
         head_recipe = dataclasses.replace(self.split.recipe,
                                           stages=(*self.split.recipe.stages[: reached.resume_index - 1], head))
-        previews = []
-        for position, state in enumerate(self.states):
-            if read_back[position] is not None:
-                previews.append(read_back[position][1])
+        previews = {}
+        for position in self._order():
+            state = self.states[position]
+            try:
+                if read_back[position] is not None:
+                    self._charge(position, before[position], read_back[position][0])
+                    previews[position] = read_back[position][1]
+                    continue
+                self.say(f"draft {position + 1} / {len(self.states)} (seed {state.seed}) to step "
+                         f"{reached.prune.step}")
+                estimates.clear()
+                (self.states[position],) = run_stages(head_recipe, [state], self.progress,
+                                                      range(reached.resume_index - 1, reached.resume_index),
+                                                      RunHooks(on_computed_call=self._on_call(position)))
+                self._charged(position)
+            except BudgetSpent:
+                if self._stopped(position):
+                    break
                 continue
-            self.say(f"draft {position + 1} / {len(self.states)} (seed {state.seed}) to step {reached.prune.step}")
-            estimates.clear()
-            (self.states[position],) = run_stages(head_recipe, [state], self.progress,
-                                                  range(reached.resume_index - 1, reached.resume_index))
-            previews.append(estimates[-1])
+            previews[position] = estimates[-1]
             if self.saved is not None:
                 self.saved.save_round_state(reached.steps_cut, self.states[position], estimates[-1])
         self.stages_run = reached.resume_index
-        return previews
+        self._keep_positions(sorted(previews))
+        return [previews[position] for position in sorted(previews)]
+
+    def _order(self) -> list[int]:
+        """The running positions in the order they run: with a ledger after the first round, the anchor first."""
+        positions = list(range(len(self.states)))
+        if self.ledger is None or not self.records:
+            return positions
+        return [self.anchor, *(position for position in positions if position != self.anchor)]
+
+    def _on_call(self, position: int):
+        """The ledger's charge before each computed call of the candidate at ``position`` (None without one)."""
+        if self.ledger is None:
+            return None
+        self.ledger.start_candidate()
+        if not self.records:
+            return self.ledger.draft_call
+        return lambda: self.ledger.call(position == self.anchor)
+
+    def _charged(self, position: int) -> None:
+        """The candidate at ``position`` reached the next round's step (or the end): book it in the ledger."""
+        if self.ledger is None:
+            return
+        if not self.records:
+            self.ledger.draft_finished()
+        elif position == self.anchor:
+            rounds_reached = len(self.records)
+            self.ledger.anchor_reached(rounds_reached if rounds_reached < len(self.plan.rounds) else None)
+
+    def _charge(self, position: int, before: CandidateState, read_back: CandidateState) -> None:
+        """A state read back (from ``before``) is charged as when it was computed: its calls since its last round
+        one at a time, so a re-queued search stops and cuts where an uninterrupted one did (``BudgetSpent``
+        likewise)."""
+        if self.ledger is None:
+            return
+        charge = self._on_call(position)
+        for _ in range(read_back.draft.calls_computed - before.draft.calls_computed):
+            charge()
+        self._charged(position)
+
+    def _drop_after_round(self, position: int) -> None:
+        """The candidate at ``position``, kept by the last round and cut after it, counts as dropped there."""
+        record, index = self.records[-1], self.running[position]
+        self.records[-1] = dataclasses.replace(record, kept=tuple(kept for kept in record.kept if kept != index))
+        score = record.preview_scores[record.scored.index(index)]
+        self.dropped[index] = PrunedCandidate(self._unsplit(self.states[position]).draft, score)
+
+    def _stopped(self, position: int) -> bool:
+        """The ledger refused a call of the candidate at ``position``: while drafting, drafting stops (True:
+        the candidates after it are not drafted); later the candidate is cut."""
+        if not self.records:
+            self.ledger.drafting_stopped(len(self.seeds))
+            self.seeds = self.seeds[:position]
+            return True
+        self.ledger.cut(self.states[position].seed, self.records[-1].step)
+        return False
+
+    def _keep_positions(self, kept: list[int]) -> None:
+        """Only the candidates at ``kept`` run on; one cut after a round counts as dropped there."""
+        for position in range(len(self.states)):
+            if position not in kept and self.records:
+                self._drop_after_round(position)
+        self.states = [self.states[position] for position in kept]
+        self.running = [self.running[position] for position in kept]
+        self.anchor = kept.index(self.anchor) if self.anchor in kept else 0
 
     def prune(self, reached: _Round, score_previews) -> None:
         """Scores the running candidates' previews and keeps the round's best."""
@@ -193,7 +272,9 @@ class _PrunedRun:
         self.preview_seconds += time.perf_counter() - start
         if len(scores) != len(self.states):
             raise ValueError(f"preview scores: got {len(scores)} for {len(self.states)} candidates")
-        kept = survivors(scores, reached.prune.keep)
+        keep = reached.prune.keep if self.ledger is None else self.ledger.keep_at(len(self.records), len(scores))
+        kept = survivors(scores, keep)
+        self.anchor = kept.index(min(kept, key=lambda position: (-scores[position], position)))
         self.records.append(RoundRecord(reached.prune.step, tuple(self.running), scores,
                                         tuple(self.running[position] for position in kept)))
         for position, state in enumerate(self.states):
@@ -211,8 +292,36 @@ class _PrunedRun:
         """The survivors run (or read back) to the end, saved as each finishes."""
         ends = self.end_steps
         on_finished = (lambda state: self.saved.save_round_state(ends, state)) if self.saved is not None else None
-        self.read_back_or_run(ends, len(self.split.recipe.stages), on_finished)
+        if self.ledger is None:
+            self.read_back_or_run(ends, len(self.split.recipe.stages), on_finished)
+        else:
+            self._finish_within_budget(ends, on_finished)
         return [self._unsplit(state) for state in self.states]
+
+    def _finish_within_budget(self, ends: tuple[int, ...], on_finished) -> None:
+        """The survivors to the end one at a time, the anchor first, each call charged to the ledger; a survivor
+        the ledger refuses is cut."""
+        finished = []
+        for position in self._order():
+            state = self.states[position]
+            entry = self.saved.reused_round_state(state.seed, ends, self.split.recipe.latent) \
+                if self.saved is not None else None
+            try:
+                if entry is not None:
+                    self._charge(position, state, entry[0])
+                    self.states[position] = entry[0]
+                    self.states_read_back += 1
+                else:
+                    (self.states[position],) = run_stages(
+                        self.split.recipe, [state.continued()], self.progress,
+                        range(self.stages_run, len(self.split.recipe.stages)),
+                        RunHooks(self.announce, on_computed_call=self._on_call(position), on_finished=on_finished))
+                    self._charged(position)
+            except BudgetSpent:
+                self._stopped(position)
+                continue
+            finished.append(position)
+        self._keep_positions(sorted(finished))
 
     @property
     def end_steps(self) -> tuple[int, ...]:
@@ -236,7 +345,8 @@ class _PrunedRun:
 
 
 def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan, score_previews,
-                      announce=None, saved: SavedDrafts | None = None) -> PrunedSearch:
+                      announce=None, saved: SavedDrafts | None = None, ledger: AutoLedger | None = None
+                      ) -> PrunedSearch:
     """Run every seed to the first round's step, score them with ``score_previews(x0_estimates)`` (the sampler's
     x0 estimate of its last step before the round's step, one latent batch per candidate still running, in seed
     order; returns one score each; decoding only ``plan.preview_frames`` frames is the caller's) and continue only
@@ -248,8 +358,12 @@ def run_pruned_search(recipe: StagedRecipe, seeds: list[int], plan: PruningPlan,
     ``saved``, each candidate's state at each round's step (with its x0 estimate) and each survivor's end are saved
     as they are reached, and a re-queued search reads back what it finds instead of sampling it (its previews
     re-scored from the saved estimates), so it computes only what it lacks and ends as an uninterrupted one.
+
+    With ``ledger`` (Budget "auto", one-stage recipes) every computed call is charged to it: drafting may stop
+    before all ``seeds`` (the search is narrowed to those drafted), a round may keep fewer, and a survivor other
+    than the round's best may be cut (``AutoLedger``), so the search never spends more than the ledger allows.
     """
-    run = _PrunedRun(recipe, seeds, plan, saved, announce)
+    run = _PrunedRun(recipe, seeds, plan, saved, announce, ledger)
     for number, (prune, resume_index) in enumerate(zip(plan.rounds, run.split.resume_indices)):
         run.prune(_Round(prune, resume_index, plan.round_steps[: number + 1]), score_previews)
     finished = run.finish()

@@ -33,7 +33,8 @@ class PreviewPruning:
     """What the Pruning Plan node hands to a search node (type CACHEDSEARCH_PRUNING_PLAN): where to prune, how many
     to keep, and the VAE, verifier and prompt that score the previews. Holds no state between runs.
 
-    schedule: several rounds (``PruningSchedule``); when set it replaces prune_fraction, prune_step and keep."""
+    schedule: several rounds (``PruningSchedule``); when set it replaces prune_fraction, prune_step and keep.
+    auto: the schedule is "auto": with a Budget, the rounds (and width) come from a calibration (``budget_auto``)."""
 
     prune_fraction: float
     prune_step: int  # 0: prune_fraction of the search's steps
@@ -43,6 +44,7 @@ class PreviewPruning:
     verifier: object
     prompt: str
     schedule: PruningSchedule | None = None
+    auto: bool = False
 
     def plan(self, steps: int, num_candidates: int) -> PruningPlan:
         if self.schedule is not None:
@@ -58,10 +60,15 @@ class PreviewPruning:
         plan.check_stages(num_candidates, cache_windows(recipe), latent_frames(recipe.latent))
         return plan
 
-    def search(self, recipe: StagedRecipe, seeds: list[int], announce=None, saved=None) -> SearchCandidates:
+    def search(self, recipe: StagedRecipe, seeds: list[int], announce=None, saved=None, plan: PruningPlan | None = None,
+               ledger=None) -> SearchCandidates:
         """The pruned search: the survivors as CANDIDATES carrying the record of every prune round; with ``saved``
-        (``SavedDrafts``) it reuses and saves each candidate's states (``run_pruned_search``)."""
-        plan = self.checked_plan(recipe, len(seeds))
+        (``SavedDrafts``) it reuses and saves each candidate's states (``run_pruned_search``). ``plan``: rounds chosen
+        elsewhere (Budget "auto", with its ``ledger``) instead of this node's."""
+        if plan is None:
+            plan = self.checked_plan(recipe, len(seeds))
+        else:
+            plan.check_stages(len(seeds), cache_windows(recipe), latent_frames(recipe.latent))
         # The preview's frames are the K to judge, scored as the Verifier scores a draft's.
         scorer = PreviewScorer(self.vae, (FrameJudge(self.verifier, self.prompt, plan.preview_frames),),
                                plan.preview_frames)
@@ -81,12 +88,13 @@ class PreviewPruning:
             previews_by_round.append(previews)
             return scores
 
-        candidates = run_pruned_search(recipe, seeds, plan, score_previews, announce, saved).candidates
+        candidates = run_pruned_search(recipe, seeds, plan, score_previews, announce, saved, ledger).candidates
         # Each candidate's panel frames: the preview of the last round it was scored in (the one that decided it).
         shown = {}
         for record, previews in zip(candidates.pruning.rounds, previews_by_round):
             shown.update(zip(record.scored, previews))
-        return dataclasses.replace(candidates, pruning_previews=tuple(shown[index] for index in range(len(seeds))))
+        return dataclasses.replace(candidates, pruning_previews=tuple(
+            shown[index] for index in range(len(candidates.pruning.seeds))))
 
 
     def search_within(self, recipe: StagedRecipe, seed: int, budget: BudgetPlan, announce=None,
@@ -103,7 +111,9 @@ SCHEDULE_TOOLTIP = (
     "or a step (10), keep a count (4) or a share of the candidates still running (1/2 halves them). \"20%:4, 40%:2\": "
     "8 drafts to 20 % of the steps, the best 4 on to 40 %, the best 2 of those to the end. \"20%:1/2, 40%:1/2, "
     "60%:1/2\" halves the field three times. Steps must rise and each round keep fewer than the one before. When "
-    "set it replaces keep, prune_fraction and prune_step; empty: one prune as those say."
+    "set it replaces keep, prune_fraction and prune_step; empty: one prune as those say. \"auto\", with a "
+    "CachedSearch Budget on the same sampler: the rounds and the width a calibration of your setup says buy the best "
+    "video for the budget (as the Budget's choose \"auto\")."
 )
 
 
@@ -158,12 +168,19 @@ class PruningPlanNode(io.ComfyNode):
                 schedule="") -> io.NodeOutput:
         require_prompt(prompt)
         return io.NodeOutput(PreviewPruning(prune_fraction, prune_step, keep, preview_frames, vae, verifier, prompt,
-                                            _schedule(schedule)))
+                                            _schedule(schedule), is_auto(schedule)))
+
+
+AUTO = "auto"
+
+
+def is_auto(text: str | None) -> bool:
+    return bool(text) and text.strip().lower() == AUTO
 
 
 def _schedule(text: str | None) -> PruningSchedule | None:
-    """The schedule typed on the node, or None when empty (one prune)."""
-    return PruningSchedule(text) if text and text.strip() else None
+    """The schedule typed on the node, or None when empty (one prune) or "auto" (rounds chosen with a Budget)."""
+    return PruningSchedule(text) if text and text.strip() and not is_auto(text) else None
 
 
 def schedule_rounds(text: str | None) -> int:

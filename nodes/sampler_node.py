@@ -7,6 +7,7 @@ from __future__ import annotations
 from comfy_api.latest import io
 
 from ..cachedsearch_core import MAX_CANDIDATES, candidate_seeds
+from .budget_auto import auto_search
 from .budget_search import run_budget_search
 from .candidates import SearchCandidates, run_search
 from .input_checks import check_latent, denoise_message
@@ -120,11 +121,17 @@ def ksampler_recipe(model, positive, negative, latent_image, steps, cfg, sampler
 
 
 def explore(recipe: StagedRecipe, seed: int, num_candidates: int, announce, pruning, budget,
-            saved: SavedDrafts | None = None) -> SearchCandidates:
+            saved: SavedDrafts | None = None, hidden=None) -> SearchCandidates:
     """The drafts of N seeds from ``seed``; pruned when a pruning plan is connected; as many seeds as a budget
-    plan affords when one is connected (with a pruning plan too: the widest N whose schedule fits). Every search
-    reuses and saves its drafts in ``saved``."""
+    plan affords when one is connected (with a pruning plan too: the widest N whose schedule fits; on "auto", what
+    a calibration of the setup the node's ``hidden`` prompt says chooses). Every search reuses and saves its drafts
+    in ``saved``."""
+    if pruning is not None and pruning.auto and budget is None:
+        raise ValueError("schedule: got 'auto'; auto chooses the rounds for a budget: connect a CachedSearch Budget "
+                         "to this sampler's budget input, or type a schedule")
     if budget is not None:
+        if budget.auto or (pruning is not None and pruning.auto):
+            return auto_search(recipe, seed, budget, pruning, announce, saved, hidden)
         if pruning is not None:
             return pruning.search_within(recipe, seed, budget, announce, saved)
         return run_budget_search(recipe, seed, budget, announce, saved=saved)
@@ -168,5 +175,5 @@ class SearchSamplerNode(io.ComfyNode):
     @classmethod
     def search(cls, recipe: StagedRecipe, seed: int, num_candidates: int, announce, saved, pruning=None,
                budget=None, preview_vae=None) -> io.NodeOutput:
-        return search_output(explore(recipe, seed, num_candidates, announce, pruning, budget, saved), preview_vae,
-                             announce)
+        return search_output(explore(recipe, seed, num_candidates, announce, pruning, budget, saved, cls.hidden),
+                             preview_vae, announce)

@@ -73,7 +73,8 @@ def test_the_chooser_prunes_only_on_the_tau_the_search_is_wired_with():
     (dict(setup=PolicySetup("CachedSearchLoadCLIPVerifier(model=clip)", 2, 1, 1)),
      "calibrated with verifier CachedSearchLoadImageReward(ckpt_name=tiny.pt, dtype=fp32), this search uses "
      "verifier CachedSearchLoadCLIPVerifier(model=clip)"),
-    (dict(setup=PolicySetup(SETUP.verifier, 4, 1, 1)), "calibrated with preview frames 2, this search uses preview frames 4"),
+    (dict(setup=PolicySetup(SETUP.verifier, 4, 1, 1)),
+     "calibrated with preview frames 2, this search uses preview frames 4"),
     (dict(setup=PolicySetup(None, None, 2, 1)), "calibrated with warmup steps 1, this search uses warmup steps 2"),
     (dict(wired_tau=0.3), "calibrated at tau 0.1, this search's cache uses tau 0.3"),
     (dict(wired_tau=None), "calibrated at tau 0.1, this search's cache uses no cache of ours"),

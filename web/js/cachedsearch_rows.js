@@ -169,7 +169,17 @@ export function budgetLine(budget, measuredCommit) {
   if (typeof measuredCommit === "number") {
     line += `; recommit predicted ${amount(budget.full_cost)}, measured ${amount(measuredCommit)}`;
   }
-  return line;
+  return line + autoText(budget);
+}
+
+// Budget "auto": the calibration's choice or why none applies (the payload's line), and for a pruned auto search
+// the calls charged against the budget and what was narrowed.
+function autoText(budget) {
+  const auto = budget.auto;
+  if (!auto) return "";
+  const charged = typeof auto.spent_calls === "number"
+    ? `; charged ${auto.spent_calls} + commit ${Math.round(budget.full_cost)} of ${Math.round(budget.budget)} calls` : "";
+  return `; ${auto.line}${charged}${(auto.narrowed ?? []).map((note) => `; ${note}`).join("")}`;
 }
 
 export function chooserLine(delivery) {

@@ -1,0 +1,86 @@
+"""Budget "auto" on ComfyUI's real runtime (in process, CPU, tiny random-weight Wan): the chosen pruned search runs
+with the run-time ledger, and when this prompt's cache skips far less than the calibration said (here: nothing at
+all, against a calibration that claimed most calls skipped) it narrows, keeps fewer and cuts survivors so that the
+transformer calls it computes, counted by a forward hook on the diffusion model, and the commit stay within M full
+renders."""
+
+import contextlib
+
+import pytest
+import torch
+
+from scripts.tiny_models import WAN21_VAE_FILE
+
+STEPS, SEED, M = 8, 700, 3
+SETTINGS = dict(steps=STEPS, cfg=5.0, sampler_name="euler", scheduler="simple", denoise=1.0)
+OFF = dict(mode="off", tau=0.5, warmup_steps=1, cooldown_steps=1, static_interval=2)
+
+
+class ScriptedVerifier:
+    """Scores preview i (in call order) with a fixed spread of numbers."""
+
+    name = "scripted"
+
+    def __init__(self):
+        self.calls = 0
+
+    def score(self, prompt, frames):
+        self.calls += 1
+        return torch.full((frames.shape[0],), float((self.calls * 7) % 11))
+
+
+@contextlib.contextmanager
+def forward_calls(patcher):
+    """Every forward the diffusion model's first transformer block finishes (a torch forward hook, whatever ComfyUI
+    wraps around it): a call the ledger refuses stops as that block starts, after the patch embedding."""
+    counted = [0]
+    handle = patcher.model.diffusion_model.blocks[0].register_forward_hook(
+        lambda module, args, output: counted.__setitem__(0, counted[0] + 1))
+    try:
+        yield counted
+    finally:
+        handle.remove()
+
+
+@pytest.fixture(scope="module")
+def wan(engine):
+    model, positive, negative, latent = engine.tiny_wan_t2v(length=9)
+    return model, positive, negative, latent, engine.one("VAELoader", vae_name=WAN21_VAE_FILE)
+
+
+@pytest.mark.parametrize("rounds, keeps, drafts_as_calibrated", [
+    ((3, 5), (3, 2), False), ((3,), (1,), False), ((3, 5), (3, 2), True)],
+    ids=["two rounds", "one round", "drafts as calibrated, the rest dearer"])
+def test_a_prompt_whose_cache_skips_less_than_calibrated_stays_within_the_budget(engine, wan, rounds, keeps,
+                                                                                 drafts_as_calibrated):
+    model, positive, negative, latent, vae = wan
+    pruning = engine.one("CachedSearchPruningPlan", vae=vae, verifier=ScriptedVerifier(), prompt="a red ball",
+                         keep=2, prune_fraction=0.4, prune_step=0, preview_frames=2, schedule="auto")
+    cached = engine.one("CachedSearchApplyCache", model=model, **OFF)
+    recipe = engine.extension.nodes.sampler_node.ksampler_recipe(cached, positive, negative, latent, **SETTINGS)
+    # The calibration said a draft computes a quarter of its calls; here the cache is off and computes them all.
+    # With ``drafts_as_calibrated`` the drafts to the first round compute what it said, and only the survivors'
+    # continuation is dearer: the width is not narrowed, survivors are cut instead.
+    phases = tuple(0.25 * (end - start) for start, end in zip((0, *rounds), (*rounds, STEPS)))
+    if drafts_as_calibrated:
+        phases = (float(rounds[0]), *phases[1:])
+    # The extension's own classes (ComfyUI imported it as a package of its own): its runner catches its BudgetSpent.
+    core = engine.extension.cachedsearch_core
+    ledger = core.auto_ledger.AutoLedger((M - 1) * STEPS, STEPS, STEPS, rounds, keeps, phases)
+    plan = core.pruning.PruningPlan(rounds[0], keeps[0], 2, later_rounds=tuple(
+        core.pruning.PruneRound(step, keep) for step, keep in zip(rounds[1:], keeps[1:])))
+    with torch.inference_mode(), forward_calls(model) as counted:
+        candidates = pruning.search(recipe, list(range(SEED, SEED + 12)), plan=plan, ledger=ledger)
+    # cond and uncond run batched in one forward per step: the forwards are the computed calls.
+    assert counted[0] == ledger.spent
+    assert counted[0] + STEPS <= M * STEPS
+    if drafts_as_calibrated:
+        assert any(note.startswith("seed ") and " cut after step " in note for note in ledger.notes)
+    else:
+        assert len(candidates.pruning.seeds) < 12 and ledger.notes[0].startswith(
+            f"narrowed to N = {len(candidates.pruning.seeds)} of 12")
+    # At least one candidate reached the end at full length, and every candidate is a survivor or dropped.
+    assert candidates.drafts and all(draft.calls_computed == STEPS for draft in candidates.drafts)
+    outcome = candidates.pruning
+    assert sorted([*outcome.survivor_indices, *(outcome.seeds.index(p.draft.seed) for p in outcome.pruned)]) == \
+        list(range(len(outcome.seeds)))
