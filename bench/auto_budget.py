@@ -24,6 +24,7 @@ is kept in DIR/runs.jsonl. Writes DIR/report.md. Intervals: 95 % prompt bootstra
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import pathlib
 import sys
@@ -42,7 +43,7 @@ from cachedsearch_core.policy_chooser import ChosenPolicy, choose_within_budget,
 from cachedsearch_core.previews import cached_rollout, preview_call_equivalents  # noqa: E402
 from cachedsearch_core.pruning import PruningSchedule  # noqa: E402
 from cachedsearch_core.search_audit import _bootstrap  # noqa: E402
-from cachedsearch_core.search_policy import FullRollout, Rollouts  # noqa: E402
+from cachedsearch_core.search_policy import DRAFT_PREVIEW, FullRollout, Rollouts, full_best_of, replay  # noqa: E402
 from cachedsearch_core.video_score import AVERAGE  # noqa: E402
 from scripts import ball_spot_world  # noqa: E402
 
@@ -219,6 +220,35 @@ def chosen_line(question: str, chosen: ChosenPolicy) -> str:
             f"{chosen.budget_calls:.0f}), {chosen.previews:.1f} previews, cost {chosen.cost:.1f}")
 
 
+def preview_step_study(tables: dict[float, Rollouts], budgets: list[int]) -> list[str]:
+    """Which of the recorded preview steps the chooser needs (issue 51 item 1's cost: each step scored costs a decode
+    and a verifier call per cached rollout): with only some steps' previews kept, chosen on one half of the
+    calibration's prompts and replayed on the other (both ways), the delivered score against full best-of-M."""
+    (tau, table), = tables.items()
+    steps, prompts = table.scored_steps(), len(table.full)
+    subsets = {"all recorded": steps, "first and last": (steps[0], steps[-1]),
+               **{f"step {step} alone": (step,) for step in steps}}
+    halves = (slice(0, prompts // 2), slice(prompts // 2, prompts))
+    lines = [f"## Preview steps the chooser needs (calibration prompts, 2-fold: chosen on one half, replayed on the "
+             f"other; recorded steps {', '.join(map(str, steps))})", "",
+             "| M | previews kept at | delivered minus full best-of-M's | chosen (first fold; second fold) |",
+             "|---|---|---|---|"]
+    for m in budgets:
+        for name, kept in subsets.items():
+            mask = np.zeros(table.steps, dtype=bool)
+            mask[[step - 1 for step in kept]] = True
+            masked = dataclasses.replace(table, previews={
+                DRAFT_PREVIEW: np.where(mask, table.previews[DRAFT_PREVIEW], np.nan)})
+            differences, chosen_names = [], []
+            for choose_on, judge_on in (halves, halves[::-1]):
+                chosen = choose_within_budget({tau: masked.subset(choose_on)}, m)
+                judged = masked.subset(judge_on)
+                differences.append(replay(judged, chosen.policy).delivered - full_best_of(judged, m).delivered)
+                chosen_names.append(chosen.policy.name)
+            lines.append(f"| {m} | {name} | {interval(np.concatenate(differences))} | {'; '.join(chosen_names)} |")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--prompts", type=int, default=36)
@@ -227,6 +257,8 @@ def main() -> None:
     parser.add_argument("--tau", type=float, default=0.1)
     parser.add_argument("--budgets", type=int, nargs="+", default=[4, 8, 16])
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--preview-steps", action="store_true",
+                        help="also study which recorded preview steps the chooser needs (minutes)")
     parser.add_argument("--out", type=pathlib.Path, default=REPO_ROOT / "bench" / "results" / "auto_budget")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -268,6 +300,8 @@ def main() -> None:
         lines.append(arm_row(f"{'; '.join(names)}: N = {width}, \"{schedule or 'no pruning'}\"",
                              outcome["delivered"], outcome["calls"], outcome["seconds"], best8["delivered"],
                              best8["calls"].mean(), best8["seconds"].mean()))
+    if args.preview_steps:
+        lines += ["", *preview_step_study(tables, args.budgets)]
     lines.append(f"\n{time.perf_counter() - start:.0f} s here.")
     report = "\n".join(lines)
     (args.out / "report.md").write_text(report + "\n")
