@@ -54,6 +54,9 @@ class SearchCost:
     reused_draft_calls: the calls the reused finished drafts computed when an earlier run drafted them; with
         search_calls and read_back_calls, what the search cost whenever it was computed (``drafted_calls``), which a
         pick that reads the drafts back from disk still shows as the search's cost.
+    second_stage_calls: the calls of the stock stages that run once, on the delivered latent only, after the
+        Recommit (LTX-2.3's upsample and refine pass), as the graph plans them; None when there are none (or their
+        calls cannot be read from the graph). Running the whole pipeline for every candidate pays them N times.
     """
 
     width: int
@@ -73,6 +76,7 @@ class SearchCost:
     reused_drafts: int = 0
     read_back_calls: int = 0
     reused_draft_calls: int = 0
+    second_stage_calls: int | None = None
 
     def __post_init__(self):
         if not 1 <= self.finished_drafts <= self.width:
@@ -122,6 +126,10 @@ class SearchCost:
         return dataclasses.replace(self, measured_commit_calls=calls, measured_commit_seconds=seconds,
                                    commit_free=calls == 0)
 
+    def with_second_stage(self, calls: int | None) -> SearchCost:
+        """This search with the ``calls`` of a second stage that refines the delivered latent once (None: none)."""
+        return dataclasses.replace(self, second_stage_calls=calls)
+
     def after_keep(self) -> SearchCost:
         """This search with a draft delivered as drafted: nothing added."""
         return dataclasses.replace(self, commit_free=False, kept=True)
@@ -158,6 +166,26 @@ class SearchCost:
     @property
     def total_calls(self) -> int:
         return self.search_calls + self.commit_calls
+
+    @property
+    def pipeline_calls(self) -> int | None:
+        """The search, its commit and the second stage once: what the delivered result cost in calls; None
+        without a second stage."""
+        return None if self.second_stage_calls is None else self.drafted_calls_with_commit + self.second_stage_calls
+
+    @property
+    def full_pipeline_calls(self) -> int | None:
+        """The whole pipeline (a full first stage and the second stage) run for each of the N candidates."""
+        return None if self.second_stage_calls is None else self.width * (self.rollout_calls + self.second_stage_calls)
+
+    def second_stage_line(self) -> str | None:
+        """The second stage's calls, paid once for the winner, and the whole against the pipeline run N times."""
+        if self.pipeline_calls is None:
+            return None
+        return (f"second stage (after the Recommit, for the winner only): {self.second_stage_calls} calls; the "
+                f"search, its commit and the second stage {self.pipeline_calls} against {self.full_pipeline_calls} "
+                f"for the whole pipeline run for each of the {self.width} candidates "
+                f"({_percent(self.pipeline_calls / self.full_pipeline_calls)})")
 
     @property
     def calls_ratio(self) -> float:
@@ -303,7 +331,8 @@ class SearchCost:
         return text
 
     def report_lines(self) -> list[str]:
-        return [line for line in (self.reuse_line(), self.calls_line(), self.seconds_line()) if line]
+        return [line for line in (self.reuse_line(), self.calls_line(), self.second_stage_line(), self.seconds_line())
+                if line]
 
     def line(self) -> str:
         """The cost in one line for the panels: the calls, the seconds' ratios once a full rollout's seconds are
@@ -337,4 +366,5 @@ class SearchCost:
                 "over_full_best_of": self.over_full_best_of,
                 "stage_skipped_shares": [{"stage": name, "share": skipped_share(skipped, calls)}
                                          for name, skipped, calls in self.stage_calls],
-                "note": self.line()}
+                "second_stage_calls": self.second_stage_calls, "pipeline_calls": self.pipeline_calls,
+                "full_pipeline_calls": self.full_pipeline_calls, "note": self.line()}

@@ -10,6 +10,7 @@ from ..cachedsearch_core.pick import VERIFIERS_CHOICE, resolve_pick, with_pick_l
 from .input_checks import check_same_latent_format, split_step_message
 from .ksampler_inputs import expert_settings_inputs
 from .pick import commit_pick, pick_choices, wait_for_click
+from .second_stage import second_stage_calls
 from .sampler_node import (
     SearchSamplerNode,
     ksampler_recipe,
@@ -203,7 +204,7 @@ class Recommit(io.ComfyNode):
                 io.String.Output(display_name="report", tooltip="The whole search: scores, skips, cost, who "
                                  "picked."),
             ],
-            hidden=[io.Hidden.unique_id],
+            hidden=[io.Hidden.unique_id, io.Hidden.prompt],
             **SHOW_RESULTS_WHEN_CACHED,
         )
 
@@ -232,6 +233,7 @@ class Recommit(io.ComfyNode):
         else:
             committed = commit_pick(candidates, picked, models)
             delivered, cost = committed.latent, candidates.cost().after_commit(committed.calls, committed.seconds)
+        cost = cost.with_second_stage(second_stage_calls(cls.hidden.prompt, cls.hidden.unique_id))
         report = with_pick_line(candidates.report(ranking, cost), picked, commit_free=cost.commit_free)
         # The Sampler's cost model with this delivery: its calls with the commit lead, the seconds follow.
         delivery = picked.delivery_fields(len(choices)) | {

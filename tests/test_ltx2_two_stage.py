@@ -13,16 +13,17 @@ import json
 
 import pytest
 import torch
+from report_text import line_of, numbers
 from test_browser import ARTIFACTS
 from test_ltx2 import apply_cache, observed, sound_and_picture
 
 from scripts import tiny_models
+from scripts.comfy_runtime import REPO_ROOT
+# The official template's sigmas: the distilled first stage, then the refine pass after the x2 upsampling.
+from scripts.ltx_workflow import FIRST_STAGE_SIGMAS, REFINE_SIGMAS
 
 pytestmark = pytest.mark.slow  # in process, a minute of sampling and decoding
 
-# The official template's sigmas: the distilled first stage, then the refine pass after the x2 upsampling.
-FIRST_STAGE_SIGMAS = "1.0, 0.99375, 0.9875, 0.98125, 0.975, 0.909375, 0.725, 0.421875, 0.0"
-REFINE_SIGMAS = "0.85, 0.7250, 0.4219, 0.0"
 REFINE_NOISE_SEED = 42  # the template's second RandomNoise, fixed
 CFG = 1.0
 CANDIDATES = 3
@@ -71,7 +72,7 @@ def test_only_the_winner_is_upsampled_and_refined_and_it_is_the_stock_pipelines_
     verifier = engine.one("CachedSearchLoadClipVerifier", model_folder="tiny-clip", dtype="fp32")
     ranking, _ = engine.run("CachedSearchVerifier", images=images, candidates=candidates, prompt="a drum",
                             verifier=verifier, frames_per_candidate=4)
-    delivered, seed, _ = engine.run("CachedSearchRecommit", candidates=candidates, ranking=ranking, mode="commit")
+    delivered, seed, report, delivery = recommit_in(workflow_15(), engine, candidates, ranking)
     assert seed == SEED + ranking.winner
     refine_calls = []
     picture, sound = refined(engine, delivered, loaded, refine_calls)
@@ -88,12 +89,36 @@ def test_only_the_winner_is_upsampled_and_refined_and_it_is_the_stock_pipelines_
     assert torch.equal(sound["waveform"], stock_sound["waveform"])
     assert sound["sample_rate"] == stock_sound["sample_rate"]
 
-    # What the search cost in the stages' transformer calls, against the whole pipeline run for every seed.
+    # What the search cost in the stages' transformer calls, against the whole pipeline run for every seed: the
+    # Recommit plans the second stage from workflow 15's graph, and that is what the refine pass computed.
     first_stage = candidates.drafts[ranking.winner].calls
     search = {"drafts": sum(draft.calls_computed for draft in candidates.drafts), "commit": first_stage,
               "refine": refine_run.calls_computed}
     full = {"first stages": CANDIDATES * first_stage, "refines": CANDIDATES * refine_run.calls_computed}
-    assert sum(search.values()) < sum(full.values()) and search["refine"] * CANDIDATES == full["refines"]
+    cost = delivery["cost"]
+    assert cost["second_stage_calls"] == search["refine"]
+    assert (cost["pipeline_calls"], cost["full_pipeline_calls"]) == (sum(search.values()), sum(full.values()))
+    second_stage = numbers(line_of(report, "second stage"))
+    assert second_stage[:3] == [search["refine"], sum(search.values()), sum(full.values())]
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "ltx2_two_stage_calls.json").write_text(json.dumps({"candidates": CANDIDATES, "search": search,
                                                                     "full_pipeline_runs": full}))
+
+
+def workflow_15() -> dict:
+    """The API prompt of the shipped workflow, as the frontend queues it."""
+    return json.loads((REPO_ROOT / "workflows" / "api" / "15 LTX-2.3 search + upscale.json").read_text())
+
+
+def recommit_in(prompt: dict, engine, candidates, ranking) -> tuple:
+    """The Recommit run as the server runs it inside ``prompt`` (its hidden inputs: the prompt and its own id):
+    the delivered latent, seed, report and the panel's delivery payload."""
+    from comfy_api.latest import io
+
+    (key,) = [key for key, node in prompt.items() if node["class_type"] == "CachedSearchRecommit"]
+    hidden = {"hidden_inputs": {io.Hidden.prompt: prompt, io.Hidden.unique_id: key}}
+    with torch.inference_mode():
+        output = engine.nodes["CachedSearchRecommit"].PREPARE_CLASS_CLONE(hidden).execute(
+            candidates=candidates, ranking=ranking, mode="commit")
+    (delivery,) = output.ui["cachedsearch_delivery"]
+    return (*output.result, delivery)

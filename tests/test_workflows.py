@@ -7,8 +7,10 @@ import pathlib
 import numpy
 import pytest
 from PIL import Image
+from report_text import line_of, numbers
 
 from scripts import node_packs
+from scripts.ltx_workflow import FIRST_STAGE_SIGMAS, REFINE_SIGMAS
 from scripts.graphs import tiny_workflow_variant
 from scripts.subgraph_workflow import subgraph_shape
 from scripts.workflow_format import (
@@ -264,7 +266,10 @@ def test_workflow_runs_end_to_end_and_delivers_the_stock_result_for_the_winner(c
     delivered, reference = frames(comfy_server, entry), frames(comfy_server, stock)
     assert len(delivered) == len(reference) == 9
     assert all((a == b).all() for a, b in zip(delivered, reference))
-    if "sound" in graph:  # LTX-2: the sound of the winner too, sample for sample
+    if "sound" in graph:  # LTX-2: the second stage counted once, and the sound of the winner too, sample for sample
+        refine, first_stage = (len(sigmas.split(",")) - 1 for sigmas in (REFINE_SIGMAS, FIRST_STAGE_SIGMAS))
+        second_stage = numbers(line_of(report, "second stage"))
+        assert (second_stage[0], second_stage[2]) == (refine, 3 * (first_stage + refine))
         (sound,), (stock_sound,) = sounds(comfy_server, entry), sounds(comfy_server, stock)
         assert sound.std() > 0 and numpy.array_equal(sound, stock_sound)
 

@@ -25,6 +25,15 @@ function costText(delivery, given) {
     (time ? ` (${time} in time measured on this machine)` : "");
 }
 
+// A two-stage pipeline (LTX-2.3's upsample + refine after the Recommit): the second stage runs once, for the winner,
+// where running the whole pipeline for every candidate pays it N times.
+function secondStageText(given) {
+  if (typeof given.second_stage_calls !== "number") return "";
+  return ` Second stage once, for the winner: ${given.second_stage_calls} calls; the search with it ` +
+    `${given.pipeline_calls} against ${given.full_pipeline_calls} for the whole pipeline run for every candidate ` +
+    `(${percent(given.pipeline_calls / given.full_pipeline_calls)}).`;
+}
+
 export function renderDelivery(node, output) {
   const delivery = output.cachedsearch_delivery?.[0];
   if (!delivery) return false;
@@ -37,7 +46,7 @@ export function renderDelivery(node, output) {
   const chooser = chooserLine(delivery);
   const text = `delivered seed ${delivery.seed} (candidate ${delivery.candidate}, ${delivery.mode})` +
     `${chooser ? `; ${chooser}` : ""}; ${costText(delivery, given)}${budget ? `; ${budget}` : ""}.` +
-    overFullText(given);
+    secondStageText(given) + overFullText(given);
   // The delivered video itself shows where the workflow decodes and saves it (its Save Video node).
   const content = element("div");
   const summary = element("div", text, "cachedsearch-summary");

@@ -1,0 +1,78 @@
+"""The second stage of a two-stage pipeline (LTX-2.3's official templates: the first stage's latent upsampled x2 and
+refined by a stock SamplerCustomAdvanced): the stock samplers after the Recommit that work on its delivered latent
+only, and the transformer calls they make, read from the API prompt.
+
+Why planned from the graph, not counted as it runs: ComfyUI runs the Recommit before the nodes its latent feeds, so
+its report and panel are written before the refine pass starts. The refine's calls are fixed by its graph, though:
+one per sigma step of a sampler that evaluates the model once a step (cond and uncond batched in one call, as the
+search's own calls are counted), on a model without a step cache. Where a later sampler's steps or its kind are not
+plain widgets (a scheduler fed by a link, a sampler that evaluates twice a step), nothing is planned and the report
+says nothing of a second stage.
+"""
+
+from __future__ import annotations
+
+import nodes as comfy_nodes
+
+# k-diffusion samplers that evaluate the model once per step of the schedule.
+ONE_CALL_A_STEP = frozenset({"euler", "euler_ancestral", "dpmpp_2m", "dpmpp_2m_sde", "lcm", "ddpm", "lms", "ipndm"})
+# The stock sampler nodes; those not planned below (KSamplerAdvanced, SamplerCustom) leave the second stage unplanned.
+SAMPLERS = ("SamplerCustomAdvanced", "KSampler", "KSamplerAdvanced", "SamplerCustom")
+
+
+def _feeds(prompt: dict) -> dict[str, set[str]]:
+    """node id -> the ids of the nodes one of its outputs is linked into."""
+    feeds: dict[str, set[str]] = {}
+    for key, node in prompt.items():
+        for value in node.get("inputs", {}).values():
+            if isinstance(value, list) and len(value) == 2 and str(value[0]) in prompt:
+                feeds.setdefault(str(value[0]), set()).add(str(key))
+    return feeds
+
+
+def downstream(prompt: dict, node_id: str) -> set[str]:
+    """Every node that a link path leads to from ``node_id``."""
+    feeds, found, frontier = _feeds(prompt), set(), [str(node_id)]
+    while frontier:
+        for later in feeds.get(frontier.pop(), ()):
+            if later not in found:
+                found.add(later)
+                frontier.append(later)
+    return found
+
+
+def _linked(prompt: dict, value) -> dict | None:
+    return prompt.get(str(value[0])) if isinstance(value, list) and len(value) == 2 else None
+
+
+def _manual_sigma_steps(prompt: dict, sigmas) -> int | None:
+    """The steps of a ManualSigmas schedule typed as a widget, parsed by ComfyUI's own node."""
+    node = _linked(prompt, sigmas)
+    if node is None or node.get("class_type") != "ManualSigmas" or not isinstance(node["inputs"].get("sigmas"), str):
+        return None
+    schedule = comfy_nodes.NODE_CLASS_MAPPINGS["ManualSigmas"].execute(sigmas=node["inputs"]["sigmas"]).result[0]
+    return max(len(schedule) - 1, 0)
+
+
+def _planned_calls(prompt: dict, node: dict) -> int | None:
+    """A stock sampler's transformer calls as its widgets plan them, or None where they do not."""
+    inputs = node.get("inputs", {})
+    if node.get("class_type") == "SamplerCustomAdvanced":
+        select = _linked(prompt, inputs.get("sampler"))
+        name = select["inputs"].get("sampler_name") if select and select.get("class_type") == "KSamplerSelect" else None
+        steps = _manual_sigma_steps(prompt, inputs.get("sigmas"))
+    elif node.get("class_type") == "KSampler":
+        name, steps = inputs.get("sampler_name"), inputs.get("steps")
+    else:
+        return None
+    return steps if name in ONE_CALL_A_STEP and isinstance(steps, int) else None
+
+
+def second_stage_calls(prompt: dict | None, recommit_id) -> int | None:
+    """The calls of the stock samplers the Recommit's delivered latent feeds in ``prompt``, each planned by its
+    widgets; None when none does, or when one of them cannot be planned."""
+    if not prompt or recommit_id is None or str(recommit_id) not in prompt:
+        return None
+    samplers = [prompt[key] for key in downstream(prompt, recommit_id) if prompt[key].get("class_type") in SAMPLERS]
+    planned = [_planned_calls(prompt, node) for node in samplers]
+    return sum(planned) if planned and None not in planned else None
