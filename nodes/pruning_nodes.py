@@ -18,6 +18,7 @@ from .panel_frames import save_panel_frames
 from .candidates import SearchCandidates
 from .previews import PreviewScorer, cache_windows, preview_model
 from .pruned_search import run_pruned_search
+from .pruning_schedule import is_auto, read_schedule, schedule_message
 from .stages import StagedRecipe
 from .types import PruningPlanType, Verifier
 
@@ -157,33 +158,11 @@ class PruningPlanNode(io.ComfyNode):
 
     @classmethod
     def validate_inputs(cls, schedule=None):
-        try:
-            _schedule(schedule)
-        except ValueError as error:
-            return str(error)
-        return True
+        return schedule_message(schedule)
 
     @classmethod
     def execute(cls, vae, verifier, prompt, keep, prune_fraction, prune_step, preview_frames,
                 schedule="") -> io.NodeOutput:
         require_prompt(prompt)
         return io.NodeOutput(PreviewPruning(prune_fraction, prune_step, keep, preview_frames, vae, verifier, prompt,
-                                            _schedule(schedule), is_auto(schedule)))
-
-
-AUTO = "auto"
-
-
-def is_auto(text: str | None) -> bool:
-    return bool(text) and text.strip().lower() == AUTO
-
-
-def _schedule(text: str | None) -> PruningSchedule | None:
-    """The schedule typed on the node, or None when empty (one prune) or "auto" (rounds chosen with a Budget)."""
-    return PruningSchedule(text) if text and text.strip() and not is_auto(text) else None
-
-
-def schedule_rounds(text: str | None) -> int:
-    """How many rounds a valid schedule prunes in (0 when empty: one prune as the other widgets say)."""
-    schedule = _schedule(text)
-    return 0 if schedule is None else len(schedule.rounds)
+                                            read_schedule(schedule), is_auto(schedule)))

@@ -1,9 +1,10 @@
 """POST /cachedsearch/pruning_schedule: whether the Pruning Plan would accept a schedule, said on the canvas while it
-is typed (web/js/cachedsearch_plan_title.js asks whenever the widget changes), by the node's own check."""
+is typed (web/js/cachedsearch_plan_title.js asks whenever the widget changes), by the node's own check
+(``pruning_schedule``)."""
 
 from __future__ import annotations
 
-from .pruning_nodes import PruningPlanNode, schedule_rounds
+from .pruning_schedule import schedule_message, schedule_rounds
 from .route_checks import ExtensionRoutes, RouteRefused, check_fields, json_answer, read_json_object, text
 
 SCHEDULE_ROUTE = "/cachedsearch/pruning_schedule"
@@ -22,7 +23,7 @@ def register_schedule_route(routes: ExtensionRoutes) -> None:
         body = await read_json_object(request, SCHEDULE_MAX_BYTES, SCHEDULE_REQUEST)
         check_fields(body, ("schedule",), (), SCHEDULE_REQUEST)
         schedule = text(body["schedule"], "schedule", "the widget's text")
-        message = PruningPlanNode.validate_inputs(schedule=schedule)
+        message = schedule_message(schedule)
         if message is not True:
             raise RouteRefused(400, message)
         return json_answer({"rounds": schedule_rounds(schedule)})

@@ -23,3 +23,14 @@ def test_no_node_module_imports_another():
     crossing = {(path.stem, imported) for path in NODES.glob("*_nodes.py")
                 for imported in imported_modules(path) & node_modules}
     assert crossing == set()
+
+
+def test_no_route_module_imports_a_node_module():
+    """A module that serves HTTP routes (``@routes.get`` / ``@routes.post``) reads what it shares with a node from a
+    lower module (the schedule's reading: ``pruning_schedule``), never the node module itself."""
+    node_modules = {path.stem for path in NODES.glob("*_nodes.py")}
+    route_modules = [path for path in NODES.glob("*.py") if "@routes.post" in path.read_text()
+                     or "@routes.get" in path.read_text()]
+    assert {"schedule_route", "calibration_cost", "saved_work_routes"} <= {path.stem for path in route_modules}
+    crossing = {(path.stem, imported) for path in route_modules for imported in imported_modules(path) & node_modules}
+    assert crossing == set()
