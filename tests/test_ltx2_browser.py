@@ -3,8 +3,10 @@ its own with frontend 1.58.1, classic and Nodes 2.0: the tiny LTX-2 graph in the
 and audio latents packed by LTXVConcatAVLatent, the drafts' video part decoded for the Verifier, the Recommit's
 latent separated, its picture and sound made into one video) is run as the Run button does; the Sampler's panel
 plays each draft's picture, the Verifier's says its score judged the pictures and not the sound, the Recommit's
-names the delivered seed, and the saved video carries the sound. ComfyUI 0.3.75 has no LTX-2: skipped there.
-Screenshots: test-artifacts/ltx2_<frontend>_<renderer>.png and its _sampler, _verifier and _recommit views."""
+names the delivered seed, and the saved video carries the sound. Workflow 15 (LTX-2.3 search + upscale) runs the same
+way on its tiny variant: the Recommit's panel counts the second stage (upsample + refine) once for the winner.
+ComfyUI 0.3.75 has no LTX-2: skipped there. Screenshots: test-artifacts/ltx2_<frontend>_<renderer>.png and
+ltx2_workflow15_<frontend>_<renderer>.png, each with its _sampler, _verifier and _recommit views."""
 
 import json
 
@@ -13,7 +15,12 @@ import pytest
 from conftest import NEWEST_FRONTEND
 from test_browser import ARTIFACTS, browser_available, frontend_version, run_browser_script
 
+from report_text import numbers
+from test_workflows import load
+
 from scripts import tiny_models
+from scripts.graphs import tiny_workflow_variant
+from scripts.ltx_workflow import FIRST_STAGE_SIGMAS, REFINE_SIGMAS
 from scripts.workflow_format import api_to_gui, column_layout
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow,
@@ -136,3 +143,51 @@ def test_ltx2_panels_after_a_live_run(ltx2_server, tmp_path, vue_nodes, seed):
     # The Recommit's panel names the seed it delivered: the Verifier's winner, with its sound.
     assert recommit["text"].startswith(f"delivered seed {winner}")
     assert saved_video_streams(ltx2_server, outputs[ids["save"]]) == ["audio", "video"]
+
+
+def depth_columns(graph: dict) -> dict[str, int]:
+    """Each node's column on the canvas: its longest link path from a loader, three steps a column."""
+    depth: dict[str, int] = {}
+
+    def of(key):
+        if key not in depth:
+            links = [value[0] for value in graph[key]["inputs"].values() if isinstance(value, list) and len(value) == 2
+                     and value[0] in graph]
+            depth[key] = 1 + max(map(of, links)) if links else 0
+        return depth[key]
+
+    return {key: of(key) // 3 for key in graph}
+
+
+@pytest.mark.parametrize("vue_nodes", [False, True])
+def test_workflow_15_panels_after_a_live_run(ltx2_server, tmp_path, vue_nodes):
+    """Workflow 15's tiny variant (scripts/graphs.py) queued from the canvas: the Verifier ranks the three first-stage
+    drafts, the Recommit delivers the winner and its panel counts the refine pass once against the pipeline run for
+    every candidate."""
+    object_info = ltx2_server.get("/object_info")
+    _, api = load("15 LTX-2.3 search + upscale")
+    graph = tiny_workflow_variant(api, pooled=False)
+    ids = {key: str(index + 1) for index, key in enumerate(graph)}  # api_to_gui numbers the nodes in order
+    keys = {node["class_type"]: key for key, node in graph.items()}
+    layout, _ = column_layout(graph, depth_columns(graph), object_info)
+    workflow = tmp_path / "workflow.json"
+    workflow.write_text(json.dumps(api_to_gui(graph, object_info, layout, seed_control="fixed")))
+    ARTIFACTS.mkdir(exist_ok=True)
+    combination = f"{frontend_version('newest')}_{'nodes2' if vue_nodes else 'classic'}"
+    names = {"sampler": "CachedSearchSamplerAdvanced", "verifier": "CachedSearchVerifier",
+             "recommit": "CachedSearchRecommit"}
+    config = {"workflow": str(workflow), "candidates": CANDIDATES,
+              "nodes": {name: ids[keys[class_type]] for name, class_type in names.items()},
+              "screenshot": str(ARTIFACTS / f"ltx2_workflow15_{combination}.png")}
+    seen = run_browser_script("check_ltx2.mjs", ltx2_server, config, tmp_path / "config.json", vue_nodes,
+                              timeout=900)
+    assert seen["extensionErrors"] == []
+    assert seen["outcome"] == "success", seen["outcome"]
+    verifier, recommit = seen["panels"]["verifier"], seen["panels"]["recommit"]
+    assert len(verifier["rows"]) == CANDIDATES
+    (winner,) = [row["seed"] for row in verifier["rows"] if row["winner"]]
+    assert recommit["text"].startswith(f"delivered seed {winner}")
+    # The second stage once, against the whole pipeline for each candidate: its calls, the search's, the pipeline's.
+    refine, first_stage = (len(sigmas.split(",")) - 1 for sigmas in (REFINE_SIGMAS, FIRST_STAGE_SIGMAS))
+    second_stage = numbers(recommit["text"].split("Second stage", 1)[1])
+    assert (second_stage[0], second_stage[2]) == (refine, CANDIDATES * (first_stage + refine))
