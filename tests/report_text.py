@@ -17,7 +17,16 @@ def line_of(text: str, head: str) -> str:
 def refusal(input_name: str, *facts) -> str:
     """A pattern for an error that names ``input_name`` first and then says ``facts`` (values, counts) in order: a
     refusal's wording is the product's, its facts are what a test pins down."""
-    return rf"^{re.escape(input_name)}: " + "".join(rf".*?{_whole(str(fact))}" for fact in facts)
+    return rf"^{re.escape(input_name)}: " + _in_order(facts)
+
+
+def says(text: str, *facts) -> bool:
+    """Whether ``text`` (a panel's, a verdict's) says ``facts`` in this order, whatever its wording around them."""
+    return re.search(_in_order(facts), text, re.S) is not None
+
+
+def _in_order(facts) -> str:
+    return "".join(rf".*?{_whole(str(fact))}" for fact in facts)
 
 
 def _whole(fact: str) -> str:

@@ -163,11 +163,10 @@ def test_a_pruned_candidate_is_committed_exactly_and_survivors_keep_their_seed_o
 
 
 @pytest.mark.parametrize("inputs, message", [
-    (dict(), r"ranking: not connected and pick is 0 \(the verifier's choice\); connect a verifier's ranking or set "
-             r"pick to a candidate \(1 to 3\)"),
-    (dict(pick=4), r"pick: got 4; this search has 3 candidates, so use 1 to 3"),
-    (dict(pick=2, pick_among=8), r"pick_among: got 8 but this search has 3 candidates"),
-    (dict(wait_for_pick=True), r"wait_for_pick: there is no ComfyUI server to click a draft on"),
+    (dict(), refusal("ranking", "pick", 0, 1, 3)),  # pick 0 without a ranking: pick 1 to 3
+    (dict(pick=4), refusal("pick", 4, 3, 1, 3)),
+    (dict(pick=2, pick_among=8), refusal("pick_among", 8, 3)),
+    (dict(wait_for_pick=True), refusal("wait_for_pick", "server")),
 ])
 def test_a_pick_that_cannot_be_delivered_stops_the_run_naming_the_input(engine, searched, inputs, message):
     _, candidates = searched

@@ -4,7 +4,7 @@ import pytest
 
 from cachedsearch_core.pick import PickChoices, resolve_pick, with_pick_line
 from cachedsearch_core.search_report import COMMIT_FREE_DELIVERY, DELIVERED_BY, WINNER_LINE_PREFIX
-from report_text import numbers
+from report_text import numbers, refusal
 
 SEEDS = (40, 41, 42, 43)
 PRUNED = PickChoices(SEEDS, (1, 3))  # a pruned search of 4 kept candidates 2 and 4
@@ -48,13 +48,12 @@ def test_the_pick_line_replaces_the_reports_winner_line_or_closes_a_report_witho
 
 
 @pytest.mark.parametrize("arguments, message", [
-    (dict(pick=0), r"ranking: not connected and pick is 0 \(the verifier's choice\); connect a verifier's ranking "
-                   r"or set pick to a candidate \(1 to 4\)"),
-    (dict(pick=5), r"pick: got 5; this search has 4 candidates, so use 1 to 4 .* or 0 for the verifier's choice"),
-    (dict(pick=1, mode="keep"), r"mode: keep needs a finished draft, but candidate 1 \(seed 40\) was pruned .*use "
-                                r"commit"),
-    (dict(pick=2, pick_among=8), r"pick_among: got 8 but this search has 4 candidates.*nothing is delivered"),
-    (dict(pick=2, mode="draft"), r"mode: got 'draft'"),
+    # the input named, then its facts: the value got, the candidates, the range to use, what to do instead
+    (dict(pick=0), refusal("ranking", "pick", 0, 1, 4)),
+    (dict(pick=5), refusal("pick", 5, 4, 1, 4, 0)),
+    (dict(pick=1, mode="keep"), refusal("mode", "keep", 1, 40, "commit")),  # candidate 1 (seed 40) was pruned
+    (dict(pick=2, pick_among=8), refusal("pick_among", 8, 4)),
+    (dict(pick=2, mode="draft"), refusal("mode", "'draft'")),
 ])
 def test_bad_picks_name_the_input(arguments, message):
     arguments = dict(mode="commit") | arguments
