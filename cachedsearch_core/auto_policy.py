@@ -171,7 +171,8 @@ def choose_auto(entry: dict | None, setup: PolicySetup, wired_tau: float | None,
         chosen = choose_within_budget({tau: table}, budget_rollouts, max_width)
     except ValueError as error:
         return AutoChoice(None, f"auto: {error}; the budget drafts as today")
-    line = (f"auto: from the calibration of this setup ({tables.prompts} prompts x {tables.seeds} seeds, tau {tau:g}): "
+    prompts = f"{tables.prompts} prompt{'s' if tables.prompts > 1 else ''}"
+    line = (f"auto: from the calibration of this setup ({prompts} x {tables.seeds} seeds, tau {tau:g}): "
             f"N = {chosen.width}" + (f", prune {chosen.policy.schedule}" if chosen.rounds else ", no pruning") +
             f"; expected {chosen.gain.value:+.3f} [{chosen.gain.low:+.3f}, {chosen.gain.high:+.3f}] over full "
             f"best-of-{budget_rollouts} for {chosen.calls:.0f} of {chosen.budget_calls:.0f} calls")

@@ -59,7 +59,7 @@ def test_a_calibration_of_this_setup_and_verifier_chooses_the_search_and_the_bud
     budget = budget_of(entry)
     auto = budget["auto"]
     assert auto["used"] is True and (auto["prompts"], auto["seeds"], auto["tau"]) == (1, SEEDS, TAU)
-    assert f"(1 prompts x {SEEDS} seeds, tau {TAU:g})" in auto["line"]
+    assert f"(1 prompt x {SEEDS} seeds, tau {TAU:g})" in auto["line"]
     low, value, high = auto["expected_gain"][1], auto["expected_gain"][0], auto["expected_gain"][2]
     assert low <= value <= high
     # What the search computed and the commit, against M full renders.
