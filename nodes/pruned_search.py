@@ -296,6 +296,7 @@ class _PrunedRun:
             self.read_back_or_run(ends, len(self.split.recipe.stages), on_finished)
         else:
             self._finish_within_budget(ends, on_finished)
+            self.progress.finish()  # narrowed, kept fewer or cut: the bar's planned steps were not all run
         return [self._unsplit(state) for state in self.states]
 
     def _finish_within_budget(self, ends: tuple[int, ...], on_finished) -> None:

@@ -84,3 +84,28 @@ def test_a_prompt_whose_cache_skips_less_than_calibrated_stays_within_the_budget
     outcome = candidates.pruning
     assert sorted([*outcome.survivor_indices, *(outcome.seeds.index(p.draft.seed) for p in outcome.pruned)]) == \
         list(range(len(outcome.seeds)))
+
+
+def test_outside_a_server_run_auto_drafts_as_today_and_says_why(engine, wan):
+    model, positive, negative, latent, vae = wan
+    budget = engine.one("CachedSearchBudget", budget_rollouts=3, budget_unit="transformer calls", max_candidates=4,
+                        choose="auto")
+    output = engine.output("CachedSearchSampler", model=engine.one("CachedSearchApplyCache", model=model, **OFF),
+                           positive=positive, negative=negative, latent_image=latent, seed=SEED, num_candidates=2,
+                           budget=budget, **SETTINGS)
+    _, candidates, report = output.result
+    (shown,) = output.ui["cachedsearch_budget"]
+    # No prompt graph in process, so no model file to find a calibration by: today's rule (with the cache off every
+    # draft is full compute and the commit free, so 3 full renders buy 3 drafts), and the line.
+    assert shown["auto"]["used"] is False and "outside a server run" in shown["auto"]["line"]
+    assert shown["width"] == len(candidates.drafts) == 3 and shown["auto"]["line"] in report
+
+
+def test_schedule_auto_without_a_budget_is_refused_naming_the_input(engine, wan):
+    model, positive, negative, latent, vae = wan
+    pruning = engine.one("CachedSearchPruningPlan", vae=vae, verifier=ScriptedVerifier(), prompt="a red ball",
+                         keep=2, prune_fraction=0.4, prune_step=0, preview_frames=2, schedule="auto")
+    with pytest.raises(ValueError, match="^schedule: got 'auto'"):
+        engine.output("CachedSearchSampler", model=engine.one("CachedSearchApplyCache", model=model, **OFF),
+                      positive=positive, negative=negative, latent_image=latent, seed=SEED, num_candidates=2,
+                      pruning=pruning, **SETTINGS)
