@@ -100,7 +100,7 @@ def candidate_rows(drafts: Sequence[Draft], stage_names: Sequence[str] = (), pru
     preview score that decided it (its last round's); after several rounds each row also lists its score at every
     round it reached ("round_scores"). With a ranking of the
     finished drafts (same order) those rows also carry score, winner, rank and margin, and every row its ``place``
-    in the ranking table (``_table_order``: 1 = its first line)."""
+    in the ranking table (``place_rows``)."""
     first_seed = pruning.seeds[0] if pruning is not None else drafts[0].seed
     ranked = ranks_and_margins(ranking.scores) if ranking is not None else None
     rows = []
@@ -129,15 +129,19 @@ def candidate_rows(drafts: Sequence[Draft], stage_names: Sequence[str] = (), pru
                 row["round_scores"] = [{"step": step, "score": score} for step, score in pruning.round_scores(index)]
     rows.sort(key=lambda row: row["candidate"])
     if ranking is not None:
-        for place, row in enumerate(sorted(rows, key=_table_order), start=1):
-            row["place"] = place
+        place_rows(rows)
     return rows
 
 
+def place_rows(rows: Sequence[dict]) -> None:
+    """Sets each ranking row's ``place``, its line in the panel's table (1 = the first): the scored candidates by
+    rank, then the pruned ones, the last round's dropped first and by preview score within a round (preview scores
+    compare only within a round); ties in candidate order."""
+    for place, row in enumerate(sorted(rows, key=_table_order), start=1):
+        row["place"] = place
+
+
 def _table_order(row: dict) -> tuple:
-    """A ranking table's order: the finished candidates by rank, then the pruned ones, the last round's dropped
-    first and by preview score within a round (preview scores compare only within a round); the rest in candidate
-    order."""
     if not row.get("pruned"):
         return 0, row["rank"]
     preview = row["preview_score"]

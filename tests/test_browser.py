@@ -24,6 +24,7 @@ from scripts.graphs import combined_verifier_search, tiny_workflow_variant
 from PIL import Image, ImageDraw
 
 from cachedsearch_core.cost_formulas import fewer_calls_factor, skipped_share
+from cachedsearch_core.panels import place_rows
 from conftest import NEWEST_FRONTEND
 from test_workflows import runs_on
 from scripts import node_packs
@@ -100,6 +101,7 @@ def stored_results_workflow(tiny: dict, object_info: dict, frames: list[dict]) -
                     margin=0.1 if index == 0 else -0.1 * index) for index, row in enumerate(drafts)]
     ranking.append({"candidate": 4, "seed": 10, "preview_score": 0.125, "seconds": 16.5, "skipped": 8, "calls": 20,
                     "skipped_share": skipped_share(8, 20), "prune_step": 20, "pruned": True, "frames": frames[:4]})
+    place_rows(ranking)
     # the cost figures the summary shows (no calls ratio: as a run without the commit's prediction saved them)
     cost = drafts_cost(skipped=3 * 29, calls=3 * 50, mean_seconds=41.25)
     stored = {
@@ -152,6 +154,7 @@ def pruned_in_rounds(frames: list[dict]) -> dict:
     ranking = [dict(row, score=0.75 - 0.125 * index, rank=index + 1, winner=index == 0,
                     margin=0.125 if index == 0 else -0.125 * index) for index, row in enumerate(finished)]
     ranking += [dict(row, winner=False) for row in rows if row.get("pruned")]
+    place_rows(ranking)  # the table's order, as the server sends it
     pruning = {"steps": 16, "num_candidates": ROUNDS_CANDIDATES, "preview_frames": 4, "rounds": rounds}
     pruned = [{key: row[key] for key in ("seed", "preview_score", "seconds", "skipped", "calls", "prune_step")}
               for row in rows if row.get("pruned")]
