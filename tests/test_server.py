@@ -1,7 +1,13 @@
 """The extension inside a real ComfyUI server, driven over HTTP like the GUI does."""
 
+import re
+
 import pytest
 
+from cachedsearch_core.calibration import OUR_ENGINE
+from cachedsearch_core.records import MAX_CANDIDATES
+from cachedsearch_core.search_report import DELIVERED_BY, WINNER_LINE_PREFIX
+from report_text import refusal, says
 from scripts.graphs import cached_wan_sampling, stock_wan_ksampler, wan_search
 
 
@@ -23,7 +29,8 @@ def test_cached_sampling_runs_end_to_end_through_http(comfy_server):
     saved = comfy_server.base_dir / "output" / image["subfolder"] / image["filename"]
     assert saved.stat().st_size > 0
     assert len(entry["outputs"]["save"]["images"]) == 9  # one PNG per decoded frame
-    assert "CachedSearch cache (adaptive, tau 0.3): computed" in comfy_server.log_tail(20000)
+    # the cache's log line: the engine, its mode and tau, then what it computed
+    assert says(comfy_server.log_tail(20000), f"{OUR_ENGINE} (adaptive, tau 0.3): computed")
 
 
 @pytest.mark.parametrize("field, value", [("tau", -0.1), ("warmup_steps", -1), ("cooldown_steps", -2)])
@@ -47,7 +54,7 @@ def saved_frames(server, entry, node="save"):
 def test_search_and_recommit_deliver_what_a_stock_ksampler_makes_for_the_winner(comfy_server):
     entry = comfy_server.run_prompt(wan_search(seed=20, scores="0.1 0.9 0.5", filename_prefix="search"))
     report = entry["outputs"]["recommit"]["text"][0]
-    assert "winner: candidate 2, seed 21, delivered by recommit at full compute" in report
+    assert f"{WINNER_LINE_PREFIX}candidate 2, seed 21, delivered by {DELIVERED_BY['commit']}" in report
     assert len(entry["outputs"]["preview_drafts"]["images"]) == 3 * 9  # N x F draft frames
     assert "CachedSearch: 3 candidate(s), cache adaptive tau 0.3" in entry["outputs"]["search"]["text"][0]
     stock = comfy_server.run_prompt(stock_wan_ksampler(seed=21, filename_prefix="stock"))
@@ -69,14 +76,14 @@ def test_a_new_ranking_reruns_only_what_depends_on_it(comfy_server):
 
 @pytest.mark.parametrize("inputs, message", [
     (dict(denoise=0.0), "denoise: got 0.0"),
-    (dict(num_candidates=0), "num_candidates: got 0; use 1 to 64"),
-    (dict(num_candidates=65), "num_candidates: got 65; use 1 to 64"),
+    (dict(num_candidates=0), refusal("num_candidates", 0, 1, MAX_CANDIDATES)),
+    (dict(num_candidates=65), refusal("num_candidates", 65, 1, MAX_CANDIDATES)),
 ])
 def test_search_validation_errors_come_back_as_json(comfy_server, inputs, message):
     status, body = comfy_server.queue_prompt(wan_search(**inputs))
     assert status == 400
-    details = " ".join(error.get("details", "") for error in body["node_errors"]["search"]["errors"])
-    assert message in details
+    details = [error.get("details", "") for error in body["node_errors"]["search"]["errors"]]  # "input - refusal"
+    assert any(re.search(message, detail.split(" - ", 1)[-1]) for detail in details), details
 
 
 def test_mismatched_ranking_fails_the_run_with_a_clear_message(comfy_server):
@@ -86,7 +93,7 @@ def test_mismatched_ranking_fails_the_run_with_a_clear_message(comfy_server):
     entry = comfy_server.wait_for(body["prompt_id"])
     assert entry["status"]["status_str"] == "error"
     errors = [message[1] for message in entry["status"]["messages"] if message[0] == "execution_error"]
-    assert "ranking: has 3 scores but the search made 2 candidates" in errors[0]["exception_message"]
+    assert re.match(refusal("ranking", 3, 2), errors[0]["exception_message"])  # 3 scores for 2 candidates
 
 
 def test_verifier_ranks_the_drafts_and_recommit_delivers_the_argmax(comfy_server):
@@ -113,7 +120,7 @@ def test_missing_verifier_checkpoint_is_a_validation_error_naming_the_folder(com
     status, body = comfy_server.queue_prompt(graph)
     assert status == 400
     details = " ".join(error.get("details", "") for error in body["node_errors"]["load_verifier"]["errors"])
-    assert "ckpt_name: 'nowhere.pt' is not in models/image_reward; put ImageReward.pt" in details
+    assert says(details, "ckpt_name: 'nowhere.pt'", "models/image_reward", "ImageReward.pt")
 
 
 def test_batch_queue_with_cancels_runs_each_prompt_as_if_alone_without_memory_growth(comfy_server):
