@@ -26,6 +26,7 @@ from .sampler_node import (
     search_outputs,
 )
 
+
 class DistributedSearchSampler(SearchSamplerNode):
     @classmethod
     def define_schema(cls) -> io.Schema:
