@@ -2,9 +2,11 @@
 
 import os
 import pathlib
+import re
 
 import pytest
 import torch
+from report_text import refusal
 
 pytestmark = pytest.mark.slow  # in process, but several seconds a test: not in the fast tier
 
@@ -107,7 +109,7 @@ def test_panel_frames_stay_under_their_cap_the_least_recently_saved_deleted_firs
 
 @pytest.mark.parametrize("cut, prompt, message", [
     (1, PROMPT, "images: got 26 frames for 3 candidates"),
-    (0, "   ", "prompt: got an empty prompt"),
+    (0, "   ", refusal("prompt", "empty")),
 ])
 def test_verifier_input_errors_are_clear(engine, drafted, cut, prompt, message):
     images, candidates, verifier = drafted
@@ -120,14 +122,14 @@ def test_nan_frames_are_rejected(engine, drafted):
     images, candidates, verifier = drafted
     broken = images.clone()
     broken[4] = float("nan")
-    with pytest.raises(ValueError, match="images: some frames contain NaN"):
+    with pytest.raises(ValueError, match=refusal("images", "NaN")):
         engine.run("CachedSearchVerifier", images=broken, candidates=candidates, prompt=PROMPT, verifier=verifier,
                    frames_per_candidate=9)
 
 
 def test_missing_checkpoint_names_the_folder(engine):
     message = engine.nodes["CachedSearchLoadImageReward"].validate_inputs(ckpt_name="missing.pt")
-    assert message.startswith("ckpt_name: 'missing.pt' is not in models/image_reward; put ImageReward.pt")
+    assert re.match(refusal("ckpt_name", "'missing.pt'", "models/image_reward", "ImageReward.pt"), message), message
     assert str(pathlib.Path("models") / "image_reward") in message
 
 
@@ -139,5 +141,5 @@ def test_clip_verifier_ranks_through_the_same_node(engine, drafted):
     expected = [clip.score(PROMPT, images[[9 * i + p for p in (0, 4, 8)]]).mean().item() for i in range(3)]
     assert list(ranking.scores) == pytest.approx(expected, abs=1e-5)
     assert ranking.verifier == "ClipScore"
-    assert "is not a folder with a config.json" in engine.nodes["CachedSearchLoadClipVerifier"].validate_inputs(
-        model_folder="absent")
+    assert re.match(refusal("model_folder", "'absent'", "config.json"),
+                    engine.nodes["CachedSearchLoadClipVerifier"].validate_inputs(model_folder="absent"))

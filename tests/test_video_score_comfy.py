@@ -1,11 +1,14 @@
 """VideoScore, Combine Scores and model-managed verifier weights on real ComfyUI (in process and over HTTP)."""
 
+import re
+
 import pytest
 import torch
 
 from cachedsearch_core import Ranking
 from cachedsearch_core.combine import combine_rankings
 from cachedsearch_core.video_score import ASPECTS, AVERAGE
+from report_text import refusal, says
 from scripts.graphs import combined_verifier_search
 
 pytestmark = pytest.mark.slow  # in process, but several seconds a test: not in the fast tier
@@ -60,11 +63,11 @@ def test_one_aspect_or_weighted_aspects_can_rank(engine, drafted):
     columns = dict(by_average.columns)
     by_alignment = run_video_verifier(engine, drafted, rank_by="text-to-video alignment").result[0]
     assert by_alignment.scores == pytest.approx(columns["text-to-video alignment"], abs=1e-6)
-    assert by_alignment.verifier == "VideoScore (text-to-video alignment)"
+    assert says(by_alignment.verifier, "VideoScore", "(text-to-video alignment)")  # the verifier, then its aspect
     weighted = run_video_verifier(engine, drafted, rank_by="weighted", aspect_weights="0, 2, 0, 0, 1").result[0]
     expected = [(2 * a + b) / 3 for a, b in zip(columns["temporal consistency"], columns["factual consistency"])]
     assert weighted.scores == pytest.approx(expected, abs=1e-5)
-    with pytest.raises(ValueError, match="aspect_weights: got '1, 2'"):
+    with pytest.raises(ValueError, match=refusal("aspect_weights", "'1, 2'")):
         run_video_verifier(engine, drafted, rank_by="weighted", aspect_weights="1, 2")
 
 
@@ -113,7 +116,7 @@ def test_combine_scores_node_shows_every_verifier_column(engine, drafted):
         assert [row["columns"]["VideoScore"] for row in rows] == pytest.approx(list(video.scores))
         assert [row["score"] for row in rows] == pytest.approx(list(expected.scores))
         assert "ImageReward" in text and "VideoScore" in text
-    with pytest.raises(ValueError, match="ranking_2: has 2 scores but the search made 3 candidates"):
+    with pytest.raises(ValueError, match=refusal("ranking_2", 2, 3)):  # 2 scores for 3 candidates
         node.execute(candidates=candidates, ranking_1=frame_ranking, weight_1=1.0, ranking_2=Ranking((1.0, 2.0)),
                      weight_2=1.0, normalisation="rank average")
 
@@ -130,7 +133,7 @@ def test_a_cancel_while_scoring_leaves_the_next_run_intact(engine, drafted, mana
 
 def test_missing_video_score_folder_is_named(engine):
     message = engine.nodes["CachedSearchLoadVideoScore"].validate_inputs(model_folder="absent")
-    assert message.startswith("model_folder: 'absent' is not a folder with a config.json in models/video_score")
+    assert re.match(refusal("model_folder", "'absent'", "config.json", "models/video_score"), message), message
     assert "model.safetensors.index.json" in message and "preprocessor_config.json" in message
     assert "scripts/download_video_score.py" in message
 
