@@ -22,6 +22,7 @@ from test_browser import (
 )
 from test_calibrate_browser import STORED_ROWS, workflow_files
 
+from report_text import numbers, says
 from scripts.graphs import tiny_workflow_variant
 from scripts.workflow_format import api_to_gui, column_layout
 
@@ -82,22 +83,23 @@ def test_canvas_says_before_a_run_what_cannot_save_and_opens_cost_details(reques
     seen = check_canvas(server, tmp_path, frontend, vue_nodes)
     assert seen["failed"] == {}  # every item's steps came (a step that never came is named there)
     # item 5: the title says what the plan does, from its widgets; the schedule replaces keep and prune_fraction
-    assert seen["planTitle"]["title"] == "Prune drafts at 40 % (keep the best 4 previews)"
-    assert seen["planTitleWithSchedule"]["title"] == "Prune drafts in rounds: 70%:4, 40%:2"
+    assert numbers(seen["planTitle"]["title"]) == [40, 4]  # prune_fraction 40 %, keep 4
+    scheduled = seen["planTitleWithSchedule"]["title"]  # the schedule typed, in place of those two
+    assert scheduled.endswith(": 70%:4, 40%:2") and numbers(scheduled) == [70, 4, 40, 2]
     shown = seen["planTitleWithSchedule"]["shown"]  # Nodes 2.0 draws the title (1.32.9 with the node's badge)
-    assert shown is None or shown.startswith("Prune drafts in rounds: 70%:4, 40%:2"), shown
+    assert shown is None or shown.startswith(scheduled), shown
     assert seen["planTitleWithoutSchedule"]["title"] == seen["planTitle"]["title"]
     # falling rounds are refused by the plan's own validation when queued: nothing runs
-    assert "schedule: round 2 ('40%:2') prunes at 40 %, not after round 1's 70 %" in seen["fallingRefusal"]
+    assert says(seen["fallingRefusal"], "schedule", 2, "'40%:2'", 40, 1, 70), seen["fallingRefusal"]
     # item 2: the shipped warmup and cooldown (5 and 5) on 8 steps, refused before the run, on the canvas
     assert seen["costBefore"].startswith("Cost: 9 rollouts")
-    assert seen["costWindow"].startswith("Cost: not known until this is fixed: warmup_steps, cooldown_steps: got 5 "
-                                         "and 5, which leave no step of the 8 steps for the cache to skip")
+    assert seen["costWindow"].startswith("Cost: ") and says(seen["costWindow"], "warmup_steps, cooldown_steps", 5, 5, 8)
     # a stored calibration in which no tau skipped: nothing recommended, and why
     assert seen["nothingSkippedRecommended"] == 0
-    assert seen["nothingSkippedVerdict"].startswith(
-        "no tau skipped a call (try fewer warmup and cooldown steps, or larger taus): tau 0, leave the cache off "
-        "(3 prompts x 4 seeds, 12 of 36 rollouts reused from an earlier run, 8 steps)")
+    # the payload's figures: tau 0, 3 prompts x 4 seeds, 12 of 36 rollouts reused, 8 steps
+    facts = [NOTHING_SKIPPED[key] for key in ("recommended_tau", "prompts", "seeds", "reused_rollouts", "rollouts",
+                                              "steps")]
+    assert numbers(seen["nothingSkippedVerdict"]) == facts, seen["nothingSkippedVerdict"]
     # item 3: the table with intervals fits the width the shipped workflows give the node (560: it was 704 px of
     # table in a 540 px panel, capture cut and regret hidden): every column in view, nothing clipped
     fit = seen["tableFit"]
@@ -109,11 +111,12 @@ def test_canvas_says_before_a_run_what_cannot_save_and_opens_cost_details(reques
     # items 6 and 7: the panel names ComfyUI's cache, says it skipped nothing, and why this search costs more than
     # full best-of-3; hovering says what a transformer call is
     panel = seen["samplerPanel"]
-    assert panel.startswith("3 drafts, no transformer calls skipped, mean 1.00 s per draft."), panel
-    assert "Cache: EasyCache (reuse_threshold 0.2), skipped calls counted by CachedSearch." in panel
-    assert "With the commit that is more than full best-of-3 (200 of 150 calls): the cache skipped only 0%, too little " \
-        "to pay for the commit; raise the cache's threshold, or search without it." in panel
-    assert seen["samplerTitle"].startswith("A transformer call is one pass of the video model")
+    cost = EASYCACHE_SKIPPED_NOTHING  # the payload's figures in the panel: 3 drafts, mean 1.00 s; the cache it names;
+    # with the commit more than full best-of-3, 200 of 150 calls, 0 % skipped
+    assert numbers(panel)[:2] == [cost["num_candidates"], cost["mean_draft_seconds"]], panel
+    assert cost["cache"] in panel and cost["over_full_best_of"], panel
+    assert says(panel, cost["num_candidates"], cost["drafted_calls_with_commit"], cost["full_calls"], "0%"), panel
+    assert seen["callsTitle"] and seen["samplerTitle"].startswith(seen["callsTitle"]), seen["samplerTitle"]
     # item 7: in Nodes 2.0 the Recommit's wait_for_pick is among the widgets shown, not behind "Show advanced
     # inputs" (where it was); its guards pick_among and pick_timeout stay there
     if vue_nodes:
@@ -125,10 +128,10 @@ def test_canvas_says_before_a_run_what_cannot_save_and_opens_cost_details(reques
     assert seen["firstRun"] == "execution_success" and seen["firstDelivery"].startswith("delivered seed")
     assert any("waiting for your pick" in text for text in seen["progressWhileWaiting"]), seen["progressWhileWaiting"]
     assert seen["cancelledRun"] == "execution_interrupted"
-    assert seen["recommitAfterCancel"].startswith("Nothing delivered in this run: it was cancelled"), \
-        seen["recommitAfterCancel"]
+    # the cancelled run delivered nothing: no seed or figure of a delivery on the Recommit
+    assert seen["recommitAfterCancel"] and numbers(seen["recommitAfterCancel"]) == [], seen["recommitAfterCancel"]
     assert seen["progressAfterCancel"] == []
     assert seen["nextRun"] == "execution_success" and seen["recommitAfterNext"].startswith("delivered seed")
     # browsing the history back from the newest run onto the cancelled one (each run drafted its own seeds)
     assert seen["cancelledIndex"] == 1 and seen["browsedLabel"] == "earlier run 1 of 2", seen
-    assert seen["recommitBrowsed"].startswith("Nothing delivered in this run"), seen["recommitBrowsed"]
+    assert seen["recommitBrowsed"] == seen["recommitAfterCancel"], seen["recommitBrowsed"]

@@ -6,7 +6,8 @@
 // JSON object with what it saw. Usage: node check_canvas.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
 import {
-  openChromium, progressTexts as progressTextsOf, recordExtensionErrors, setWidget as setWidgetOf, settled,
+  loadWorkflow, openChromium, openWorkflow, progressTexts as progressTextsOf, recordExtensionErrors, settled,
+  setWidget as setWidgetOf,
 } from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
@@ -15,11 +16,6 @@ const result = { frontend: null, vueNodes: null, extensionErrors: [], failed: {}
 
 const { context, page } = await openChromium();
 recordExtensionErrors(page, result.extensionErrors);
-
-async function loadWorkflow(path) {
-  await page.evaluate((data) => window.app.loadGraphData(data), JSON.parse(readFileSync(path, "utf8")));
-  await settled(page, `the workflow ${path}`);
-}
 
 const setWidget = (type, name, value) => setWidgetOf(page, type, name, value);
 
@@ -92,14 +88,11 @@ async function section(name, checks) {
 const costText = () => page.$eval(".cachedsearch-calibration .cost", (line) => line.textContent).catch(() => null);
 
 try {
-  await page.goto(url);
-  await page.waitForFunction(() => window.app?.graph && window.LiteGraph, null, { timeout: 120000 });
-  result.frontend = await page.evaluate(() => window.__COMFYUI_FRONTEND_VERSION__ ?? null);
-  result.vueNodes = await page.evaluate(() => window.app.extensionManager?.setting?.get?.("Comfy.VueNodes.Enabled") ?? null);
+  Object.assign(result, await openWorkflow(page, url));
 
   await section("item 5", async () => {
     // Item 5: the Pruning Plan's title follows its widgets; a schedule whose rounds fall is refused when queued.
-    await loadWorkflow(config.pruned_workflow);
+    await loadWorkflow(page, config.pruned_workflow);
     const plan = "CachedSearchPruningPlan";
     result.planTitle = await titleOf(plan);
     await setWidget(plan, "schedule", "70%:4, 40%:2");
@@ -114,7 +107,7 @@ try {
 
   await section("items 2 and 3", async () => {
     // Item 2: the cost line refuses a window that leaves nothing to skip, before the run.
-    await loadWorkflow(config.calibrate_workflow);
+    await loadWorkflow(page, config.calibrate_workflow);
     await page.waitForFunction(() => document.querySelector(".cachedsearch-calibration .cost")?.textContent.startsWith("Cost:"),
       null, { timeout: 30000 });
     result.costBefore = await costText();
@@ -128,7 +121,7 @@ try {
     await showNode("CachedSearchCalibrate", true);
     await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_calibrate_window.png") });
     // a stored calibration in which no tau skipped a call
-    await loadWorkflow(config.calibrate_nothing_skipped);
+    await loadWorkflow(page, config.calibrate_nothing_skipped);
     await page.waitForFunction(() => document.querySelectorAll(".cachedsearch-calibration tr.tau").length >= 1, null,
       { timeout: 30000 });
     // Item 3: at the width the shipped calibration workflows give the node, the table with intervals fits, not
@@ -155,10 +148,16 @@ try {
 
   await section("item 4", async () => {
     // Item 4: "cost details" on the Sampler's panel opens its help page as a page the browser shows.
-    await loadWorkflow(config.stored_workflow);
+    await loadWorkflow(page, config.stored_workflow);
     await page.waitForFunction(() => document.querySelector(".cachedsearch-doc-link"), null, { timeout: 30000 });
     result.samplerPanel = await page.$eval(".cachedsearch-panel:has(.cachedsearch-doc-link)", (panel) => panel.textContent);
     result.samplerTitle = await page.$eval(".cachedsearch-panel .cachedsearch-summary", (summary) => summary.title);
+    // the product's own wording of a transformer call, from the module the server lists for the frontend
+    result.callsTitle = await page.evaluate(async () => {
+      const scripts = await (await window.comfyAPI.api.api.fetchApi("/extensions")).json();
+      const rows = scripts.find((path) => path.endsWith("/cachedsearch_rows.js"));
+      return (await import(new URL(rows, window.location.href).href)).CALLS_TITLE;
+    });
     await showNode("CachedSearchSampler");
     await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_sampler_easycache.png") });
     const link = page.locator(".cachedsearch-doc-link").first();
@@ -174,7 +173,7 @@ try {
   await section("item 7", async () => {
     // Item 7: the Recommit's wait_for_pick shows among its widgets without "Show advanced inputs" (Nodes 2.0 draws
     // widgets as DOM elements and hides advanced ones; classic draws every widget on the canvas).
-    await loadWorkflow(config.stored_workflow);
+    await loadWorkflow(page, config.stored_workflow);
     await showNode("CachedSearchRecommit");
     result.recommitWidgetsShown = await page.evaluate(() => {
       const node = window.app.graph.nodes.find((n) => n.type === "CachedSearchRecommit");
@@ -190,7 +189,7 @@ try {
     // drafts) and no progress text stays; a later run delivers, and browsing back onto the cancelled run the
     // Recommit says the same.
     if (config.tiny_workflow_fixed) {
-      await loadWorkflow(config.tiny_workflow_fixed);
+      await loadWorkflow(page, config.tiny_workflow_fixed);
       result.firstRun = await runGraph();
       await page.waitForFunction(() => [...document.querySelectorAll(".cachedsearch-panel")]
         .some((panel) => panel.textContent.startsWith("delivered seed")), null, { timeout: 120000 });

@@ -1,7 +1,7 @@
 // Debian's headless Chromium in a fresh profile, as every browser script here opens it. Returns {context, page}.
 // The profile is a temporary folder, removed once context.close() has ended Chromium (every script closes it in
 // `finally`).
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
@@ -136,6 +136,26 @@ export async function settled(page, what, timeout = 30000) {
     return false;
   }, timeout);
   if (!stable) throw new Error(`${what}: the page was still changing after ${timeout} ms`);
+}
+
+// Opens the ComfyUI app at `url` in `page` and waits for its graph; with `workflow` (a workflow file's path) loads
+// it and waits until the canvas has settled. Returns the frontend's version and whether Nodes 2.0 is on, as every
+// script reports them.
+export async function openWorkflow(page, url, workflow = null) {
+  await page.goto(url);
+  await page.waitForFunction(() => window.app?.graph && window.LiteGraph, null, { timeout: 120000 });
+  const frontend = await page.evaluate(() => window.__COMFYUI_FRONTEND_VERSION__ ?? null);
+  const vueNodes = await page.evaluate(() => window.app.extensionManager?.setting?.get?.("Comfy.VueNodes.Enabled") ??
+    null);
+  if (workflow) await loadWorkflow(page, workflow);
+  return { frontend, vueNodes };
+}
+
+// Loads the workflow file at `path` (or a workflow object) into the open app and waits until the canvas settled.
+export async function loadWorkflow(page, path) {
+  const workflow = typeof path === "string" ? JSON.parse(readFileSync(path, "utf8")) : path;
+  await page.evaluate((data) => window.app.loadGraphData(data), workflow);
+  await settled(page, typeof path === "string" ? `the workflow ${path}` : "the workflow loaded");
 }
 
 // The next run that start() queues (the POST /prompt it sends): its prompt id, execution ids, the Sampler's seed,
