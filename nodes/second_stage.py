@@ -30,9 +30,13 @@ def _feeds(prompt: dict) -> dict[str, set[str]]:
     return feeds
 
 
-def downstream(prompt: dict, node_id: str) -> set[str]:
-    """Every node that a link path leads to from ``node_id``."""
-    feeds, found, frontier = _feeds(prompt), set(), [str(node_id)]
+def downstream(prompt: dict, node_id: str, output: int) -> set[str]:
+    """Every node that a link path leads to from output ``output`` of ``node_id``."""
+    feeds, found = _feeds(prompt), set()
+    frontier = [str(key) for key, node in prompt.items()
+                if any(isinstance(value, list) and value[:1] == [node_id] and value[1:] == [output]
+                       for value in node.get("inputs", {}).values())]
+    found.update(frontier)
     while frontier:
         for later in feeds.get(frontier.pop(), ()):
             if later not in found:
@@ -73,6 +77,8 @@ def second_stage_calls(prompt: dict | None, recommit_id) -> int | None:
     widgets; None when none does, or when one of them cannot be planned."""
     if not prompt or recommit_id is None or str(recommit_id) not in prompt:
         return None
-    samplers = [prompt[key] for key in downstream(prompt, recommit_id) if prompt[key].get("class_type") in SAMPLERS]
+    # Only what its latent feeds: a stock sampler given the delivered seed is a pipeline of its own.
+    samplers = [prompt[key] for key in downstream(prompt, str(recommit_id), 0)
+                if prompt[key].get("class_type") in SAMPLERS]
     planned = [_planned_calls(prompt, node) for node in samplers]
     return sum(planned) if planned and None not in planned else None

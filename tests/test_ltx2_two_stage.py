@@ -122,3 +122,21 @@ def recommit_in(prompt: dict, engine, candidates, ranking) -> tuple:
             candidates=candidates, ranking=ranking, mode="commit")
     (delivery,) = output.ui["cachedsearch_delivery"]
     return (*output.result, delivery)
+
+
+def test_the_second_stage_is_what_the_recommits_latent_feeds(engine):
+    """Workflow 15's second stage is its refine pass (3 sigma steps of euler); a stock KSampler given the Recommit's
+    seed (to reproduce a draft) is a pipeline of its own and not counted; a refine whose sampler evaluates the model
+    twice a step leaves the second stage uncounted rather than miscounted."""
+    if "ManualSigmas" not in engine.nodes:
+        pytest.skip("this ComfyUI has no ManualSigmas (LTX-2.3's templates came with 0.33)")
+    second_stage_calls = engine.extension.nodes.second_stage.second_stage_calls
+    prompt = workflow_15()
+    (recommit,) = [key for key, node in prompt.items() if node["class_type"] == "CachedSearchRecommit"]
+    assert second_stage_calls(prompt, recommit) == len(REFINE_SIGMAS.split(",")) - 1
+    by_seed = {"class_type": "KSampler", "inputs": {"seed": [recommit, 1], "steps": 20, "sampler_name": "euler"}}
+    assert second_stage_calls(prompt | {"reproduce": by_seed}, recommit) == len(REFINE_SIGMAS.split(",")) - 1
+    heun = {"class_type": "KSamplerSelect", "inputs": {"sampler_name": "heun"}}
+    refine = next(key for key, node in prompt.items() if node["class_type"] == "SamplerCustomAdvanced")
+    prompt[refine]["inputs"]["sampler"] = ["heun", 0]
+    assert second_stage_calls(prompt | {"heun": heun}, recommit) is None
