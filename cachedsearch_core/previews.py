@@ -18,12 +18,13 @@ from .judge import spread_frame_indices
 from .pruning import CacheWindow
 from .search_policy import CachedRollout
 
-# At most this many prune steps are scored per cached rollout. The chooser (``policy_chooser``) prunes only at steps
-# every rollout scored, in at most two rounds, and the bench's winners pruned early and late (3 and 12 of 16 steps,
-# docs/pruning-and-budget.md, "Search policies"), so an early, two middle and a late step let it find such a
-# schedule; every step would not pay: each costs a decode of K frames and a verifier call per rollout (the
-# measured cost: docs/pruning-and-budget.md, "Calibrate records previews").
-PREVIEW_STEPS = 4
+# This many prune steps, the first and the last where a Pruning Plan may prune, are scored per cached rollout (and
+# every switch between two stages). Each costs a decode of K frames and a verifier call per rollout (the measured
+# cost: docs/pruning-and-budget.md, "Calibrate records previews"). The chooser (``policy_chooser``) prunes only at
+# steps every rollout scored, in at most two rounds; on the audit world it chose the same policies from the first
+# and last step as from four spread steps, and did worse from any one step (2-fold over the calibration's prompts,
+# ``bench/auto_budget.py --preview-steps``).
+PREVIEW_STEPS = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,12 +41,13 @@ X0_PREVIEW = PreviewKind(name="x0", saved_tensor="x0")
 
 
 def preview_steps(windows: Sequence[CacheWindow], steps: int, most: int = PREVIEW_STEPS) -> tuple[int, ...]:
-    """The prune steps to score on a trajectory of ``steps`` whose stages' caches are ``windows``: where a Pruning
-    Plan may prune (``CacheWindow.admits``, or a switch between two stages), at most ``most`` of them evenly
-    spread, the first and last included."""
-    switches = {window.first_step for window in windows[1:]}
+    """The prune steps to score on a trajectory of ``steps`` whose stages' caches are ``windows``: ``most`` of the
+    steps where a Pruning Plan may prune (``CacheWindow.admits``, or a switch between two stages) evenly spread, the
+    first and last included, and every switch (where a staged search's stages hand over)."""
+    switches = {window.first_step for window in windows[1:] if 1 <= window.first_step < steps}
     allowed = [step for step in range(1, steps) if step in switches or any(w.admits(step) for w in windows)]
-    return tuple(allowed[index] for index in spread_frame_indices(len(allowed), most)) if allowed else ()
+    spread = {allowed[index] for index in spread_frame_indices(len(allowed), most)} if allowed else set()
+    return tuple(sorted(spread | switches))
 
 
 @dataclasses.dataclass(frozen=True)

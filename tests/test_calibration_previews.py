@@ -29,9 +29,11 @@ def test_preview_steps_spread_over_where_a_pruning_plan_may_prune():
     # warmup 1, cooldown 1 of 8: a Pruning Plan prunes at 2..6; at most 4 of them, first and last included
     assert preview_steps([CacheWindow(0, 8, 1, 1)], 8, most=4) == (2, 3, 5, 6)
     assert preview_steps([CacheWindow(0, 8, 1, 1)], 8, most=6) == (2, 3, 4, 5, 6)
+    assert preview_steps([CacheWindow(0, 8, 1, 1)], 8) == (2, 6)  # by default the first and the last
     # two experts: the switch at 4 is a prune step too, though both windows exclude it
     experts = [CacheWindow(0, 4, 1, 1), CacheWindow(4, 4, 1, 1)]
     assert preview_steps(experts, 8) == (2, 4, 6)
+    assert preview_steps([CacheWindow(0, 8, 1, 1), CacheWindow(8, 8, 1, 1)], 16) == (2, 8, 14)  # the switch, always
     assert preview_steps([CacheWindow(0, 4, 2, 2)], 4) == ()
 
 
