@@ -1,13 +1,13 @@
 """The second stage of a two-stage pipeline (LTX-2.3's official templates: the first stage's latent upsampled x2 and
-refined by a stock SamplerCustomAdvanced): the stock samplers after the Recommit that work on its delivered latent
-only, and the transformer calls they make, read from the API prompt.
+refined by a stock SamplerCustomAdvanced; HunyuanVideo 1.5's 1080p super-resolution): the stock samplers after the
+Recommit that work on its delivered latent only, and the transformer calls they make, read from the API prompt.
 
 Why planned from the graph, not counted as it runs: ComfyUI runs the Recommit before the nodes its latent feeds, so
 its report and panel are written before the refine pass starts. The refine's calls are fixed by its graph, though:
 one per sigma step of a sampler that evaluates the model once a step (cond and uncond batched in one call, as the
-search's own calls are counted), on a model without a step cache. Where a later sampler's steps or its kind are not
-plain widgets (a scheduler fed by a link, a sampler that evaluates twice a step), nothing is planned and the report
-says nothing of a second stage.
+search's own calls are counted; a step cache on that model would compute fewer of them). Where a later sampler's steps or its kind are not
+plain widgets (a schedule other than Manual Sigmas, Basic Scheduler or Split Sigmas of them, a sampler that
+evaluates twice a step), nothing is planned and the report says nothing of a second stage.
 """
 
 from __future__ import annotations
@@ -49,13 +49,22 @@ def _linked(prompt: dict, value) -> dict | None:
     return prompt.get(str(value[0])) if isinstance(value, list) and len(value) == 2 else None
 
 
-def _manual_sigma_steps(prompt: dict, sigmas) -> int | None:
-    """The steps of a ManualSigmas schedule typed as a widget, parsed by ComfyUI's own node."""
+def _schedule_length(prompt: dict, sigmas) -> int | None:
+    """How many sigmas the schedule linked at ``sigmas`` holds, where its widgets say: Manual Sigmas (parsed by
+    ComfyUI's own node), Basic Scheduler (steps + 1 at any denoise above 0) and either half of Split Sigmas."""
     node = _linked(prompt, sigmas)
-    if node is None or node.get("class_type") != "ManualSigmas" or not isinstance(node["inputs"].get("sigmas"), str):
-        return None
-    schedule = comfy_nodes.NODE_CLASS_MAPPINGS["ManualSigmas"].execute(sigmas=node["inputs"]["sigmas"]).result[0]
-    return max(len(schedule) - 1, 0)
+    inputs = node.get("inputs", {}) if node else {}
+    kind = node.get("class_type") if node else None
+    if kind == "ManualSigmas" and isinstance(inputs.get("sigmas"), str):
+        return len(comfy_nodes.NODE_CLASS_MAPPINGS["ManualSigmas"].execute(sigmas=inputs["sigmas"]).result[0])
+    if kind == "BasicScheduler" and isinstance(inputs.get("steps"), int):
+        return inputs["steps"] + 1 if inputs.get("denoise", 1.0) > 0 else 0
+    if kind == "SplitSigmas" and isinstance(inputs.get("step"), int):
+        whole = _schedule_length(prompt, inputs.get("sigmas"))
+        if whole is None:
+            return None
+        return min(inputs["step"] + 1, whole) if sigmas[1] == 0 else max(whole - inputs["step"], 0)
+    return None
 
 
 def _planned_calls(prompt: dict, node: dict) -> int | None:
@@ -64,7 +73,8 @@ def _planned_calls(prompt: dict, node: dict) -> int | None:
     if node.get("class_type") == "SamplerCustomAdvanced":
         select = _linked(prompt, inputs.get("sampler"))
         name = select["inputs"].get("sampler_name") if select and select.get("class_type") == "KSamplerSelect" else None
-        steps = _manual_sigma_steps(prompt, inputs.get("sigmas"))
+        length = _schedule_length(prompt, inputs.get("sigmas"))
+        steps = None if length is None else max(length - 1, 0)
     elif node.get("class_type") == "KSampler":
         name, steps = inputs.get("sampler_name"), inputs.get("steps")
     else:

@@ -274,6 +274,20 @@ def test_workflow_runs_end_to_end_and_delivers_the_stock_result_for_the_winner(c
         assert sound.std() > 0 and numpy.array_equal(sound, stock_sound)
 
 
+@pytest.mark.parametrize("name, refine_steps", [("13 HunyuanVideo 1.5 + 1080p", 8),
+                                                ("15 LTX-2.3 search + upscale", len(REFINE_SIGMAS.split(",")) - 1)])
+def test_the_recommit_plans_the_second_stage_its_latent_feeds(engine, name, refine_steps):
+    """The second stage after the Recommit, counted in its cost: 1080p super-resolution's 8 Basic Scheduler steps
+    split in two samplers, LTX-2.3's 3 Manual Sigmas steps; the one-stage workflows have none."""
+    if "ManualSigmas" not in engine.nodes and "LTX" in name:
+        pytest.skip(f"{name}: this ComfyUI has no LTX-2 nodes (they came with 0.33)")
+    second_stage_calls = engine.extension.nodes.second_stage.second_stage_calls
+    for workflow in (name, "01 Wan 2.1 (start here)"):
+        _, api = load(workflow)
+        (recommit,) = [key for key, node in api.items() if node["class_type"] == "CachedSearchRecommit"]
+        assert second_stage_calls(api, recommit) == (refine_steps if workflow == name else None)
+
+
 @pytest.mark.slow
 def test_the_family_calibration_workflow_runs_on_tiny_weights(comfy_server):
     """The family workflow's tiny variant (its first prompt: there is no tiny text encoder) calibrates and searches
