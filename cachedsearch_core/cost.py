@@ -184,8 +184,8 @@ class SearchCost:
             return None
         return (f"second stage (after the Recommit, for the winner only): {self.second_stage_calls} calls; the "
                 f"search, its commit and the second stage {self.pipeline_calls} against {self.full_pipeline_calls} "
-                f"for the whole pipeline run for each of the {self.width} candidates "
-                f"({_percent(self.pipeline_calls / self.full_pipeline_calls)})")
+                f"= {self.width} x ({self.rollout_calls} + {self.second_stage_calls}) for the whole pipeline run for "
+                f"each candidate ({_percent(self.pipeline_calls / self.full_pipeline_calls)})")
 
     @property
     def calls_ratio(self) -> float:
