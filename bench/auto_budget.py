@@ -39,6 +39,7 @@ sys.path.insert(0, str(REPO_ROOT))
 from bench.audit import cache_window  # noqa: E402
 from bench.calibration_prompts import WorldCalibrate, audit_prompts  # noqa: E402
 from cachedsearch_core.audit import FULL_ARM, tau_arm  # noqa: E402
+from cachedsearch_core.auto_policy import POLICY_FIELD, PolicyTables  # noqa: E402
 from cachedsearch_core.policy_chooser import (  # noqa: E402
     ChosenPolicy, choose_within_budget, fewest_calls, weighing_previews,
 )
@@ -84,6 +85,14 @@ def calibration_tables(seen: dict, texts: list[str], seeds: int, steps: int, tau
     measured = [(r.seconds, r.calls) for _, _, r in full]
     equivalents = preview_call_equivalents([r.previews for _, _, r in cached], measured)
     return tables, equivalents, float(np.median([seconds / calls for seconds, calls in measured]))
+
+
+def remembered_tables(steps: int) -> dict[float, Rollouts]:
+    """The chooser's tables as Budget "auto" reads them: Calibrate's entry in the calibration memory (previews
+    weighed at their recorded seconds, ``PolicyTables``)."""
+    entries = extension_module("calibration_graph").calibration_memory().recall_all()
+    entry = next(entry for entry in entries.values() if entry.get(POLICY_FIELD, {}).get("steps") == steps)
+    return dict(PolicyTables.from_record(entry[POLICY_FIELD]).tables)
 
 
 class HeldOut:
@@ -271,6 +280,22 @@ def preview_step_study(tables: dict[float, Rollouts], budgets: list[int]) -> lis
     return lines
 
 
+def chosen_arms(tables: dict[float, Rollouts], equivalents: float, budgets: list[int], steps: int):
+    """For each budget, the chooser's policy counting calls and counting previews too (said where it is what
+    Budget "auto" chooses from the calibration memory); the lines, and the distinct policies with their names."""
+    lines, arms = [], {}
+    for m in budgets:
+        remembered = choose_within_budget(remembered_tables(steps), m)
+        for label, weighed in (("calls", tables), ("calls + previews' seconds", weighing_previews(tables,
+                                                                                               equivalents))):
+            chosen = choose_within_budget(weighed, m)
+            same = (chosen.width, chosen.rounds) == (remembered.width, remembered.rounds)
+            lines.append(chosen_line(f"M = {m}, counting {label}", chosen) +
+                         (" (= Budget \"auto\"'s choice from the calibration memory)" if same else ""))
+            arms.setdefault((chosen.width, chosen.policy.schedule), (chosen, []))[1].append(f"M = {m} ({label})")
+    return lines, arms
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--prompts", type=int, default=36)
@@ -303,13 +328,8 @@ def main() -> None:
              f"Calibrate took {calibrated:.0f} s (reused rollouts cost nothing); a computed call {per_call * 1e3:.1f} "
              f"ms of sampling (median), a preview (decode + verifier) {equivalents:.2f} calls' worth.", "",
              "## Chosen", ""]
-    arms = {}
-    for m in args.budgets:
-        for label, weighed in (("calls", tables), ("calls + previews' seconds", weighing_previews(tables,
-                                                                                               equivalents))):
-            chosen = choose_within_budget(weighed, m)
-            lines.append(chosen_line(f"M = {m}, counting {label}", chosen))
-            arms.setdefault((chosen.width, chosen.policy.schedule), (chosen, []))[1].append(f"M = {m} ({label})")
+    chosen_lines, arms = chosen_arms(tables, equivalents, args.budgets, args.steps)
+    lines += chosen_lines
     lines += ["", f"## Held out (prompts {half}-{args.prompts - 1}; each search on seeds 0..N-1)", "",
               "| arm | delivered | minus full best-of-8's | calls with the commit | seconds (sampling, previews, "
               "scoring, commit) |", "|---|---|---|---|---|"]
