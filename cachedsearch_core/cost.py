@@ -178,6 +178,12 @@ class SearchCost:
         """The whole pipeline (a full first stage and the second stage) run for each of the N candidates."""
         return None if self.second_stage_calls is None else self.width * (self.rollout_calls + self.second_stage_calls)
 
+    @property
+    def pipeline_ratio(self) -> float | None:
+        """``pipeline_calls`` against ``full_pipeline_calls``: the delivered result's share of the pipeline run N
+        times; None without a second stage."""
+        return None if self.pipeline_calls is None else self.pipeline_calls / self.full_pipeline_calls
+
     def second_stage_line(self) -> str | None:
         """The second stage's calls, paid once for the winner, and the whole against the pipeline run N times."""
         if self.pipeline_calls is None:
@@ -185,7 +191,7 @@ class SearchCost:
         return (f"second stage (after the Recommit, for the winner only): {self.second_stage_calls} calls; the "
                 f"search, its commit and the second stage {self.pipeline_calls} against {self.full_pipeline_calls} "
                 f"= {self.width} x ({self.rollout_calls} + {self.second_stage_calls}) for the whole pipeline run for "
-                f"each candidate ({_percent(self.pipeline_calls / self.full_pipeline_calls)})")
+                f"each candidate ({_percent(self.pipeline_ratio)})")
 
     @property
     def calls_ratio(self) -> float:
@@ -367,4 +373,5 @@ class SearchCost:
                 "stage_skipped_shares": [{"stage": name, "share": skipped_share(skipped, calls)}
                                          for name, skipped, calls in self.stage_calls],
                 "second_stage_calls": self.second_stage_calls, "pipeline_calls": self.pipeline_calls,
-                "full_pipeline_calls": self.full_pipeline_calls, "note": self.line()}
+                "full_pipeline_calls": self.full_pipeline_calls, "pipeline_ratio": self.pipeline_ratio,
+                "note": self.line()}

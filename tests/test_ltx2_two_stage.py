@@ -98,6 +98,7 @@ def test_only_the_winner_is_upsampled_and_refined_and_it_is_the_stock_pipelines_
     cost = delivery["cost"]
     assert cost["second_stage_calls"] == search["refine"]
     assert (cost["pipeline_calls"], cost["full_pipeline_calls"]) == (sum(search.values()), sum(full.values()))
+    assert cost["pipeline_ratio"] == sum(search.values()) / sum(full.values())
     second_stage = numbers(line_of(report, "second stage"))
     assert second_stage[:6] == [search["refine"], sum(search.values()), sum(full.values()), CANDIDATES, first_stage,
                                 search["refine"]]  # the whole pipeline's calls as N x (first stage + second stage)

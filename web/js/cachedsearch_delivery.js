@@ -31,7 +31,7 @@ function secondStageText(given) {
   if (typeof given.second_stage_calls !== "number") return "";
   return ` Second stage once, for the winner: ${given.second_stage_calls} calls; the search with it ` +
     `${given.pipeline_calls} against ${given.full_pipeline_calls} for the whole pipeline run for every candidate ` +
-    `(${percent(given.pipeline_calls / given.full_pipeline_calls)}).`;
+    `(${percent(given.pipeline_ratio)}).`;
 }
 
 export function renderDelivery(node, output) {
