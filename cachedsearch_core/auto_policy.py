@@ -18,8 +18,8 @@ import numpy as np
 
 from .cost import SearchCost
 from .cost_formulas import ExtraWork
-from .policy_chooser import ChosenPolicy, choose_within_budget
-from .previews import RolloutPreviews, cached_rollout
+from .policy_chooser import ChosenPolicy, choose_within_budget, weighing_previews
+from .previews import RolloutPreviews, cached_rollout, preview_call_equivalents
 from .search_policy import FullRollout, Rollouts
 
 # The memory entry's field holding a calibration's tables for the chooser.
@@ -54,10 +54,11 @@ class PolicySetup:
         return None
 
 
-def policy_record(setup: PolicySetup, steps: int, full: Sequence[Sequence[tuple[float, float]]],
+def policy_record(setup: PolicySetup, steps: int, full: Sequence[Sequence[tuple[float, float, float]]],
                   cached: Mapping[float, Sequence[Sequence[tuple[float, int, RolloutPreviews | None]]]]
                   ) -> dict | None:
-    """The memory's record of a calibration for the chooser: ``full`` [prompt][seed] (score, calls), ``cached`` by
+    """The memory's record of a calibration for the chooser: ``full`` [prompt][seed] (score, calls, sampling
+    seconds: what weighs a preview's seconds in calls, ``previews.preview_call_equivalents``), ``cached`` by
     tau [prompt][seed] (final score, computed calls, previews). None where a cached rollout has no previews (an
     in-process calibration records none): the chooser could not prune on them."""
     taus = {}
@@ -69,7 +70,7 @@ def policy_record(setup: PolicySetup, steps: int, full: Sequence[Sequence[tuple[
             rows.append([{"score": score, "computed": computed, "previews": previews.record()}
                          for score, computed, previews in row])
         taus[f"{tau:g}"] = rows
-    return {**dataclasses.asdict(setup), "steps": steps, "full": [[list(pair) for pair in row] for row in full],
+    return {**dataclasses.asdict(setup), "steps": steps, "full": [[list(rollout) for rollout in row] for row in full],
             "cached": taus}
 
 
@@ -100,14 +101,21 @@ class PolicyTables:
                                 int(record["cooldown_steps"]))
             steps = int(record["steps"])
             full = [FullRollout(prompt, seed, score, calls) for prompt, row in enumerate(record["full"])
-                    for seed, (score, calls) in enumerate(row)]
-            cached = [cached_rollout(prompt, seed, float(tau), rollout["score"], rollout["computed"], steps,
-                                     RolloutPreviews.from_record(rollout["previews"]))
-                      for tau, table in record["cached"].items() for prompt, row in enumerate(table)
-                      for seed, rollout in enumerate(row)]
+                    for seed, (score, calls, _) in enumerate(row)]
+            previews = {(tau, prompt, seed): RolloutPreviews.from_record(rollout["previews"])
+                        for tau, table in record["cached"].items() for prompt, row in enumerate(table)
+                        for seed, rollout in enumerate(row)}
+            cached = [cached_rollout(prompt, seed, float(tau), record["cached"][tau][prompt][seed]["score"],
+                                     record["cached"][tau][prompt][seed]["computed"], steps, recorded)
+                      for (tau, prompt, seed), recorded in previews.items()]
+            seconds = [(seconds, calls) for row in record["full"] for _, calls, seconds in row]
+            tables = Rollouts.from_records(full, cached)
+            # A scored preview's GPU time in calls, so the choice fits calls and previews in the budget.
+            if any(recorded.steps for recorded in previews.values()):
+                tables = weighing_previews(tables, preview_call_equivalents(previews.values(), seconds))
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"the remembered calibration has no usable policy tables ({error})") from None
-        return cls(setup, Rollouts.from_records(full, cached))
+        return cls(setup, tables)
 
     @property
     def prompts(self) -> int:
@@ -134,7 +142,8 @@ class AutoChoice:
                 "schedule": chosen.policy.schedule, "tau": chosen.tau, "prompts": chosen.prompts,
                 "seeds": chosen.seeds, "expected_gain": [_number(chosen.gain.value), _number(chosen.gain.low),
                                                          _number(chosen.gain.high)],
-                "expected_calls": chosen.calls, "budget_calls": chosen.budget_calls}
+                "expected_calls": chosen.calls, "expected_cost": chosen.cost, "preview_cost": chosen.preview_cost,
+                "budget_calls": chosen.budget_calls}
 
 
 def _number(value: float) -> float | None:
@@ -169,20 +178,32 @@ def choose_auto(entry: dict | None, setup: PolicySetup, wired_tau: float | None,
     table = tables.tables[tau] if setup.prunes else without_previews(tables.tables[tau])
     try:
         chosen = choose_within_budget({tau: table}, budget_rollouts, max_width)
+        if chosen.rounds and not ends_within(table, len(chosen.rounds), budget_rollouts):
+            table = without_previews(table)
+            chosen = choose_within_budget({tau: table}, budget_rollouts, max_width)
     except ValueError as error:
         return AutoChoice(None, f"auto: {error}; the budget drafts as today")
     prompts = f"{tables.prompts} prompt{'s' if tables.prompts > 1 else ''}"
     line = (f"auto: from the calibration of this setup ({prompts} x {tables.seeds} seeds, tau {tau:g}): "
             f"N = {chosen.width}" + (f", prune {chosen.policy.schedule}" if chosen.rounds else ", no pruning") +
             f"; expected {chosen.gain.value:+.3f} [{chosen.gain.low:+.3f}, {chosen.gain.high:+.3f}] over full "
-            f"best-of-{budget_rollouts} for {chosen.calls:.0f} of {chosen.budget_calls:.0f} calls")
+            f"best-of-{budget_rollouts} for {chosen.cost:.0f} of {chosen.budget_calls:.0f} calls" +
+            (f" ({chosen.calls:.0f} computed, previews worth {chosen.cost - chosen.calls:.1f})"
+             if chosen.preview_cost and chosen.previews else ""))
     return AutoChoice(chosen, line, table)
+
+
+def ends_within(table: Rollouts, rounds: int, budget_rollouts: int) -> bool:
+    """Whether one candidate computing every call and scored at every round fits beside the commit: what the run-time
+    ledger reserves so that a pruned search always delivers one, whatever the cache skips (``AutoLedger``). Previews
+    dear against the budget fail it, and the search is then chosen without pruning."""
+    return table.full_calls + rounds * table.preview_cost <= (budget_rollouts - 1) * table.full_calls
 
 
 def without_previews(table: Rollouts) -> Rollouts:
     """``table`` with no preview scored, so the chooser prunes nowhere and only chooses the width."""
-    return dataclasses.replace(table, previews={kind: np.full_like(scores, np.nan)
-                                                for kind, scores in table.previews.items()})
+    return dataclasses.replace(table, preview_cost=0.0, previews={kind: np.full_like(scores, np.nan)
+                                                                  for kind, scores in table.previews.items()})
 
 
 def phase_calls(tables: Rollouts, round_steps: Sequence[int]) -> tuple[float, ...]:
@@ -197,7 +218,8 @@ class AutoOutcome:
     """What a Budget "auto" pruned search bought and spent (the search's ``budget`` record, in transformer calls):
     the choice, the width it drafted, the exploration calls its ledger charged (``spent``: computed now or read back
     as charged when computed; ``wasted``: of those, the drafts stopped and candidates cut, in no finished draft's
-    record) and why it narrowed (``notes``)."""
+    record), the previews' call-equivalents charged (``preview_spent``: their GPU time in calls, where the choice
+    weighed them) and why it narrowed (``notes``)."""
 
     choice: AutoChoice
     rollouts: int
@@ -206,6 +228,11 @@ class AutoOutcome:
     spent: int
     wasted: int
     notes: tuple[str, ...]
+    preview_spent: float = 0.0
+
+    @property
+    def charged(self) -> float:
+        return self.spent + self.preview_spent
 
     @property
     def budget(self) -> float:
@@ -220,18 +247,23 @@ class AutoOutcome:
 
     def lines(self, search_cost: SearchCost | None = None) -> list[str]:
         lines = [self.choice.line, *(f"auto: {note}" for note in self.notes),
-                 f"auto: exploration charged {self.spent} calls + commit {self.full_calls:.0f} = "
-                 f"{self.spent + self.full_calls:.0f} of full best-of-{self.rollouts}'s {self.budget:.0f}"]
+                 f"auto: exploration charged {self.spent} calls{self._previews_text()} + commit "
+                 f"{self.full_calls:.0f} = {self.charged + self.full_calls:.0f} of full best-of-{self.rollouts}'s "
+                 f"{self.budget:.0f}"]
         if search_cost is not None and search_cost.commit_ran:
             lines.append(f"budget: measured {search_cost.total_calls} transformer calls with the commit, "
                          f"{100 * search_cost.total_calls / self.budget:.1f} % of full best-of-{self.rollouts}'s "
                          f"{self.budget:.0f}")
         return lines
 
+    def _previews_text(self) -> str:
+        return f" + previews worth {self.preview_spent:.1f}" if self.preview_spent else ""
+
     def as_dict(self) -> dict:
         """The budget panel's fields (as ``BudgetOutcome.as_dict``) and ``auto``: the choice and what it spent."""
         return {"unit": "transformer calls", "rollouts": self.rollouts, "width": self.width,
                 "max_candidates": self.choice.chosen.width, "full_cost": self.full_calls, "budget": self.budget,
                 "recommit_cost": self.full_calls, "commit_free": False,
-                "predicted_total": self.spent + self.full_calls, "deterministic": True, "pruned": True,
-                "auto": {**self.choice.as_dict(), "spent_calls": self.spent, "narrowed": list(self.notes)}}
+                "predicted_total": self.charged + self.full_calls, "deterministic": True, "pruned": True,
+                "auto": {**self.choice.as_dict(), "spent_calls": self.spent, "spent_previews": self.preview_spent,
+                         "narrowed": list(self.notes)}}

@@ -38,9 +38,8 @@ def calibration_policy(store: ScoreStore, previews: dict[tuple[str, int, int], R
     """Calibrate's tables for the chooser from its scored rollouts and recorded previews (None where a cached
     rollout has none: an in-process run records none)."""
     prompt_list = list(range(prompts))
-    full = [list(zip(scores, calls)) for scores, calls in zip(store.table(FULL_ARM, prompt_list, seeds).tolist(),
-                                                                store.table(FULL_ARM, prompt_list, seeds, "calls"
-                                                                            ).tolist())]
+    full = [list(zip(*rows)) for rows in zip(*(store.table(FULL_ARM, prompt_list, seeds, field).tolist()
+                                               for field in ("score", "calls", "seconds")))]
     cached = {}
     for tau, arm in tau_arms.items():
         scores = store.table(arm, prompt_list, seeds).tolist()

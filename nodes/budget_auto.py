@@ -68,9 +68,10 @@ def auto_search(recipe: StagedRecipe, seed: int, budget: BudgetPlan, pruning, an
     table = choice.tables
     plan = _chosen_plan(choice, pruning.preview_frames)
     ledger = AutoLedger((budget.rollouts - 1) * table.full_calls, table.full_calls, table.steps, plan.round_steps,
-                        [prune.keep for prune in plan.rounds], phase_calls(table, plan.round_steps))
+                        [prune.keep for prune in plan.rounds], phase_calls(table, plan.round_steps),
+                        table.preview_cost)
     candidates = pruning.search(recipe, candidate_seeds(seed, choice.chosen.width), announce, saved, plan=plan,
                                 ledger=ledger)
-    outcome = AutoOutcome(choice, budget.rollouts, table.full_calls, len(candidates.pruning.seeds), ledger.spent,
-                          ledger.wasted, tuple(ledger.notes))
+    outcome = AutoOutcome(choice, budget.rollouts, table.full_calls, len(candidates.pruning.seeds), ledger.calls,
+                          ledger.wasted, tuple(ledger.notes), ledger.previews * ledger.preview_cost)
     return dataclasses.replace(candidates, budget=outcome)

@@ -214,17 +214,20 @@ class _PrunedRun:
         self.ledger.start_candidate()
         if not self.records:
             return self.ledger.draft_call
-        return lambda: self.ledger.call(position == self.anchor)
+        to_round = len(self.records) < len(self.plan.rounds)
+        return lambda: self.ledger.call(position == self.anchor, to_round)
 
     def _charged(self, position: int) -> None:
-        """The candidate at ``position`` reached the next round's step (or the end): book it in the ledger."""
+        """The candidate at ``position`` reached the next round's step (or the end): book it, and the preview it is
+        scored by there, in the ledger."""
         if self.ledger is None:
             return
         if not self.records:
             self.ledger.draft_finished()
-        elif position == self.anchor:
+        else:
             rounds_reached = len(self.records)
-            self.ledger.anchor_reached(rounds_reached if rounds_reached < len(self.plan.rounds) else None)
+            self.ledger.phase_finished(position == self.anchor,
+                                       rounds_reached if rounds_reached < len(self.plan.rounds) else None)
 
     def _charge(self, position: int, before: CandidateState, read_back: CandidateState) -> None:
         """A state read back (from ``before``) is charged as when it was computed: its calls since its last round

@@ -48,19 +48,18 @@ def wan(engine):
     return model, positive, negative, latent, engine.one("VAELoader", vae_name=WAN21_VAE_FILE)
 
 
-@pytest.mark.parametrize("rounds, keeps, drafts_as_calibrated", [
-    ((3, 5), (3, 2), False), ((3,), (1,), False), ((3, 5), (3, 2), True)],
-    ids=["two rounds", "one round", "drafts as calibrated, the rest dearer"])
-def test_a_prompt_whose_cache_skips_less_than_calibrated_stays_within_the_budget(engine, wan, rounds, keeps,
-                                                                                 drafts_as_calibrated):
+def pruning_plan(engine, vae):
+    return engine.one("CachedSearchPruningPlan", vae=vae, verifier=ScriptedVerifier(), prompt="a red ball", keep=2,
+                      prune_fraction=0.4, prune_step=0, preview_frames=2, schedule="auto")
+
+
+def auto_run(engine, wan, rounds, keeps, drafts_as_calibrated, saved=None):
+    """The chosen pruned search of 12 seeds on the cache-off model with a ledger whose calibration said a draft
+    computes a quarter of its calls (with ``drafts_as_calibrated``, all of them to the first round): the
+    candidates, the ledger and the transformer calls computed (forwards the first block finished)."""
     model, positive, negative, latent, vae = wan
-    pruning = engine.one("CachedSearchPruningPlan", vae=vae, verifier=ScriptedVerifier(), prompt="a red ball",
-                         keep=2, prune_fraction=0.4, prune_step=0, preview_frames=2, schedule="auto")
     cached = engine.one("CachedSearchApplyCache", model=model, **OFF)
     recipe = engine.extension.nodes.sampler_node.ksampler_recipe(cached, positive, negative, latent, **SETTINGS)
-    # The calibration said a draft computes a quarter of its calls; here the cache is off and computes them all.
-    # With ``drafts_as_calibrated`` the drafts to the first round compute what it said, and only the survivors'
-    # continuation is dearer: the width is not narrowed, survivors are cut instead.
     phases = tuple(0.25 * (end - start) for start, end in zip((0, *rounds), (*rounds, STEPS)))
     if drafts_as_calibrated:
         phases = (float(rounds[0]), *phases[1:])
@@ -70,10 +69,20 @@ def test_a_prompt_whose_cache_skips_less_than_calibrated_stays_within_the_budget
     plan = core.pruning.PruningPlan(rounds[0], keeps[0], 2, later_rounds=tuple(
         core.pruning.PruneRound(step, keep) for step, keep in zip(rounds[1:], keeps[1:])))
     with torch.inference_mode(), forward_calls(model) as counted:
-        candidates = pruning.search(recipe, list(range(SEED, SEED + 12)), plan=plan, ledger=ledger)
+        candidates = pruning_plan(engine, vae).search(recipe, list(range(SEED, SEED + 12)), saved=saved, plan=plan,
+                                                      ledger=ledger)
+    return candidates, ledger, counted[0]
+
+
+@pytest.mark.parametrize("rounds, keeps, drafts_as_calibrated", [
+    ((3, 5), (3, 2), False), ((3,), (1,), False), ((3, 5), (3, 2), True)],
+    ids=["two rounds", "one round", "drafts as calibrated, the rest dearer"])
+def test_a_prompt_whose_cache_skips_less_than_calibrated_stays_within_the_budget(engine, wan, rounds, keeps,
+                                                                                 drafts_as_calibrated):
+    candidates, ledger, counted = auto_run(engine, wan, rounds, keeps, drafts_as_calibrated)
     # cond and uncond run batched in one forward per step: the forwards are the computed calls.
-    assert counted[0] == ledger.spent
-    assert counted[0] + STEPS <= M * STEPS
+    assert counted == ledger.calls
+    assert counted + STEPS <= M * STEPS
     if drafts_as_calibrated:
         assert any(note.startswith("seed ") and " cut after step " in note for note in ledger.notes)
     else:
@@ -109,3 +118,30 @@ def test_schedule_auto_without_a_budget_is_refused_naming_the_input(engine, wan)
         engine.output("CachedSearchSampler", model=engine.one("CachedSearchApplyCache", model=model, **OFF),
                       positive=positive, negative=negative, latent_image=latent, seed=SEED, num_candidates=2,
                       pruning=pruning, **SETTINGS)
+
+
+@pytest.mark.parametrize("drafts_as_calibrated", [False, True], ids=["narrowed", "survivors cut"])
+def test_states_an_earlier_search_saved_are_charged_as_when_computed_so_the_search_ends_as_an_uninterrupted_one(
+        engine, wan, tmp_path, drafts_as_calibrated):
+    rounds, keeps = (3, 5), (3, 2)
+    extension = engine.extension
+    saved_drafts = extension.nodes.saved_drafts
+
+    def store(name):
+        return saved_drafts.SavedDrafts(extension.cachedsearch_core.draft_store.DraftStore(tmp_path / name), "auto")
+
+    alone, alone_ledger, alone_calls = auto_run(engine, wan, rounds, keeps, drafts_as_calibrated, store("alone"))
+    # An earlier search of the first 3 seeds (a plain pruned search of the same plan) left their states behind.
+    earlier = store("resumed")
+    model, positive, negative, latent, vae = wan
+    recipe = extension.nodes.sampler_node.ksampler_recipe(engine.one("CachedSearchApplyCache", model=model, **OFF),
+                                                          positive, negative, latent, **SETTINGS)
+    plan = extension.cachedsearch_core.pruning.PruningPlan(3, 2, 2, later_rounds=(
+        extension.cachedsearch_core.pruning.PruneRound(5, 1),))
+    with torch.inference_mode():
+        pruning_plan(engine, vae).search(recipe, [SEED, SEED + 1, SEED + 2], saved=earlier, plan=plan)
+    resumed, resumed_ledger, resumed_calls = auto_run(engine, wan, rounds, keeps, drafts_as_calibrated, earlier)
+    assert resumed_calls < alone_calls
+    assert (resumed_ledger.calls, resumed_ledger.notes) == (alone_ledger.calls, alone_ledger.notes)
+    assert resumed.pruning.rounds == alone.pruning.rounds and resumed.seeds == alone.seeds
+    assert torch.equal(resumed.draft_latents, alone.draft_latents)

@@ -21,19 +21,20 @@ STEPS, PROMPTS, SEEDS = 8, 6, 8
 SCORED, BEFORE, COMPUTED = (1, 3, 5, 7), (1, 3, 4, 5), 6
 
 
-def remembered(exact=True, taus=(0.1,)):
-    """A memory entry whose previews are the final full score from step 1 on (``exact``) or noise."""
+def remembered(exact=True, taus=(0.1,), preview_seconds=0.0, computed=COMPUTED, before=BEFORE):
+    """A memory entry whose previews are the final full score from step 1 on (``exact``) or noise; full rollouts
+    sample at 0.1 s a call, a rollout's 4 previews take ``preview_seconds``."""
     generator = np.random.default_rng(0)
     full = generator.random((PROMPTS, SEEDS))
 
     def previews(prompt, seed):
         scores = tuple((float(full[prompt, seed]) if exact else float(generator.random()),) for _ in SCORED)
-        return RolloutPreviews("x0", SCORED, scores, BEFORE, 0.1)
+        return RolloutPreviews("x0", SCORED, scores, before, preview_seconds)
 
-    cached = {tau: [[(float(full[p, s]), COMPUTED, previews(p, s)) for s in range(SEEDS)] for p in range(PROMPTS)]
+    cached = {tau: [[(float(full[p, s]), computed, previews(p, s)) for s in range(SEEDS)] for p in range(PROMPTS)]
               for tau in taus}
-    record = policy_record(SETUP, STEPS, [[(float(full[p, s]), STEPS) for s in range(SEEDS)] for p in range(PROMPTS)],
-                           cached)
+    record = policy_record(SETUP, STEPS, [[(float(full[p, s]), STEPS, 0.1 * STEPS) for s in range(SEEDS)]
+                                          for p in range(PROMPTS)], cached)
     return {"tau": taus[0], POLICY_FIELD: record}
 
 
@@ -58,6 +59,31 @@ def test_without_a_pruning_plan_only_the_width_is_chosen_from_the_calibrated_ski
     # 16 calls of exploration at 6 computed calls a draft: 2 drafts.
     choice = choose_auto(remembered(), PolicySetup(None, None, 1, 1), 0.1, 3, 16)
     assert (choice.chosen.width, choice.chosen.rounds) == (2, ())
+
+
+def test_previews_dear_in_gpu_time_buy_a_narrower_search_and_the_line_says_what_they_cost():
+    free = choose_auto(remembered(), SETUP, 0.1, 3, 16)
+    # 4 previews in 1 s: 0.25 s each, 2.5 calls' time (0.1 s a call): 3 drafts scored at step 1 (3 + 7.5 calls),
+    # the best on (5), the commit (8); 4 would not fit.
+    dear = choose_auto(remembered(preview_seconds=1.0), SETUP, 0.1, 3, 16)
+    assert dear.chosen.preview_cost == pytest.approx(2.5) and free.chosen.preview_cost == 0
+    assert (dear.chosen.width, dear.chosen.rounds) == (3, ((1, 1),)) and free.chosen.width > 3
+    assert dear.chosen.cost == pytest.approx(3 + 7.5 + 5 + STEPS) and dear.chosen.cost <= dear.chosen.budget_calls
+    assert "(16 computed, previews worth 7.5)" in dear.line
+    assert dear.as_dict()["preview_cost"] == pytest.approx(2.5)
+    # Previews dearer still (5 calls each) buy no pruning at all: the widest plain cached search.
+    assert choose_auto(remembered(preview_seconds=2.0), SETUP, 0.1, 3, 16).chosen.rounds == ()
+
+
+def test_pruning_is_chosen_only_where_one_candidates_every_call_and_preview_fits_beside_the_commit():
+    # Drafts computing 2 of 8 calls (1 before step 1), previews of 0.5 calls' time: expected, 4 drafts pruned to 1
+    # at step 1 cost 4 + 2 + 1 of the 8 calls M = 2 leaves for exploration; but a candidate that computes all 8
+    # calls and its preview (8.5) would not fit, so the search is chosen without pruning.
+    entry = remembered(preview_seconds=0.2, computed=2, before=(1, 1, 1, 1))
+    tables = PolicyTables.from_record(entry[POLICY_FIELD]).tables
+    assert choose_within_budget(tables, 2, 16).rounds == ((1, 1),)
+    assert choose_auto(entry, SETUP, 0.1, 2, 16).chosen.rounds == ()
+    assert choose_auto(entry, SETUP, 0.1, 3, 16).chosen.rounds  # 8.5 fits beside the commit in 3 full renders
 
 
 def test_the_chooser_prunes_only_on_the_tau_the_search_is_wired_with():
@@ -103,10 +129,10 @@ def emulated_search(ledger: AutoLedger, width: int, computed_per_phase) -> tuple
         try:
             for _ in range(computed_per_phase[0]):
                 ledger.draft_call()
+            ledger.draft_finished()
         except BudgetSpent:
             ledger.drafting_stopped(width)
             break
-        ledger.draft_finished()
         drafted += 1
     running = drafted
     for round_index in range(len(ledger.round_steps)):
@@ -114,15 +140,14 @@ def emulated_search(ledger: AutoLedger, width: int, computed_per_phase) -> tuple
         alive = 0
         for position in range(running):
             ledger.start_candidate()
+            next_round = round_index + 1
             try:
-                for _ in range(computed_per_phase[round_index + 1]):
-                    ledger.call(anchor=position == 0)
+                for _ in range(computed_per_phase[next_round]):
+                    ledger.call(position == 0, next_round < len(ledger.round_steps))
+                ledger.phase_finished(position == 0, next_round if next_round < len(ledger.round_steps) else None)
             except BudgetSpent:
                 ledger.cut(position, ledger.round_steps[round_index])
                 continue
-            if position == 0:
-                next_round = round_index + 1
-                ledger.anchor_reached(next_round if next_round < len(ledger.round_steps) else None)
             alive += 1
         running = alive
     return drafted, running
@@ -132,18 +157,27 @@ TWO_ROUNDS = ((3, 12), (8, 2), (1.0, 2.0, 1.0))  # calibrated: 1 call to step 3,
 ONE_ROUND = ((3,), (1,), (1.0, 1.0))  # calibrated: 1 call to step 3, 1 from 3 to the end
 
 
-@pytest.mark.parametrize("rounds, computed_per_phase", [
-    (TWO_ROUNDS, (3, 9, 4)), (TWO_ROUNDS, (1, 2, 1)), (TWO_ROUNDS, (3, 3, 1)), (ONE_ROUND, (3, 13))],
-    ids=["skips nothing", "as calibrated", "late phases cheaper", "one survivor skips nothing"])
-def test_the_ledger_never_lets_exploration_and_commit_pass_the_budget(rounds, computed_per_phase):
-    # 16 steps of one call each; M = 4: 48 calls, 16 of them the commit's.
+@pytest.mark.parametrize("rounds, computed_per_phase, preview_cost", [
+    (TWO_ROUNDS, (3, 9, 4), 0.0), (TWO_ROUNDS, (1, 2, 1), 0.0), (TWO_ROUNDS, (3, 3, 1), 0.0),
+    (ONE_ROUND, (3, 13), 0.0), (TWO_ROUNDS, (3, 9, 4), 1.5), (ONE_ROUND, (3, 13), 1.5), (TWO_ROUNDS, (1, 2, 1), 1.0),
+    (TWO_ROUNDS, (0, 0, 0), 3.0), (TWO_ROUNDS, (0, 9, 4), 1.5)],
+    ids=["skips nothing", "as calibrated", "late phases cheaper", "one survivor skips nothing",
+         "skips nothing, previews weighed", "one survivor, previews weighed", "as calibrated, previews weighed",
+         "skips everything, previews dear", "drafts skip, survivors do not, previews weighed"])
+def test_the_ledger_never_lets_exploration_and_commit_pass_the_budget(rounds, computed_per_phase, preview_cost):
+    # 16 steps of one call each; M = 4: 48 calls, 16 of them the commit's; previews charged at their weight.
     full, steps, m = 16, 16, 4
-    ledger = AutoLedger((m - 1) * full, full, steps, *rounds)
+    ledger = AutoLedger((m - 1) * full, full, steps, *rounds, preview_cost=preview_cost)
     drafted, finished = emulated_search(ledger, 24, computed_per_phase)
     assert ledger.spent + full <= m * full
+    assert ledger.spent == pytest.approx(ledger.calls + ledger.previews * preview_cost)
     assert finished >= 1
-    if computed_per_phase == (1, 2, 1):
-        assert (drafted, finished, ledger.notes) == (24, 2, [])
+    if computed_per_phase[0] == 0:  # the drafts' previews are all they pay: the width narrows to what those afford
+        assert drafted < 24
+    elif computed_per_phase == (1, 2, 1):
+        assert finished == 2
+        if preview_cost == 0:  # as calibrated and previews free: nothing narrowed
+            assert (drafted, ledger.notes) == (24, [])
     else:
         assert drafted < 24 and ledger.notes[0].startswith(f"narrowed to N = {drafted} of 24")
 
