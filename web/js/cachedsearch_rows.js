@@ -177,8 +177,9 @@ export function budgetLine(budget, measuredCommit) {
 function autoText(budget) {
   const auto = budget.auto;
   if (!auto) return "";
-  const charged = typeof auto.spent_calls === "number"
-    ? `; charged ${auto.spent_calls} + commit ${Math.round(budget.full_cost)} of ${Math.round(budget.budget)} calls` : "";
+  const previews = auto.spent_previews ? ` + previews worth ${auto.spent_previews.toFixed(1)}` : "";
+  const charged = typeof auto.spent_calls === "number" ? `; charged ${auto.spent_calls}${previews} + commit ` +
+    `${Math.round(budget.full_cost)} of ${Math.round(budget.budget)} calls` : "";
   return `; ${auto.line}${charged}${(auto.narrowed ?? []).map((note) => `; ${note}`).join("")}`;
 }
 
