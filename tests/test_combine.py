@@ -6,6 +6,7 @@ import pytest
 
 from cachedsearch_core import Ranking
 from cachedsearch_core.combine import RANK_AVERAGE, Z_SCORE, combine_rankings, scaled_ranks, z_scores
+from report_text import refusal
 
 
 def test_ranks_are_scaled_to_unit_interval_and_ties_share_the_mean_rank():
@@ -58,7 +59,7 @@ def test_ties_and_a_constant_verifier():
 
 
 def test_nan_and_mismatched_inputs_are_rejected_with_the_culprit_named():
-    with pytest.raises(ValueError, match=r"scores: candidate\(s\) 2 scored nan"):
+    with pytest.raises(ValueError, match=refusal("scores", 2, "nan")):
         combine_rankings([Ranking((0.1, math.nan), verifier="A")], [1.0])
     a, b = Ranking((0.1, 0.2), verifier="A"), Ranking((0.1, 0.2, 0.3), verifier="B")
     with pytest.raises(ValueError, match="'A' scored 2 candidates but 'B' scored 3"):
@@ -67,7 +68,7 @@ def test_nan_and_mismatched_inputs_are_rejected_with_the_culprit_named():
         combine_rankings([a], [math.nan])
     with pytest.raises(ValueError, match=r"weights: all are 0"):
         combine_rankings([a, a], [0.0, 0.0])
-    with pytest.raises(ValueError, match="normalisation: got 'mean'"):
+    with pytest.raises(ValueError, match=refusal("normalisation", "'mean'")):
         combine_rankings([a], [1.0], "mean")
     with pytest.raises(ValueError, match="columns: 'x' has 1 values for 2 candidates"):
         Ranking((0.1, 0.2), columns=(("x", (1.0,)),))
