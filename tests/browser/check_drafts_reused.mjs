@@ -2,7 +2,7 @@
 // headless Debian Chromium against a real ComfyUI server, queues it as the Queue button does, and prints one JSON
 // object with the run's outcome and the Sampler panel's summary. Usage: node check_drafts_reused.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
-import { openChromium, settled } from "./chromium.mjs";
+import { openChromium, openWorkflow, settled } from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
@@ -14,10 +14,7 @@ page.on("pageerror", (error) => {
 });
 
 try {
-  await page.goto(url);
-  await page.waitForFunction(() => window.app?.graph && window.LiteGraph, null, { timeout: 120000 });
-  result.frontend = await page.evaluate(() => window.__COMFYUI_FRONTEND_VERSION__ ?? null);
-  await page.evaluate((data) => window.app.loadGraphData(data), JSON.parse(readFileSync(config.workflow, "utf8")));
+  result.frontend = (await openWorkflow(page, url, config.workflow)).frontend;
   result.outcome = await page.evaluate(() => new Promise((resolve) => {
     const api = window.comfyAPI.api.api;
     for (const [event, outcome] of [["execution_success", "success"], ["execution_error", "error"],

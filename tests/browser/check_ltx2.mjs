@@ -3,7 +3,7 @@
 // panels, and reads what each shows. Screenshots: the whole graph, and each of the three panels at 100 %.
 // Prints one JSON object with what it saw. Usage: node check_ltx2.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
-import { openChromium, recordExtensionErrors, settled } from "./chromium.mjs";
+import { openChromium, openWorkflow, recordExtensionErrors, settled } from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
@@ -70,12 +70,7 @@ async function showGraph() {
 }
 
 try {
-  await page.goto(url);
-  await page.waitForFunction(() => window.app?.graph && window.LiteGraph, null, { timeout: 120000 });
-  result.frontend = await page.evaluate(() => window.__COMFYUI_FRONTEND_VERSION__ ?? null);
-  result.vueNodes = await page.evaluate(() => window.app.extensionManager?.setting?.get?.("Comfy.VueNodes.Enabled") ?? null);
-  await page.evaluate((data) => window.app.loadGraphData(data), JSON.parse(readFileSync(config.workflow, "utf8")));
-  await settled(page, "the workflow");
+  Object.assign(result, await openWorkflow(page, url, config.workflow));
   result.outcome = await runGraph();
   if (result.outcome === "success") {
     await page.waitForFunction((n) => document.querySelectorAll(".cachedsearch-panel tr.candidate").length >= n,

@@ -3,7 +3,9 @@
 // goes once the schedule is fixed; Calibrate's refused cache window, queued as the Run button does, as the server
 // answers it; "cost details" opens the Sampler's doc page as a page whose links work (item 8). Prints one JSON object with what it saw. Usage: node check_node_checks.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
-import { openChromium, recordExtensionErrors, setWidget as setWidgetOf, settled } from "./chromium.mjs";
+import {
+  loadWorkflow, openChromium, openWorkflow, recordExtensionErrors, settled, setWidget as setWidgetOf,
+} from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
@@ -11,11 +13,6 @@ const result = { frontend: null, vueNodes: null, extensionErrors: [], failed: {}
 
 const { context, page } = await openChromium();
 recordExtensionErrors(page, result.extensionErrors);
-
-async function loadWorkflow(path) {
-  await page.evaluate((data) => window.app.loadGraphData(data), JSON.parse(readFileSync(path, "utf8")));
-  await settled(page, `the workflow ${path}`);
-}
 
 const setWidget = (type, name, value) => setWidgetOf(page, type, name, value);
 
@@ -56,14 +53,11 @@ async function section(name, checks) {
 const checkLine = () => page.$eval(".cachedsearch-schedule-check", (line) => line.textContent).catch(() => null);
 
 try {
-  await page.goto(url);
-  await page.waitForFunction(() => window.app?.graph && window.LiteGraph, null, { timeout: 120000 });
-  result.frontend = await page.evaluate(() => window.__COMFYUI_FRONTEND_VERSION__ ?? null);
-  result.vueNodes = await page.evaluate(() => window.app.extensionManager?.setting?.get?.("Comfy.VueNodes.Enabled") ?? null);
+  Object.assign(result, await openWorkflow(page, url));
 
   await section("item 7", async () => {
     const plan = "CachedSearchPruningPlan";
-    await loadWorkflow(config.pruned_workflow);
+    await loadWorkflow(page, config.pruned_workflow);
     result.lineBefore = await checkLine();
     await setWidget(plan, "schedule", "10:4, 5:2");
     await page.waitForSelector(".cachedsearch-schedule-check", { timeout: 15000 });
@@ -82,7 +76,7 @@ try {
   await section("item 8", async () => {
     // "cost details" opens the Sampler's doc page as a page: it reloads, and its links open the other pages
     step = "the link on the Sampler's panel";
-    await loadWorkflow(config.stored_workflow);
+    await loadWorkflow(page, config.stored_workflow);
     await page.waitForFunction(() => document.querySelector(".cachedsearch-doc-link"), null, { timeout: 30000 });
     step = "the page opened";
     const link = page.locator(".cachedsearch-doc-link").first();
@@ -112,7 +106,7 @@ try {
   });
 
   await section("item 6", async () => {
-    await loadWorkflow(config.calibrate_workflow);
+    await loadWorkflow(page, config.calibrate_workflow);
     for (const [name, value] of [["steps", 8], ["warmup_steps", 5], ["cooldown_steps", 5]]) {
       await setWidget("CachedSearchCalibrate", name, value);
     }

@@ -3,7 +3,7 @@
 // the page in the node library's side panel, 1.4x and later in the right side panel's Info tab). Prints one JSON
 // object with what the panel shows; panel null when this frontend has no selection toolbox.
 // Usage: node check_node_docs.mjs URL NODE_ID [SCREENSHOT.png]
-import { openChromium, settled } from "./chromium.mjs";
+import { openChromium, openWorkflow, settled } from "./chromium.mjs";
 
 const [url, nodeId, screenshot] = process.argv.slice(2);
 const result = { frontend: null, toolbox: null, panel: null, headings: [], text: "" };
@@ -48,9 +48,7 @@ async function openNodeInfo() {
 }
 
 try {
-  await page.goto(url);
-  await page.waitForFunction(() => window.app?.graph && window.LiteGraph, null, { timeout: 120000 });
-  result.frontend = await page.evaluate(() => window.__COMFYUI_FRONTEND_VERSION__ ?? null);
+  result.frontend = (await openWorkflow(page, url)).frontend;
   // A frontend without the selection toolbox has no such button; one that has it must show the page.
   result.toolbox = await page.evaluate(
     () => window.app.extensionManager?.setting?.get?.("Comfy.Canvas.SelectionToolbox") ?? null);

@@ -8,7 +8,8 @@
 import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import {
-  openChromium, pressCancelAt as pressCancelAtOf, recordExtensionErrors, setWidget as setWidgetOf, settled,
+  loadWorkflow, openChromium, openWorkflow, pressCancelAt as pressCancelAtOf, recordExtensionErrors, settled,
+  setWidget as setWidgetOf,
 } from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
@@ -22,11 +23,6 @@ recordExtensionErrors(page, result.extensionErrors);
 await page.route("**/view?**", (route) => route.continue());
 const setWidget = (type, name, value) => setWidgetOf(page, type, name, value);
 const pressCancelAt = (place) => pressCancelAtOf(page, place);
-
-async function loadWorkflow(workflow) {
-  await page.evaluate((data) => window.app.loadGraphData(data), workflow);
-  await settled(page, "the workflow loaded");
-}
 
 // Queues the loaded graph as the Run button does; resolves with how the run ended and its prompt id.
 const runGraph = () => page.evaluate(() => new Promise((resolve) => {
@@ -136,12 +132,9 @@ async function section(name, checks) {
 }
 
 try {
-  await page.goto(url);
-  await page.waitForFunction(() => window.app?.graph && window.LiteGraph, null, { timeout: 120000 });
-  result.frontend = await page.evaluate(() => window.__COMFYUI_FRONTEND_VERSION__ ?? null);
-  result.vueNodes = await page.evaluate(() => window.app.extensionManager?.setting?.get?.("Comfy.VueNodes.Enabled") ?? null);
+  Object.assign(result, await openWorkflow(page, url));
   await page.evaluate(() => window.comfyAPI.api.api.addEventListener("reconnected", () => { window.__reconnected = true; }));
-  await loadWorkflow(JSON.parse(readFileSync(config.workflow, "utf8")));
+  await loadWorkflow(page, config.workflow);
   result.firstRun = await runGraph();
   await page.waitForFunction(() => document.querySelectorAll(".cachedsearch-panel img.cachedsearch-player").length >= 3,
     null, { timeout: 60000 });
@@ -161,7 +154,7 @@ try {
   // come back with the workflow below
   await page.reload();
   await page.waitForFunction(() => window.app?.graph && window.LiteGraph, null, { timeout: 120000 });
-  await loadWorkflow(firstWorkflow);
+  await loadWorkflow(page, firstWorkflow);
 
   await section("item 1", async () => {
     // a second search in the restarted server, then the first run's workflow again: its frames are its own
@@ -170,7 +163,7 @@ try {
     await setWidget("CachedSearchSampler", "seed", seed + 10);
     result.secondRun = await runGraph();
     await settled(page, "the second run's panels");
-    await loadWorkflow(firstWorkflow);
+    await loadWorkflow(page, firstWorkflow);
     await page.waitForFunction(() => document.querySelectorAll(".cachedsearch-panel tr[data-candidate]").length >= 3,
       null, { timeout: 30000 });
     await showNode("CachedSearchVerifier");

@@ -5,7 +5,7 @@
 // computed draft moves it over its steps, a reused one moves nothing). Prints one JSON object with what it saw.
 // Usage: node check_resume.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
-import { openChromium, recordExtensionErrors, settled } from "./chromium.mjs";
+import { openChromium, openWorkflow, recordExtensionErrors, settled } from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
@@ -69,12 +69,7 @@ async function showSampler(sampler) {
 }
 
 try {
-  await page.goto(url);
-  await page.waitForFunction(() => window.app?.graph && window.LiteGraph, null, { timeout: 120000 });
-  result.frontend = await page.evaluate(() => window.__COMFYUI_FRONTEND_VERSION__ ?? null);
-  result.vueNodes = await page.evaluate(() => window.app.extensionManager?.setting?.get?.("Comfy.VueNodes.Enabled") ?? null);
-  await page.evaluate((data) => window.app.loadGraphData(data), JSON.parse(readFileSync(config.workflow, "utf8")));
-  await settled(page, "the workflow");
+  Object.assign(result, await openWorkflow(page, url, config.workflow));
   const sampler = config.sampler;
   // the server presses Cancel inside a draft (the test's CachedSearchTestPressCancel node)
   result.cancelled = await run(sampler, config.steps, null);
