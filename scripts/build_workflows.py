@@ -608,6 +608,46 @@ def wan22_a14b_calibrate() -> dict:
     return workflow
 
 
+AUTO_NOTE = """
+### Same GPU time as 8 full renders, searched wide (Budget and Pruning Plan on auto)
+**Run `04 Calibrate tau, one prompt` first, with its `seeds` raised to 16** (once per model file, steps, sampler
+and scheduler; its other settings are this workflow's). Calibrate remembers how early this model's previews tell
+the seeds apart, and here the **CachedSearch Budget** (`choose` auto, `budget_rollouts` 8) and the **Pruning
+Plan** (`schedule` auto) read it: they choose how many seeds to draft and at which steps to keep only the best
+previews, for the best video the cost of 8 full renders can buy, the full-compute commit of the winner included.
+The search drafts at most as many seeds as were calibrated (16 here, `max_candidates`) and needs at least 8 for a
+budget of 8. The sampler's panel and the Recommit's report say what was bought: the width, the pruning rounds, the
+calibration it came from (prompts x seeds), the expected gain over full best-of-8 with its interval, and the calls
+spent against the budget. It never spends more than the budget: on a prompt where the cache skips less than
+calibrated it drafts fewer seeds or stops a survivor early, and says so.
+
+**Without a usable calibration** the search still runs: it drafts seeds while they fit the budget, as `choose`
+"as drafts fit" does, and one line on the panel says why auto was not used: none remembered ("a Calibrate run on
+this model, steps, sampler and scheduler buys a wider search"), too few seeds ("calibrate at least 8 seeds": 04's
+default is 4), or another model file, steps, sampler, scheduler, cache warmup and cooldown, verifier, preview
+frames or an Apply Cache `tau` that Calibrate did not measure (the line names it). The settings here are 04's:
+50 steps, uni_pc/simple, cache warmup 5 and cooldown 5, ImageReward on 8 frames, tau 0.10 (one of 04's taus; to
+save calibration time, list only the tau you search at in 04's `taus`).
+"""
+
+
+def wan21_searched_wide() -> dict:
+    """The Wan 2.1 workflow spending full best-of-8's budget as the calibration says: Budget and Pruning Plan on
+    auto, every setting equal to workflow 04's Calibrate so that its calibration is the one used."""
+    workflow = wan21_t2v_pruned()
+    api = workflow["api"]
+    calibrate = wan21_calibrate()["api"]["calibrate"]["inputs"]
+    api["pruning"]["inputs"].update(preview_frames=calibrate["frames_per_candidate"], schedule="auto")
+    api["budget"] = {"class_type": "CachedSearchBudget", "inputs": {
+        "budget_rollouts": 8, "budget_unit": "transformer calls", "max_candidates": 16, "choose": "auto"}}
+    api["search"]["inputs"]["budget"] = ["budget", 0]
+    workflow["columns"]["budget"] = workflow["columns"]["search"]
+    workflow["note"] = workflow["note"].replace(PRUNING_NOTE, AUTO_NOTE)
+    workflow["titles"] = {"pruning": "Pruning Plan (auto: rounds from the calibration)",
+                          "budget": "Budget: 8 full renders (auto)"}
+    return workflow
+
+
 SUBGRAPH_NOTE = """
 ### The search in a subgraph
 As ComfyUI's official templates do, the whole pipeline sits in the subgraph **Wan 2.1 search**: the node shows
@@ -687,6 +727,7 @@ WORKFLOWS = {  # file name (the template browser's card title, numbered in the o
     "13 HunyuanVideo 1.5 + 1080p": hunyuan15_t2v,
     "14 Wan 2.1 in a subgraph": wan21_in_subgraph,
     "15 LTX-2.3 search + upscale": ltx23_t2v_search_upscale,
+    "16 Wan 2.1 searched wide": wan21_searched_wide,
 }
 
 

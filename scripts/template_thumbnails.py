@@ -85,6 +85,8 @@ TEMPLATE_CARDS = {
     "15 LTX-2.3 search + upscale": TemplateCard(
         "LTX-2.3 T2V (ComfyUI 0.33+)", "Search, then upscale", "Only the winner is upsampled x2 and refined",
         "upscale"),
+    "16 Wan 2.1 searched wide": TemplateCard(
+        "Wan 2.1 T2V 1.3B", "Searched wide", "8 renders' GPU time, width and pruning from Calibrate", "wide"),
     "04 Calibrate tau, one prompt": TemplateCard(
         "Any one-stage model (Wan 2.1)", "Calibrate tau", "Find the cache setting that keeps your verifier's pick",
         "calibrate"),
@@ -242,6 +244,10 @@ def draw_picture(canvas: Image.Image, picture: str, drafts, family_drafts):
         search_picture(canvas, drafts, pruned=set(ranked[:4]), label="4 of 8 pruned")
     elif picture == "sixteen":
         search_picture(canvas, drafts, count=16, columns=8, size=20, gap=5, label="16 four-step drafts")
+    elif picture == "wide":
+        ranked = sorted(range(16), key=lambda index: drafts[index][1])
+        search_picture(canvas, drafts, count=16, columns=8, size=20, gap=5, pruned=set(ranked[:12]),
+                       label="16 drafts, 12 pruned early")
     elif picture == "upscale":
         search_picture(canvas, drafts, winner_label="winner, 1080p")
     elif picture == "image_to_video":

@@ -89,6 +89,7 @@ def test_the_workflows_ship():
         "13 HunyuanVideo 1.5 + 1080p",
         "14 Wan 2.1 in a subgraph",
         "15 LTX-2.3 search + upscale",
+        "16 Wan 2.1 searched wide",
     ]
     assert sorted(path.stem for path in (WORKFLOWS / "api").glob("*.json")
                   if "several GPUs" not in path.stem) == NAMES
@@ -298,6 +299,88 @@ def test_the_family_calibration_workflow_runs_on_tiny_weights(comfy_server):
     (calibrate_key,) = [key for key, node in api.items() if node["class_type"] == "CachedSearchCalibrate"]
     (shown,) = entry["outputs"][calibrate_key]["cachedsearch_calibration"]
     assert (shown["prompts"], shown["seeds"], [row["tau"] for row in shown["rows"]]) == (1, 2, [2.0])
+
+
+WIDE, CALIBRATE = "16 Wan 2.1 searched wide", "04 Calibrate tau, one prompt"
+
+
+def node_of(graph, class_type) -> dict:
+    (node,) = [node for node in graph.values() if node["class_type"] == class_type]
+    return node["inputs"]
+
+
+def test_the_wide_search_is_set_as_the_calibrate_workflow_so_its_calibration_is_the_one_used():
+    """Budget "auto" uses a calibration of the same model file, steps, sampler, scheduler, cache window, verifier
+    and preview frames, at a calibrated tau: workflow 16 has workflow 04's, so an artist who ran 04 gets auto."""
+    _, wide = load(WIDE)
+    _, calibrate_api = load(CALIBRATE)
+    calibrate = node_of(calibrate_api, "CachedSearchCalibrate")
+    search, cache = node_of(wide, "CachedSearchSampler"), node_of(wide, "CachedSearchApplyCache")
+    assert {name: search[name] for name in ("steps", "cfg", "sampler_name", "scheduler", "denoise")} == \
+        {name: calibrate[name] for name in ("steps", "cfg", "sampler_name", "scheduler", "denoise")}
+    assert (cache["warmup_steps"], cache["cooldown_steps"]) == (calibrate["warmup_steps"], calibrate["cooldown_steps"])
+    assert cache["tau"] in [float(tau) for tau in calibrate["taus"].split()]
+    for kind in ("UNETLoader", "CachedSearchLoadImageReward"):
+        assert node_of(wide, kind) == node_of(calibrate_api, kind)
+    pruning, budget = node_of(wide, "CachedSearchPruningPlan"), node_of(wide, "CachedSearchBudget")
+    assert (pruning["schedule"], pruning["preview_frames"]) == ("auto", calibrate["frames_per_candidate"])
+    assert (budget["choose"], budget["budget_rollouts"], budget["budget_unit"]) == ("auto", 8, "transformer calls")
+    assert search["budget"][0] == next(key for key, node in wide.items() if node["class_type"] == "CachedSearchBudget")
+    # Auto drafts at most the seeds calibrated (and needs M of them): the note asks 04 for max_candidates seeds.
+    gui, _ = load(WIDE)
+    note = [node for node in gui["nodes"] if node["type"] == "MarkdownNote"][0]["widgets_values"][0]
+    assert f"`seeds` raised to {budget['max_candidates']}**" in note and budget["max_candidates"] >= 8
+
+
+def tiny_calibrate_then_wide(seeds: int) -> tuple[dict, dict]:
+    """Workflows 04's and 16's tiny variants, 16 set as 04's tiny calibration of ``seeds`` seeds (the tiny variants
+    change the tau, the cache window and the preview frames each in its own way): Calibrate's frames are the plan's
+    preview frames, the cache's tau is the calibrated one."""
+    calibrate, wide = (tiny_workflow_variant(load(name)[1], pooled=False) for name in (CALIBRATE, WIDE))
+    calibrate_inputs = node_of(calibrate, "CachedSearchCalibrate")
+    calibrate_inputs["seeds"] = seeds
+    calibrate_inputs["frames_per_candidate"] = node_of(wide, "CachedSearchPruningPlan")["preview_frames"]
+    node_of(wide, "CachedSearchApplyCache")["tau"] = float(calibrate_inputs["taus"])
+    assert {name: node_of(wide, "CachedSearchApplyCache")[name] for name in ("warmup_steps", "cooldown_steps")} == \
+        {name: calibrate_inputs[name] for name in ("warmup_steps", "cooldown_steps")}
+    return calibrate, wide
+
+
+@pytest.mark.slow  # three searches and two calibrations through a server of its own
+def test_the_wide_search_drafts_as_today_until_workflow_04_calibrates_enough_seeds_then_searches_as_chosen(
+        start_comfy_server):
+    """The note's fallback lines, then auto: with no calibration, and with 04's tiny calibration of 2 seeds (fewer
+    than the budget's 8), the search says why auto is not used; after one of 8 seeds it searches as that
+    calibration chose, within the budget, and delivers the stock result for the winning seed."""
+    server = start_comfy_server("searched_wide")
+    seed = 42
+
+    def searched(wide) -> tuple[dict, dict]:
+        nonlocal seed
+        seed += 100  # the next queue of a randomized seed (the same seed would be ComfyUI's cached result)
+        node_of(wide, "CachedSearchSampler")["seed"] = seed
+        entry = server.run_prompt(wide)
+        (search,) = [entry["outputs"][key] for key, node in wide.items() if node["class_type"] == "CachedSearchSampler"]
+        return entry, search["cachedsearch_budget"][0]
+
+    calibrate, wide = tiny_calibrate_then_wide(seeds=2)
+    assert "a Calibrate run on this model" in searched(wide)[1]["auto"]["line"]
+    server.run_prompt(calibrate)
+    assert "calibrate at least 8 seeds" in searched(wide)[1]["auto"]["line"]
+    calibrate, wide = tiny_calibrate_then_wide(seeds=8)
+    server.run_prompt(calibrate)
+    entry, budget = searched(wide)
+    auto = budget["auto"]
+    assert auto["used"] is True and (auto["prompts"], auto["seeds"]) == (1, 8), auto
+    (search_key,) = [key for key, node in wide.items() if node["class_type"] == "CachedSearchSampler"]
+    (cost,) = entry["outputs"][search_key]["cachedsearch_cost"]
+    assert cost["search_calls"] + budget["full_cost"] <= budget["budget"] == 8 * budget["full_cost"]
+    (report,) = [entry["outputs"][key]["text"][0] for key, node in wide.items()
+                 if node["class_type"] == "CachedSearchRecommit"]
+    assert auto["line"] in report
+    winner_seed = int(report.split("winner: candidate ")[1].split("seed ")[1].split(",")[0])
+    stock = server.run_prompt(stock_variant(wide, winner_seed))
+    assert all((a == b).all() for a, b in zip(frames(server, entry), frames(server, stock), strict=True))
 
 
 def test_the_subgraph_workflow_is_the_start_here_search_in_the_official_templates_shape():
