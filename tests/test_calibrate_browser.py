@@ -8,9 +8,11 @@ Screenshots: test-artifacts/calibrate_*.png."""
 import json
 
 import pytest
+from cachedsearch_core.calibration_memory import describe_remembered
 from conftest import NEWEST_FRONTEND
 from test_browser import ARTIFACTS, browser_available, run_browser_script
 
+from report_text import says
 from scripts.graphs import calibrate_a14b, calibrate_wan
 from scripts.workflow_format import api_to_gui
 
@@ -54,7 +56,7 @@ def workflow_files(server, tmp_path, live=None, stored_result=None, calibrate_bo
                 "intervals": True}]}
         if node["type"] == "CachedSearchApplyCache":
             node["properties"]["cachedsearch_calibration_output"] = {
-                "cachedsearch_calibrated": ["calibrated for this setup: tau 0.1 (capture 95 %)"]}
+                "cachedsearch_calibrated": [STORED_CALIBRATED]}
     paths = {"live_workflow": tmp_path / "live.json", "stored_workflow": tmp_path / "stored.json"}
     paths["live_workflow"].write_text(json.dumps(gui))
     paths["stored_workflow"].write_text(json.dumps(stored))
@@ -73,12 +75,9 @@ def run_check(server, tmp_path, files: dict, config: dict, vue_nodes: bool) -> d
     return seen
 
 
-LEGEND = ("skipped: share of transformer calls the cache skipped",
-          "calls: speed-up in transformer calls (exact: trust this one)",
-          "time: speed-up in seconds (noisy on a busy machine)",
-          "rho: rank correlation of cached and full scores (1 = same order)",
-          "top-1: how often the cached drafts pick the full winner", "capture: share of best-of-",
-          "regret: verifier score lost by picking among cached drafts")
+COLUMNS = ("skipped", "calls", "time", "rho", "top-1", "capture", "regret")  # the table's, each with a legend line
+# the line Apply Cache shows for the stored calibration (the product's own wording of its figures)
+STORED_CALIBRATED = describe_remembered({"tau": 0.1, "capture": 0.95})
 
 
 def check_cost_before_the_run(seen, breakdown: str, rollouts: int, more_seeds: str, input_name: str):
@@ -86,8 +85,7 @@ def check_cost_before_the_run(seen, breakdown: str, rollouts: int, more_seeds: s
     more, and the node's own refusal of taus that do not increase."""
     assert seen["costBefore"].startswith(f"Cost: {rollouts} rollouts") and breakdown in seen["costBefore"]
     assert more_seeds in seen["costMoreSeeds"]
-    assert seen["costRefused"].startswith(f"Cost: not known until this is fixed: {input_name}: got \"0.5 0.1\", "
-                                          "which is not strictly increasing")
+    assert seen["costRefused"].startswith("Cost: ") and says(seen["costRefused"], f"{input_name}: ", '"0.5 0.1"')
 
 
 def pressing_cancel(live: dict) -> dict:
@@ -114,8 +112,9 @@ def check_calibrate(server, tmp_path, frontend: str, vue_nodes: bool, cancel: bo
                                           "0.95 [0.50, 1.00]", "0.000 [0.000, 0.125]"]
     assert seen["stored"][1]["cells"][4] == "-"
     stored_text = " ".join(seen["storedPanels"])
-    assert "recommended tau 0.1 (skips most with capture ≥ 90%), 4 seeds, 30 steps" in stored_text
-    assert "calibrated for this setup: tau 0.1 (capture 95 %)" in stored_text
+    # the stored payload's figures in its verdict: tau 0.1, capture target 90 %, 4 seeds, 30 steps (the legend's
+    # first line follows the verdict without a space)
+    assert says(stored_text, "tau 0.1", "90%", "4 seeds", 30) and STORED_CALIBRATED in stored_text
     # before the run: the cost the report states (tests/test_calibrate_comfy.py: "cost: 3 full rollouts + 3 cached
     # rollouts x 2 taus = 9 rollouts (54 sampler steps ..."), following the seeds
     check_cost_before_the_run(seen, "3 full rollouts + 3 cached rollouts x 2 taus", 9,
@@ -123,18 +122,18 @@ def check_calibrate(server, tmp_path, frontend: str, vue_nodes: bool, cancel: bo
     # the live calibration, its columns explained
     assert seen["liveOutcome"] == "success"
     live_text = " ".join(seen["livePanels"])
-    assert all(line in live_text for line in LEGEND) and "[low, high]: 95% bootstrap interval over the seeds" in \
-        live_text
+    assert all(f"{column}: " in live_text for column in COLUMNS) and says(live_text, "[low, high]: ", "95%")
     assert [row["tau"] for row in seen["live"]] == [0.1, 0.5]
     assert sum(row["recommended"] for row in seen["live"]) <= 1
-    assert any(text.startswith("calibrated for this setup: tau") for text in seen["livePanels"])
+    calibrated = STORED_CALIBRATED.split(" tau ")[0]  # Apply Cache's line, whatever tau the live run measured
+    assert any(text.startswith(calibrated) for text in seen["livePanels"])
     # the run is over: no "rollout 9 / 9 ..." stays above the table
     assert seen["progressTextsAfterRun"] == []
     # queued again unchanged from a fresh load: every result is reused and the table shows again; Apply Cache's
     # line does not (it names the setup downstream of the node, which its cached result does not depend on)
     assert seen["requeuedOutcome"] == "success"
     assert [row["tau"] for row in seen["requeued"]] == [0.1, 0.5]
-    assert not any(text.startswith("calibrated for this setup") for text in seen["requeuedPanels"])
+    assert not any(text.startswith(calibrated) for text in seen["requeuedPanels"])
     return seen
 
 
@@ -174,8 +173,8 @@ def test_two_expert_calibration_panel_and_each_experts_apply_cache_line(comfy_se
     # the stored table: an expert column, each expert's pick, the pair together
     assert [row["cells"][:2] for row in seen["stored"]] == [["high-noise", "★ 0.1"], ["low-noise", "0.5"],
                                                             ["both", "0.1 + 0.1"]]
-    assert "recommended tau: high-noise 0.1, low-noise 0 (cache off) (skips most with capture ≥ 90%), 4 seeds, 20 " \
-        "steps" in " ".join(seen["storedPanels"])
+    # the stored payload's figures: each expert's tau (the low-noise one off), target 90 %, 4 seeds, 20 steps
+    assert says(" ".join(seen["storedPanels"]), "high-noise 0.1", "low-noise 0", "90%", "4 seeds", 20)
     # live, and queued again with every result reused: both experts' rows; live, each Apply Cache names its expert
     # (reused, it shows no line: the line depends on the sampler downstream, which its cached result does not)
     assert seen["progressTextsAfterRun"] == []
@@ -184,5 +183,6 @@ def test_two_expert_calibration_panel_and_each_experts_apply_cache_line(comfy_se
         assert seen[outcome] == "success"
         assert [row["cells"][0] for row in seen[rows]][:2] == ["high-noise", "low-noise"]
         for expert in ("high-noise", "low-noise"):
-            shown = any(text.startswith(f"calibrated for this setup's {expert} expert: tau") for text in seen[panels])
+            calibrated = describe_remembered({expert: {"tau": 1, "capture": 1}}, expert).split(" tau ")[0]
+            shown = any(text.startswith(calibrated) for text in seen[panels])
             assert shown == (outcome == "liveOutcome")

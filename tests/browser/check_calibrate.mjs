@@ -5,7 +5,8 @@
 // Usage: node check_calibrate.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
 import {
-  openChromium, pressCancelAt, progressTexts as progressTextsOf, recordExtensionErrors, setWidget, settled,
+  loadWorkflow, openChromium, openWorkflow, pressCancelAt, progressTexts as progressTextsOf, recordExtensionErrors,
+  settled, setWidget,
 } from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
@@ -37,10 +38,6 @@ async function costAfterSetting(name, value, before) {
   return costText();
 }
 
-async function loadWorkflow(path) {
-  await page.evaluate((data) => window.app.loadGraphData(data), JSON.parse(readFileSync(path, "utf8")));
-}
-
 // Queues the loaded graph with the calibrator's (config.calibrate_type, CachedSearchCalibrate by default) first seed
 // set to `seed`; resolves with the prompt's outcome.
 async function queueCalibration(seed) {
@@ -60,13 +57,10 @@ async function queueCalibration(seed) {
 
 
 try {
-  await page.goto(url);
-  await page.waitForFunction(() => window.app?.graph && window.LiteGraph, null, { timeout: 120000 });
-  result.frontend = await page.evaluate(() => window.__COMFYUI_FRONTEND_VERSION__ ?? null);
-  result.vueNodes = await page.evaluate(() => window.app.extensionManager?.setting?.get?.("Comfy.VueNodes.Enabled") ?? null);
+  Object.assign(result, await openWorkflow(page, url));
 
   // A saved workflow carrying a calibration shows its table and Apply Cache's line on load.
-  await loadWorkflow(config.stored_workflow);
+  await loadWorkflow(page, config.stored_workflow);
   await page.waitForFunction(() => document.querySelectorAll(".cachedsearch-calibration tr.tau").length >= 1, null,
     { timeout: 60000 });
   await settled(page, "the stored calibration");
@@ -77,7 +71,7 @@ try {
 
   // Before a run: the cost, asked of the server from the widgets, follows them; a value the node would refuse is
   // named.
-  await loadWorkflow(config.live_workflow);
+  await loadWorkflow(page, config.live_workflow);
   await page.waitForFunction(() => document.querySelector(".cachedsearch-calibration .cost")?.textContent.startsWith("Cost:"),
     null, { timeout: 30000 });
   await settled(page, "the cost before the run");
@@ -110,7 +104,7 @@ try {
 
   // The same graph queued again from a fresh load: ComfyUI reuses every cached result and sends our nodes no
   // "executed", yet the calibration's table shows again.
-  await loadWorkflow(config.live_workflow);
+  await loadWorkflow(page, config.live_workflow);
   result.requeuedOutcome = await queueCalibration(config.seed);
   await page.waitForFunction(() => document.querySelectorAll(".cachedsearch-calibration tr.tau").length >= 1, null,
     { timeout: 30000 }).catch(() => {});
@@ -120,7 +114,7 @@ try {
 
   if (config.cancel) {
     // Cancel a calibration a third in, then run the same one to the end.
-    await loadWorkflow(config.live_workflow);
+    await loadWorkflow(page, config.live_workflow);
     await pressCancelAt(page, config.press_cancel_at);
     result.cancelled = await queueCalibration(config.seed + 100);
     await settled(page, "the cancelled calibration");

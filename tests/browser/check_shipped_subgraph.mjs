@@ -5,7 +5,7 @@
 // choose. Prints one JSON object with what it saw.
 // Usage: node check_shipped_subgraph.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
-import { nextRun as nextRunOn, openChromium, recordExtensionErrors, settled } from "./chromium.mjs";
+import { nextRun as nextRunOn, openChromium, openWorkflow, recordExtensionErrors, settled } from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
@@ -111,11 +111,8 @@ const queue = () => page.evaluate(() => window.app.queuePrompt(0, 1));
 const shot = (suffix) => page.screenshot({ path: config.screenshot.replace(/\.png$/, `_${suffix}.png`) });
 
 try {
-  await page.goto(url);
-  await page.waitForFunction(() => window.app?.graph && window.LiteGraph, null, { timeout: 120000 });
+  Object.assign(result, await openWorkflow(page, url));
   await page.evaluate(HELPERS);
-  result.frontend = await page.evaluate(() => window.__COMFYUI_FRONTEND_VERSION__ ?? null);
-  result.vueNodes = await page.evaluate(() => window.app.extensionManager?.setting?.get?.("Comfy.VueNodes.Enabled") ?? null);
   for (const [name, path] of Object.entries(config.prompts)) {
     const missing = await loadWorkflow(path);
     result.prompts[name] = { missing, prompt: await queuedGraph() };

@@ -6,7 +6,9 @@
 // converted into a subgraph shows its table after a run. Prints one JSON object with what it saw.
 // Usage: node check_subgraph.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
-import { nextRun as nextRunOn, openChromium, pressCancelAt, recordExtensionErrors, settled } from "./chromium.mjs";
+import {
+  loadWorkflow, nextRun as nextRunOn, openChromium, openWorkflow, pressCancelAt, recordExtensionErrors, settled,
+} from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
@@ -37,11 +39,6 @@ const HELPERS = () => {
   window.csFind = (type) => window.csAll().find((entry) => entry.node.type === type);
   window.csPanel = (type) => window.csFind(type)?.node.widgets?.find((w) => w.name === "cachedsearch_results")?.element;
 };
-
-async function loadWorkflow(path) {
-  await page.evaluate((data) => window.app.loadGraphData(data), JSON.parse(readFileSync(path, "utf8")));
-  await settled(page, `the workflow ${path}`);
-}
 
 // Selects the nodes of `types` ("subgraph": a subgraph node) in the graph shown and converts them into a subgraph as
 // Ctrl+Shift+E does; returns the new subgraph node's id.
@@ -154,16 +151,13 @@ const RESUME_STEPS = 40;
 const shot = (suffix) => page.screenshot({ path: config.screenshot.replace(/\.png$/, `_${suffix}.png`) });
 
 try {
-  await page.goto(url);
-  await page.waitForFunction(() => window.app?.graph && window.LiteGraph, null, { timeout: 120000 });
+  Object.assign(result, await openWorkflow(page, url));
   await page.evaluate(HELPERS);
-  result.frontend = await page.evaluate(() => window.__COMFYUI_FRONTEND_VERSION__ ?? null);
-  result.vueNodes = await page.evaluate(() => window.app.extensionManager?.setting?.get?.("Comfy.VueNodes.Enabled") ?? null);
 
   let inner; // the subgraph node holding the search
   let outer; // the subgraph node holding that one
   await section("one subgraph", async () => {
-    await loadWorkflow(config.tiny_workflow_fixed);
+    await loadWorkflow(page, config.tiny_workflow_fixed);
     // a search on the flat graph first: its nodes carry panels when they are converted (the panels' script threw
     // NullGraphError then)
     result.flatRun = (await nextRun(queueGraph)).end;
@@ -285,7 +279,7 @@ try {
 
   await section("calibrate", async () => {
     if (!config.calibrate_workflow) return;
-    await loadWorkflow(config.calibrate_workflow);
+    await loadWorkflow(page, config.calibrate_workflow);
     const id = String(await convert(["CachedSearchCalibrate"]));
     const run = await nextRun(queueGraph, 900000);
     result.calibrateRun = run.end;
