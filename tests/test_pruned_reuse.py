@@ -6,6 +6,7 @@ import torch
 
 from cachedsearch_core.draft_store import DraftStore
 from cachedsearch_core.pruning import PruningPlan
+from report_text import numbers
 from test_pruning import SEED, STEPS, recipe_for, wan  # noqa: F401 (the fixture)
 
 SEEDS = [SEED, SEED + 1, SEED + 2, SEED + 3]
@@ -61,8 +62,7 @@ def test_a_pruned_search_cancelled_after_its_round_resumes_computing_only_the_su
     assert alone.candidates.cost().search_calls == alone_calls
     resumed_cost = resumed.candidates.cost()
     assert resumed_cost.search_calls == calls and resumed_cost.read_back_calls == alone_calls - calls
-    assert resumed_cost.reuse_line() == (f"{alone_calls - calls} transformer calls of candidates resumed from states "
-                                         "an earlier run saved (on disk), at no cost")
+    assert numbers(resumed_cost.reuse_line()) == [alone_calls - calls]  # the calls read back
 
     again, _, calls = run(engine, wan, saved)
     assert calls == 0

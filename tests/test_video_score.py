@@ -216,7 +216,7 @@ def test_aspect_choice_and_weights():
     assert AspectWeights.parse("dynamic degree").combine(scores).tolist() == [3.0, 3.0]
     assert AspectWeights.parse("visual quality").combine(scores).tolist() == [1.0, 5.0]
     assert AspectWeights.parse("weighted", "0, 0, 0, 3, 1").combine(scores).tolist() == [4.25, 1.75]
-    with pytest.raises(ValueError, match="aspect_weights: got '1,2'; give 5 comma-separated numbers"):
+    with pytest.raises(ValueError, match=refusal("aspect_weights", "'1,2'", 5)):  # 5 aspects, one number each
         AspectWeights.parse("weighted", "1,2")
     with pytest.raises(ValueError, match="not all zero"):
         AspectWeights.parse("weighted", "0,0,0,0,0")
