@@ -30,6 +30,7 @@ from test_workflows import runs_on
 from scripts import node_packs
 from scripts.subgraph_workflow import subgraph_shape, wrap_in_subgraph
 from scripts.workflow_format import api_to_gui, column_layout, gui_to_api, nodes_by_execution_id, subgraph_definitions
+from report_text import says
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 BROWSER_TESTS = REPO_ROOT / "tests" / "browser"
@@ -88,6 +89,9 @@ def drafts_cost(skipped: int, calls: int, mean_seconds: float, stages: tuple = (
                                      for name, part, whole in stages]}
 
 
+IMAGE_REWARD_SCALE = "about -2 to 2, 0 an average image"  # the stored Verifier payload's scale
+
+
 def stored_results_workflow(tiny: dict, object_info: dict, frames: list[dict]) -> dict:
     """The tiny workflow carrying results as a saved workflow does: an older CachedSearch's payload on the
     Recommit and, with the cost model's figures of the drafts, on the samplers (no frames, no calls ratio), the
@@ -109,7 +113,7 @@ def stored_results_workflow(tiny: dict, object_info: dict, frames: list[dict]) -
         "CachedSearchSamplerAdvanced": {"text": ["report"], "cachedsearch_drafts": drafts,
                                         "cachedsearch_cost": [cost]},
         "CachedSearchVerifier": {"text": ["scores"], "cachedsearch_ranking": ranking, "cachedsearch_verifier": [
-            {"name": "ImageReward", "higher_is_better": True, "scale": "about -2 to 2, 0 an average image"}]},
+            {"name": "ImageReward", "higher_is_better": True, "scale": IMAGE_REWARD_SCALE}]},
         "CachedSearchRecommit": {"text": ["report"], "cachedsearch_delivery": [{
             "seed": 7, "candidate": 1, "mode": "commit", "num_candidates": 3, "commit_seconds": 95.5,
             "relative_cost": 0.6123}]},
@@ -380,9 +384,11 @@ def check_ui(server, tmp_path, frontend: str, full: bool, vue_nodes: bool, live_
     assert seen["extensionErrors"] == []
     assert seen["clipped"] == []
     stored = " ".join(seen["storedPanels"])
-    assert "3 drafts, 58% of transformer calls skipped (~2.38x fewer), mean 41.25 s per draft" in stored
-    assert "delivered seed 7 (candidate 1, commit); search cost 61.2% of full best-of-3 in time" in stored
-    assert "ImageReward score, higher is better: about -2 to 2, 0 an average image" in stored
+    # the stored payloads' figures: 3 drafts, 87 of 150 calls skipped (58 %, 2.38x fewer), 41.25 s each; the
+    # delivery's seed, candidate, mode and relative cost; the verifier's name and scale
+    assert says(stored, 3, "58%", f"{fewer_calls_factor(87, 150):.2f}x", 41.25)
+    assert says(stored, "seed 7", "candidate 1", "commit", "61.2%", "best-of-3")
+    assert IMAGE_REWARD_SCALE in stored.split("ImageReward", 1)[1]
     # the winner with its margin; a pruned candidate keeps its number (seed order) and shows its preview score
     assert "★ 170.500+0.100-" in stored and "410pruned-0.12540%16.5commit" in stored
     assert_rounds_shown(seen["storedRounds"])
@@ -506,14 +512,14 @@ def assert_live_search_and_pick(seen: dict, sampler_panel_live: bool = True) -> 
     assert key_of(source, "CachedSearchRecommit") not in pick["cached"]
     delivery = pick["executed"][key_of(source, "CachedSearchRecommit")]["cachedsearch_delivery"][0]
     assert (delivery["candidate"], delivery["seed"], delivery["picked_by"]) == (pick["candidate"], pick["seed"], "you")
-    assert f"picked by you: candidate {pick['candidate']} (seed {pick['seed']})" in " ".join(pick["panels"])
+    assert says(" ".join(pick["panels"]), "picked by you", f"candidate {pick['candidate']}", f"seed {pick['seed']}")
     # the picked seed's video, decoded and saved by the workflow's own nodes in that run
     saved = pick["executed"][key_of(source, "SaveVideo")]["images"]
     assert len(saved) == 1 and (saved[0]["subfolder"], saved[0]["filename"][:9]) == ("cachedsearch", "wan21_t2v")
     # the wait mode, live: the Recommit waits in the run, Keep on a draft answers it and that run delivers the
     # draft from the cached search; Cancel ends a wait and the next run completes
     wait = seen["wait"]
-    assert "Waiting for your pick among 3 drafts (the verifier's choice is candidate" in wait["banner"]
+    assert wait["banner"].startswith("Waiting") and numbers_in(wait["banner"])[0] == CANDIDATES, wait["banner"]
     # only the wait shows on the Recommit: its last delivery was another run's
     assert "delivered seed" not in wait["recommitPanel"], wait["recommitPanel"]
     # what a click does and costs while the run waits: it answers the wait, and a commit still renders once
@@ -526,7 +532,7 @@ def assert_live_search_and_pick(seen: dict, sampler_panel_live: bool = True) -> 
     assert wait["recommit"] not in wait["cached"]
     assert (wait["delivery"]["candidate"], wait["delivery"]["seed"], wait["delivery"]["picked_by"]) == \
         (pick["candidate"], pick["seed"], "you")
-    assert f"picked by you: candidate {pick['candidate']} (seed {pick['seed']})" in " ".join(wait["panels"])
+    assert says(" ".join(wait["panels"]), "picked by you", f"candidate {pick['candidate']}", f"seed {pick['seed']}")
     assert wait["cancelEnd"] == "execution_interrupted" and not wait["afterCancel"]
     assert wait["nextEnd"] == "execution_success"
     # right after the live search (the frontend's progress text and image preview share the node's height) nothing is

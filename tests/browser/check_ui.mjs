@@ -1,7 +1,9 @@
 // Loads the example workflows and runs a tiny search in headless Debian Chromium against a real
 // ComfyUI server; prints one JSON object with what it saw. Usage: node check_ui.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
-import { openChromium, progressTexts as progressTextsOf, recordDeprecatedUse, settled } from "./chromium.mjs";
+import {
+  openChromium, openWorkflow, progressTexts as progressTextsOf, recordDeprecatedUse, settled,
+} from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
@@ -25,13 +27,6 @@ page.on("pageerror", (error) => {
   if (fromExtension(error.stack ?? "")) result.extensionErrors.push(error.message);
 });
 await recordDeprecatedUse(page, result.extensionErrors);
-
-async function openApp() {
-  await page.goto(url);
-  await page.waitForFunction(() => window.app?.graph && window.LiteGraph, null, { timeout: 120000 });
-  result.frontend = await page.evaluate(() => window.__COMFYUI_FRONTEND_VERSION__ ?? null);
-  result.vueNodes = await page.evaluate(() => window.app.extensionManager?.setting?.get?.("Comfy.VueNodes.Enabled") ?? null);
-}
 
 // Panels (a summary or a ranking table) whose content does not fit the height the node gives them (clipped, or
 // scrolled for a table) at the node's current width.
@@ -290,7 +285,7 @@ async function waitForRows(count, timeout = 30000) {
 }
 
 try {
-  await openApp();
+  Object.assign(result, await openWorkflow(page, url));
   for (const path of config.workflows) {
     consoleMessages.length = 0;
     result.missing[path] = await loadWorkflow(JSON.parse(readFileSync(path, "utf8")));
