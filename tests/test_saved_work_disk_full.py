@@ -12,6 +12,7 @@ import torch
 
 from cachedsearch_core.draft_store import DraftStore
 from cachedsearch_core.saved_work import INDEX_FILE, LOCK_FILE
+from report_text import says
 from test_pruning import SEED, recipe_for, wan  # noqa: F401 (the fixture)
 
 SEEDS = [SEED, SEED + 1, SEED + 2]
@@ -42,8 +43,8 @@ def test_a_full_disk_keeps_no_draft_says_so_on_the_panel_and_the_next_run_saves_
     monkeypatch.setattr(os, "fsync", disk_full)
     full, cost = search(engine, wan, folder)
     assert torch.equal(full.draft_latents, alone.draft_latents)  # delivered all the same
-    assert cost["drafts_not_kept"] == (f"3 drafts not kept on disk (No space left on device, {folder}): this search "
-                                       "delivered them; the next run saves them once there is room")
+    # the 3 drafts, the system's reason and the folder
+    assert says(cost["drafts_not_kept"], 3, os.strerror(errno.ENOSPC), str(folder)), cost["drafts_not_kept"]
     assert cost["drafts_not_kept"] in full.report().splitlines() and not full.drafts_saved
     assert kept(folder) == []  # no latent file, no record
     monkeypatch.undo()
@@ -113,13 +114,13 @@ def remount(folder, options: str) -> None:
 def test_a_real_full_disk_and_a_read_only_folder(engine, wan, tmp_path):  # noqa: F811
     with mounted(tmp_path / "disk", "size=4k") as disk:
         full, cost = search(engine, wan, disk / "saved")  # one page: no room for a latent and the index
-        assert cost["drafts_not_kept"].startswith("3 drafts not kept on disk (No space left on device, ")
+        assert says(cost["drafts_not_kept"], 3, os.strerror(errno.ENOSPC)), cost["drafts_not_kept"]
         assert not [path for path in (disk / "saved").iterdir() if path.name.endswith(".tmp")]
         remount(disk, "size=1m")  # space is back
         again, cost = search(engine, wan, disk / "saved")
         assert cost["drafts_not_kept"] is None and again.drafts_saved
         remount(disk, "ro")
         read_only, cost = search(engine, wan, disk / "elsewhere")
-        assert cost["drafts_not_kept"].startswith("3 drafts not kept on disk (Read-only file system, ")
+        assert says(cost["drafts_not_kept"], 3, os.strerror(errno.EROFS)), cost["drafts_not_kept"]
         reused, cost = search(engine, wan, disk / "saved")  # what is there is still read
         assert cost["reused_drafts"] == len(SEEDS) and torch.equal(reused.draft_latents, full.draft_latents)
