@@ -3,7 +3,8 @@ with frontend 1.58.1, classic and Nodes 2.0: workflow 04's tiny variant (Calibra
 then workflow 16's tiny variant (Budget and Pruning Plan on auto) queued the same way. The Sampler's panel and the
 Recommit's show what auto bought, each figure as the payload has it: the width, the pruning rounds, the calibration
 (prompts x seeds), the expected gain over full best-of-8 with its interval, and the calls charged against the
-budget. Screenshots: test-artifacts/auto_<frontend>_<renderer>.png with its _sampler and _recommit views."""
+budget. Screenshots: test-artifacts/auto_<frontend>_<renderer>.png with its _sampler and _recommit views, the payload
+and what the panels said beside them (.json)."""
 
 import json
 
@@ -15,8 +16,8 @@ from test_workflows import node_of, tiny_calibrate_then_wide
 
 from scripts.workflow_format import api_to_gui, column_layout
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow,
-              pytest.mark.skipif(not browser_available(), reason="needs Debian's chromium and `npm ci` in tests/browser")]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.skipif(
+    not browser_available(), reason="needs Debian's chromium and `npm ci` in tests/browser")]
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +72,7 @@ def test_the_panels_say_what_budget_auto_bought(auto_server, tmp_path, vue_nodes
     (budget,) = entry["outputs"][ids[keys["CachedSearchSampler"]]]["cachedsearch_budget"]
     (ARTIFACTS / f"auto_{combination}.json").write_text(json.dumps({"budget": budget, "seen": seen}, indent=1))
     assert budget["auto"]["used"] is True, budget["auto"]
-    sampler = seen["panels"]["sampler"]["text"]
-    missing = [figure for figure in figures_shown(budget) if figure not in sampler]
-    assert missing == [], (missing, sampler)
+    for panel in ("sampler", "recommit"):  # the Recommit's delivery carries the search's budget
+        shown = seen["panels"][panel]["text"]
+        missing = [figure for figure in figures_shown(budget) if figure not in shown]
+        assert missing == [], (panel, missing, shown)
