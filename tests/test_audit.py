@@ -5,7 +5,10 @@ import json
 import numpy as np
 import pytest
 
-from cachedsearch_core.audit import FULL_ARM, ScoreStore, evaluate_arms, markdown_report, recommend_tau, svg_plot
+from cachedsearch_core.audit import (
+    FULL_ARM, SCORES_FORMAT, ScoreStore, evaluate_arms, markdown_report, recommend_tau, svg_plot,
+)
+from report_text import line_of, numbers
 
 PROMPTS, SEEDS = range(6), range(4)
 
@@ -67,7 +70,7 @@ def test_a_score_file_written_before_the_header_is_read_and_appended_to_as_it_is
 def test_a_new_score_file_names_its_format_and_a_foreign_one_is_set_aside(tmp_path):
     path = tmp_path / "scores.jsonl"
     ScoreStore(path).add(FULL_ARM, 0, 0, 0.5, 1.0)
-    assert json.loads(path.read_text().splitlines()[0]) == {"format": "cachedsearch audit scores", "version": 1}
+    assert json.loads(path.read_text().splitlines()[0]) == {"format": SCORES_FORMAT.name, "version": 1}
     foreign = '{"format": "cachedsearch calibration rollouts", "version": 1}\n'  # another store's file
     path.write_text(foreign)
     store = ScoreStore(path)
@@ -96,7 +99,7 @@ def test_report_and_plot_name_every_arm(store):
     results = evaluate_arms(store, {"tau 0.05": 0.05, "tau 0.20": 0.20}, PROMPTS, SEEDS, bootstrap=50)
     text = markdown_report(results)
     assert "| tau 0.05 | 1.60x | 40 % (1.67x) |" in text and "| tau 0.20 | 2.50x | 60 % (2.50x) |" in text
-    assert "Recommended tau* (the tau that skips most calls with capture >= 85 %): 0.05" in text
+    assert numbers(line_of(text, "Recommended tau")) == [85, 0.05]  # the capture target, the tau recommended
     svg = svg_plot(results)
     assert svg.startswith("<svg") and svg.count("<circle") == 2 and ">tau 0.20</text>" in svg
 

@@ -7,6 +7,7 @@ import pytest
 
 from cachedsearch_core.budget import BudgetLedger, BudgetPlan, BudgetSpent
 from cachedsearch_core.search_audit import budget_search_gain, budget_width_and_free_commit, pruned_search_fidelity
+from report_text import refusal
 
 FULL = [[0.1, 0.5, 0.3, 0.9], [0.4, 0.2, 0.8, 0.6]]
 PREVIEWS = [[0.2, 0.9, 0.1, 0.8], [0.5, 0.3, 0.1, 0.9]]  # keep 2: seeds 1, 3 and seeds 0, 3 survive
@@ -34,7 +35,7 @@ def test_pruned_search_with_every_seed_kept_is_the_unpruned_search():
 
 def test_pruned_search_needs_every_survivors_final_score():
     finals = [[np.nan, 0.7, np.nan, np.nan], [0.3, np.nan, np.nan, 0.4]]
-    with pytest.raises(ValueError, match="finals: prompt 0, survivor seed index 3"):
+    with pytest.raises(ValueError, match=refusal("finals", 0, 3)):  # prompt 0's survivor at seed index 3
         pruned_search_fidelity(FULL, PREVIEWS, finals, keep=2)
     with pytest.raises(ValueError, match="keep: got 5"):
         pruned_search_fidelity(FULL, PREVIEWS, FINALS, keep=5)
