@@ -186,8 +186,9 @@ def choose_auto(entry: dict | None, setup: PolicySetup, wired_tau: float | None,
     prompts = f"{tables.prompts} prompt{'s' if tables.prompts > 1 else ''}"
     line = (f"auto: from the calibration of this setup ({prompts} x {tables.seeds} seeds, tau {tau:g}): "
             f"N = {chosen.width}" + (f", prune {chosen.policy.schedule}" if chosen.rounds else ", no pruning") +
-            f"; expected {chosen.gain.value:+.3f} [{chosen.gain.low:+.3f}, {chosen.gain.high:+.3f}] over full "
-            f"best-of-{budget_rollouts} for {chosen.cost:.0f} of {chosen.budget_calls:.0f} calls" +
+            f"; expected verifier score {chosen.gain.value:+.3f} over full best-of-{budget_rollouts}'s (95 % "
+            f"interval {chosen.gain.low:+.3f} to {chosen.gain.high:+.3f}) for {chosen.cost:.0f} of "
+            f"{chosen.budget_calls:.0f} calls" +
             (f" ({chosen.calls:.0f} computed, previews worth {chosen.cost - chosen.calls:.1f})"
              if chosen.preview_cost and chosen.previews else ""))
     return AutoChoice(chosen, line, table)

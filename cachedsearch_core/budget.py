@@ -304,7 +304,8 @@ class BudgetOutcome:
         dependence = "deterministic" if self.plan.deterministic else "N depends on wall time"
         heading = (f"budget: full best-of-{m} in {unit.value} = {m} x {cost(self.full_cost)} (full rollout, predicted "
                    f"from the drafts) = {cost(self.budget)}; {dependence}")
-        lines = [heading] if self.auto is None else [self.auto["line"], heading]
+        lines = [heading] if self.auto is None else [self.auto["line"], *(f"auto: {note}" for note in
+                                                                        self.auto.get("narrowed", ())), heading]
         if self.stopped_draft_skipped:
             ended = (f"draft {self.width + 1} dropped after {cost(self.stopped_draft_cost)}: it skipped calls, so the "
                      "recommit would no longer be free, and a full one does not fit")

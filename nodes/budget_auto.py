@@ -59,12 +59,12 @@ def auto_search(recipe: StagedRecipe, seed: int, budget: BudgetPlan, pruning, an
     """The search Budget "auto" runs: the chosen pruned policy within the budget, or (no rounds chosen, or no
     usable calibration) today's rule, its report and panel saying which and why."""
     choice = _choice(recipe, budget, pruning, hidden)
-    if choice.chosen is None or not choice.chosen.rounds:
-        if pruning is not None and choice.chosen is None:
-            candidates = pruning.search_within(recipe, seed, budget, announce, saved)
-        else:
-            candidates = run_budget_search(recipe, seed, budget, announce, saved=saved)
+    if choice.chosen is None:
+        candidates = (pruning.search_within(recipe, seed, budget, announce, saved) if pruning is not None
+                      else run_budget_search(recipe, seed, budget, announce, saved=saved))
         return dataclasses.replace(candidates, budget=dataclasses.replace(candidates.budget, auto=choice.as_dict()))
+    if not choice.chosen.rounds:
+        return _plain_search(recipe, seed, budget, choice, announce, saved)
     table = choice.tables
     plan = _chosen_plan(choice, pruning.preview_frames)
     ledger = AutoLedger((budget.rollouts - 1) * table.full_calls, table.full_calls, table.steps, plan.round_steps,
@@ -75,3 +75,18 @@ def auto_search(recipe: StagedRecipe, seed: int, budget: BudgetPlan, pruning, an
     outcome = AutoOutcome(choice, budget.rollouts, table.full_calls, len(candidates.pruning.seeds), ledger.calls,
                           ledger.wasted, tuple(ledger.notes), ledger.previews * ledger.preview_cost)
     return dataclasses.replace(candidates, budget=outcome)
+
+
+def _plain_search(recipe: StagedRecipe, seed: int, budget: BudgetPlan, choice: AutoChoice, announce,
+                  saved) -> SearchCandidates:
+    """No pruning chosen: the chosen width as a plain cached search, drafts charged as they run (today's ledger
+    stops drafting before the budget is passed, should this prompt's cache skip less than calibrated)."""
+    width = choice.chosen.width
+    candidates = run_budget_search(recipe, seed, dataclasses.replace(budget, max_candidates=width), announce,
+                                   saved=saved)
+    outcome = candidates.budget
+    shown = choice.as_dict() | {"spent_calls": round(sum(outcome.draft_costs) + (outcome.stopped_draft_cost or 0))}
+    if outcome.width < width:
+        shown["narrowed"] = [f"drafted {outcome.width} of the chosen {width}: this prompt's cache skipped less than "
+                             "calibrated, and the next draft would have passed the budget"]
+    return dataclasses.replace(candidates, budget=dataclasses.replace(outcome, auto=shown))

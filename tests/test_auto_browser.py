@@ -41,12 +41,9 @@ def figures_shown(budget: dict) -> list[str]:
     auto = budget["auto"]
     value, low, high = auto["expected_gain"]
     figures = [f"N = {auto['width']}", f"{auto['prompts']} prompt{'s' if auto['prompts'] > 1 else ''} x "
-               f"{auto['seeds']} seeds", f"{value:+.3f} [{low:+.3f}, {high:+.3f}]", f"best-of-{budget['rollouts']}",
-               f"of {round(budget['budget'])} calls"]
-    if auto["rounds"]:  # a pruned auto search: its rounds, and the calls it charged as they happened
-        figures += [f"prune {auto['schedule']}", f"charged {auto['spent_calls']}"]
-    else:
-        figures.append("no pruning")
+               f"{auto['seeds']} seeds", f"{value:+.3f} over", f"{low:+.3f} to {high:+.3f}", f"best-of-{budget['rollouts']}",
+               f"of {round(budget['budget'])} calls", f"charged {auto['spent_calls']}"]
+    figures.append(f"prune {auto['schedule']}" if auto["rounds"] else "no pruning")
     return figures
 
 
@@ -72,6 +69,8 @@ def test_the_panels_say_what_budget_auto_bought(auto_server, tmp_path, vue_nodes
     (budget,) = entry["outputs"][ids[keys["CachedSearchSampler"]]]["cachedsearch_budget"]
     (ARTIFACTS / f"auto_{combination}.json").write_text(json.dumps({"budget": budget, "seen": seen}, indent=1))
     assert budget["auto"]["used"] is True, budget["auto"]
+    # The width the line names is the width that ran (fewer only with a note saying why).
+    assert budget["width"] == budget["auto"]["width"] or budget["auto"].get("narrowed"), budget
     for panel in ("sampler", "recommit"):  # the Recommit's delivery carries the search's budget
         shown = seen["panels"][panel]["text"]
         missing = [figure for figure in figures_shown(budget) if figure not in shown]

@@ -65,8 +65,11 @@ def test_a_calibration_of_this_setup_and_verifier_chooses_the_search_and_the_bud
     # What the search computed and the commit, against M full renders.
     (cost,) = entry["outputs"]["search"]["cachedsearch_cost"]
     assert cost["search_calls"] + budget["full_cost"] <= budget["budget"] == M * budget["full_cost"]
+    # The width the line names is the width that ran (fewer only with a note saying why), its calls charged.
+    assert budget["width"] == auto["width"] or auto.get("narrowed"), budget
+    assert auto["spent_calls"] == cost["search_calls"]
     if auto["rounds"]:
-        assert budget["pruned"] and auto["spent_calls"] == cost["search_calls"]
+        assert budget["pruned"]
         assert len(entry["outputs"]["search"]["cachedsearch_pruning"][0]["rounds"]) == len(auto["rounds"])
     assert auto["line"] in entry["outputs"]["recommit"]["text"][0]
 
