@@ -108,7 +108,7 @@ def test_searches_at_720p_recommits_and_super_resolves_only_the_winner(comfy_ser
     assert (comfy_server.base_dir / "output" / video["subfolder"] / video["filename"]).stat().st_size > 0
     delivered = frames(comfy_server, entry)
     assert delivered[0].shape[:2] == (128 // 16 * 8, 128 // 16 * 8)  # the 2x upsampled latent, not the 720p one
-    winner_seed = int(report.split("winner: candidate ")[1].split("seed ")[1].split(",")[0])
+    winner_seed = entry["outputs"][recommit_key]["cachedsearch_delivery"][0]["seed"]
     reference = frames(comfy_server, comfy_server.run_prompt(stock_variant(graph, winner_seed)))
     assert len(delivered) == len(reference) == 2
     assert all((a == b).all() for a, b in zip(delivered, reference))

@@ -375,10 +375,9 @@ def test_the_wide_search_drafts_as_today_until_workflow_04_calibrates_enough_see
     (search_key,) = [key for key, node in wide.items() if node["class_type"] == "CachedSearchSampler"]
     (cost,) = entry["outputs"][search_key]["cachedsearch_cost"]
     assert cost["search_calls"] + budget["full_cost"] <= budget["budget"] == 8 * budget["full_cost"]
-    (report,) = [entry["outputs"][key]["text"][0] for key, node in wide.items()
-                 if node["class_type"] == "CachedSearchRecommit"]
-    assert auto["line"] in report
-    winner_seed = int(report.split("winner: candidate ")[1].split("seed ")[1].split(",")[0])
+    (recommit,) = [entry["outputs"][key] for key, node in wide.items() if node["class_type"] == "CachedSearchRecommit"]
+    assert auto["line"] in recommit["text"][0]
+    winner_seed = recommit["cachedsearch_delivery"][0]["seed"]
     stock = server.run_prompt(stock_variant(wide, winner_seed))
     assert all((a == b).all() for a, b in zip(frames(server, entry), frames(server, stock), strict=True))
 
