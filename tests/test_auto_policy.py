@@ -5,6 +5,7 @@ however much more this prompt computes than the calibration did."""
 
 import numpy as np
 import pytest
+from report_text import says
 
 from cachedsearch_core.auto_ledger import AutoLedger
 from cachedsearch_core.auto_policy import (
@@ -91,32 +92,30 @@ def test_the_chooser_prunes_only_on_the_tau_the_search_is_wired_with():
     assert choose_auto(entry, SETUP, 0.2, 3, 16).chosen.tau == 0.2
 
 
-@pytest.mark.parametrize("change, said", [
-    (dict(entry=None), NO_CALIBRATION),
-    (dict(entry=None, key_difference="calibrated with sampler euler, this search uses sampler uni_pc"),
-     "auto: calibrated with sampler euler, this search uses sampler uni_pc; the budget drafts as today"),
-    (dict(entry={"tau": 0.1}), "has no previews"),
+@pytest.mark.parametrize("change, facts", [
+    (dict(entry=None), (NO_CALIBRATION,)),
+    (dict(entry=None, key_difference=setup_difference([setup_key("w", 8, "euler", "simple")], "w", 8, "uni_pc",
+                                                      "simple")), ("auto:", "sampler", "euler", "uni_pc", "today")),
+    (dict(entry={"tau": 0.1}), ("no previews",)),
     (dict(setup=PolicySetup("CachedSearchLoadCLIPVerifier(model=clip)", 2, 1, 1)),
-     "calibrated with verifier CachedSearchLoadImageReward(ckpt_name=tiny.pt, dtype=fp32), this search uses "
-     "verifier CachedSearchLoadCLIPVerifier(model=clip)"),
-    (dict(setup=PolicySetup(SETUP.verifier, 4, 1, 1)),
-     "calibrated with preview frames 2, this search uses preview frames 4"),
-    (dict(setup=PolicySetup(None, None, 2, 1)), "calibrated with warmup steps 1, this search uses warmup steps 2"),
-    (dict(wired_tau=0.3), "calibrated at tau 0.1, this search's cache uses tau 0.3"),
-    (dict(wired_tau=None), "calibrated at tau 0.1, this search's cache uses no cache of ours"),
+     ("verifier", SETUP.verifier, "CachedSearchLoadCLIPVerifier(model=clip)")),
+    (dict(setup=PolicySetup(SETUP.verifier, 4, 1, 1)), ("preview frames", 2, "preview frames", 4)),
+    (dict(setup=PolicySetup(None, None, 2, 1)), ("warmup steps", 1, "warmup steps", 2)),
+    (dict(wired_tau=0.3), ("tau", 0.1, "tau", 0.3)),
+    (dict(wired_tau=None), ("tau", 0.1, "no cache of ours")),
 ], ids=["none", "sampler", "no previews", "verifier", "frames", "warmup", "tau", "no cache"])
-def test_a_calibration_that_does_not_apply_keeps_todays_rule_and_says_what_differs(change, said):
+def test_a_calibration_that_does_not_apply_keeps_todays_rule_and_says_what_differs(change, facts):
     inputs = dict(entry=remembered(), setup=SETUP, wired_tau=0.1, budget_rollouts=3, max_width=16) | change
     choice = choose_auto(**inputs)
-    assert choice.chosen is None and said in choice.line
+    assert choice.chosen is None and says(choice.line, *facts), choice.line
     assert choice.as_dict() == {"used": False, "line": choice.line}
 
 
 def test_the_nearest_remembered_setup_of_the_model_file_names_what_differs():
     keys = [setup_key("wan.safetensors", 8, "euler", "simple"), setup_key("wan.safetensors", 12, "uni_pc", "simple"),
             setup_key("other.safetensors", 8, "uni_pc", "simple")]
-    assert setup_difference(keys, "wan.safetensors", 8, "uni_pc", "simple") == (
-        "calibrated with sampler euler, this search uses sampler uni_pc")
+    assert says(setup_difference(keys, "wan.safetensors", 8, "uni_pc", "simple"), "sampler", "euler", "sampler",
+                "uni_pc")
     assert setup_difference(keys, "new.safetensors", 8, "uni_pc", "simple") is None
 
 

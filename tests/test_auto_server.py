@@ -7,6 +7,7 @@ and delivers what an uninterrupted one delivers. Its own server: the calibration
 import shutil
 
 import pytest
+from report_text import says
 
 from scripts.graphs import calibrate_wan
 from test_draft_store_comfy import (
@@ -79,7 +80,7 @@ def test_another_sampler_or_verifier_does_not_use_the_calibration_and_says_what_
     entry, _ = run(calibrated, auto_search(search={"sampler_name": "uni_pc"}))
     auto = budget_of(entry)["auto"]
     assert auto["used"] is False
-    assert "calibrated with sampler euler, this search uses sampler uni_pc" in auto["line"]
+    assert says(auto["line"], "sampler", "euler", "sampler", "uni_pc"), auto["line"]
 
     graph = auto_search()
     graph["load_clip"] = {"class_type": "CachedSearchLoadClipVerifier",
@@ -88,8 +89,8 @@ def test_another_sampler_or_verifier_does_not_use_the_calibration_and_says_what_
     entry, _ = run(calibrated, graph)
     auto = budget_of(entry)["auto"]
     assert auto["used"] is False
-    assert (f"calibrated with verifier {IMAGE_REWARD}, this search uses verifier "
-            "CachedSearchLoadClipVerifier(dtype=fp32, model_folder=tiny-clip)") in auto["line"]
+    assert says(auto["line"], "verifier", IMAGE_REWARD, "verifier",
+                "CachedSearchLoadClipVerifier(dtype=fp32, model_folder=tiny-clip)"), auto["line"]
 
 
 @pytest.mark.slow  # three searches through a server
