@@ -3,6 +3,7 @@
 import logging
 
 import pytest
+from report_text import says
 
 
 class OtherPacksRecommit:
@@ -27,8 +28,9 @@ def test_the_pack_loaded_before_ours_is_logged_at_load(engine, caplog, monkeypat
     monkeypatch.setitem(comfy_nodes.NODE_CLASS_MAPPINGS, "CachedSearchRecommit", OtherPacksRecommit)
     with caplog.at_level(logging.WARNING, logger="CachedSearch"):
         engine.extension.nodes.node_ids.warn_about_clashes(ours)
-    assert [record.getMessage().split(" is also")[0] for record in caplog.records] == \
-        ["CachedSearch: node id CachedSearchRecommit"]
+    messages = [record.getMessage() for record in caplog.records]
+    assert len(messages) == 1 and says(messages[0], "CachedSearchRecommit",
+                                       OtherPacksRecommit.RELATIVE_PYTHON_MODULE), messages
 
 
 @pytest.mark.parametrize("registered", ({}, {"SomethingElse": OtherPacksRecommit}))

@@ -14,6 +14,7 @@ from cachedsearch_core.panels import (
     thumbnails,
 )
 from cachedsearch_core.pruning import PrunedCandidate, PruningOutcome, RoundRecord
+from report_text import says
 
 
 def draft(seed, computed, skipped, stages=()):
@@ -106,13 +107,14 @@ def test_unpruned_rows_carry_each_experts_skipped_calls():
     assert "preview_score" not in rows[0] and "pruned" not in rows[0]
 
 
-@pytest.mark.parametrize("name, words", [("ImageReward", "standardised"), ("ClipScore", "cosine"),
-                                         ("VideoScore", "mean of five aspects"),
-                                         ("VideoScore (dynamic degree)", "one VideoScore-v1.1 aspect"),
-                                         ("VideoScore (weighted)", "weighted mean"),
-                                         ("combined (rank average)", "rank"), ("combined (z-score)", "z-score"),
-                                         ("given scores", "typed in"), ("MyJudge", "own score")])
-def test_every_verifier_gets_a_line_on_what_its_score_means(name, words):
+# Each verifier's line is told apart by its facts: what is averaged, how many aspects, the scale's ends.
+@pytest.mark.parametrize("name, facts", [("ImageReward", ("standardised",)), ("ClipScore", ("cosine",)),
+                                         ("VideoScore", ("mean", "five", 1, 4)),
+                                         ("VideoScore (dynamic degree)", ("one", 1, 4)),
+                                         ("VideoScore (weighted)", ("weighted mean", "five", 1, 4)),
+                                         ("combined (rank average)", ("rank",)), ("combined (z-score)", ("z-score",)),
+                                         ("given scores", ("typed in",)), ("MyJudge", ("own score",))])
+def test_every_verifier_gets_a_line_on_what_its_score_means(name, facts):
     described = describe_verifier(name)
     assert described["name"] == name and described["higher_is_better"] is True
-    assert words in described["scale"]
+    assert says(described["scale"], *facts), described["scale"]
