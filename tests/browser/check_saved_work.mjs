@@ -33,7 +33,8 @@ try {
     .first();
   await search.waitFor({ timeout: 30000 });
   await search.fill("saved drafts");
-  await page.getByText("Disk space for saved drafts and rollouts (GB, default 4)").first().waitFor({ timeout: 30000 });
+  // the setting's row, known by the default it states (read above from the setting itself), not by its wording
+  await page.getByText(new RegExp(`\\(GB, default ${result.defaultValue}\\)`)).first().waitFor({ timeout: 30000 });
   await settled(page, "the settings panel");
   await page.screenshot({ path: config.screenshots.settings });
   await page.keyboard.press("Escape");
