@@ -525,8 +525,8 @@ def assert_live_search_and_pick(seen: dict, sampler_panel_live: bool = True) -> 
     # what a click does and costs while the run waits: it answers the wait, and a commit still renders once
     assert wait["pickNote"]["state"] == "waiting" and numbers_in(wait["pickNote"]["text"]) == commit_calls, \
         wait["pickNote"]
-    assert wait["pickTitles"] and all(title.endswith("answers the run that waits for your pick")
-                                      for title in wait["pickTitles"]), wait["pickTitles"]
+    assert wait["answersTheWait"] and wait["pickTitles"] and \
+        all(title.endswith(wait["answersTheWait"]) for title in wait["pickTitles"]), wait
     assert wait["end"] == "execution_success" and not wait["afterAnswer"]
     assert {key_of(source, "CachedSearchSampler"), key_of(source, "CachedSearchVerifier")} <= set(wait["cached"])
     assert wait["recommit"] not in wait["cached"]

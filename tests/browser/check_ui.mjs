@@ -439,7 +439,13 @@ try {
       recommitPanel: await page.evaluate(() => window.app.graph.nodes.find((n) => n.type === "CachedSearchRecommit")
         .widgets.find((w) => w.name === "cachedsearch_results").element.textContent),
       pickNote: await pickNote("waiting"),
-      pickTitles: await page.$$eval(".cachedsearch-panel tr.candidate button", (buttons) => buttons.map((b) => b.title)) };
+      pickTitles: await page.$$eval(".cachedsearch-panel tr.candidate button", (buttons) => buttons.map((b) => b.title)),
+      // the product's own wording of what a pick does during a wait, from the module the server lists
+      answersTheWait: await page.evaluate(async () => {
+        const scripts = await (await window.comfyAPI.api.api.fetchApi("/extensions")).json();
+        const pick = scripts.find((path) => path.endsWith("/cachedsearch_pick.js"));
+        return (await import(new URL(pick, window.location.href).href)).ANSWERS_THE_WAIT;
+      }) };
     await fitGraphInView();
     await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_waiting.png") });
     await zoomTo(["CachedSearchRecommit"]);

@@ -4,7 +4,7 @@
 import { element, wrappedLines } from "./cachedsearch_dom.js";
 import { executionIdOf } from "./cachedsearch_graph_nodes.js";
 import { FONT, LINE_HEIGHT, PANEL, show, STORED } from "./cachedsearch_panel.js";
-import { queuePick, waiting } from "./cachedsearch_pick.js";
+import { ANSWERS_THE_WAIT, queuePick, waiting } from "./cachedsearch_pick.js";
 import { budgetLine, CALLS_TITLE, chooserLine, draftedCost, overFullText } from "./cachedsearch_rows.js";
 
 const percent = (share) => `${(100 * share).toFixed(1)}%`;
@@ -90,7 +90,7 @@ export function showWaiting(node) {
   banner.append(text);
   if (wait.preselected) {
     const deliver = element("button", `commit candidate ${wait.preselected}`, "cachedsearch-wait-commit");
-    deliver.title = `Deliver candidate ${wait.preselected} at full compute: answers the run that waits for your pick`;
+    deliver.title = `Deliver candidate ${wait.preselected} at full compute: ${ANSWERS_THE_WAIT}`;
     deliver.addEventListener("click", () => queuePick({ promptId: wait.prompt_id, nodeId: id,
       among: wait.candidates }, wait.preselected, "commit").catch((error) => banner.append(` ${error.message}`)));
     banner.append(deliver);

@@ -10,6 +10,8 @@ import { findRun, recentRuns, samplerOf } from "./cachedsearch_history.js";
 
 const RECOMMIT = "CachedSearchRecommit";
 export const AWAITING_PICK_EVENT = "cachedsearch.awaiting_pick";
+// What a pick does while a run waits for one (the pick buttons' and the wait banner's tooltips end with it).
+export const ANSWERS_THE_WAIT = "answers the run that waits for your pick";
 
 // Recommit nodes waiting for a pick, by "prompt_id/node": {prompt_id, node, candidates, preselected}.
 export const waiting = new Map();

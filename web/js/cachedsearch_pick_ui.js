@@ -8,7 +8,7 @@ import { element } from "./cachedsearch_dom.js";
 import { executionIdOf, workflowNodes } from "./cachedsearch_graph_nodes.js";
 import { PANEL, STORED, STORED_PROMPT } from "./cachedsearch_panel.js";
 import { showLarge } from "./cachedsearch_player.js";
-import { queuePick, reusedInRun, waitFor } from "./cachedsearch_pick.js";
+import { ANSWERS_THE_WAIT, queuePick, reusedInRun, waitFor } from "./cachedsearch_pick.js";
 import { describe, draftedCost, framesOf } from "./cachedsearch_rows.js";
 
 export const SAVED_DRAFTS = "These drafts come from a saved workflow: queue it to pick from them.";
@@ -54,7 +54,7 @@ function searchCost(node) {
 // A pick button's tooltip: what the click does now.
 function pickTitle(mode, row, state) {
   const what = mode === "keep" ? `the draft of ${describe(row)} as drafted` : `${describe(row)} at full compute`;
-  return state === "waiting" ? `Deliver ${what}: answers the run that waits for your pick`
+  return state === "waiting" ? `Deliver ${what}: ${ANSWERS_THE_WAIT}`
     : `Queue the run that made these drafts again to deliver ${what} (the note under the table says what it costs)`;
 }
 
