@@ -3,6 +3,7 @@ which frames and how small (the cost they show: test_cost.py)."""
 
 import pytest
 import torch
+from report_text import says
 
 from cachedsearch_core import Draft, Ranking, StageCalls
 from cachedsearch_core.panels import (
@@ -14,7 +15,6 @@ from cachedsearch_core.panels import (
     thumbnails,
 )
 from cachedsearch_core.pruning import PrunedCandidate, PruningOutcome, RoundRecord
-from report_text import says
 
 
 def draft(seed, computed, skipped, stages=()):
