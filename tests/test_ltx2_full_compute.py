@@ -8,6 +8,7 @@ import contextlib
 
 import pytest
 import torch
+from report_text import refusal
 
 from cachedsearch_core.work_count import work_layers
 
@@ -93,8 +94,8 @@ def test_a_cache_that_skips_only_audio_attention_is_refused_naming_the_layer(eng
     assert run.calls.skipped == STEPS // 2
     assert run.shortfall.layer.startswith("transformer_blocks.0.audio_attn1.")
     assert run.shortfall.computed == STEPS // 2
-    with pytest.raises(ValueError, match=r"^model: this rollout must be full compute but computed 4 of the 8 "
-                       r"transformer calls .*audio_attn1.*test_audio_reuse"):
+    # the refusal's facts: the calls computed of those asked, the layer that fell short, the wrapper that skipped
+    with pytest.raises(ValueError, match=refusal("model", "4 of the 8", run.shortfall.layer, "test_audio_reuse")):
         full_compute.check_full_compute(run, model, "model", "Connect the model without that cache.")
 
 
