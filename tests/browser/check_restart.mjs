@@ -230,6 +230,12 @@ try {
         .catch(() => {});
       result.afterCancel[type] = await panelOf(type);
     }
+    // the product's own wording of a panel the cancelled run stopped before, from the module the server lists
+    result.cancelledText = await page.evaluate(async () => {
+      const scripts = await (await window.comfyAPI.api.api.fetchApi("/extensions")).json();
+      const runView = scripts.find((path) => path.endsWith("/cachedsearch_run_view.js"));
+      return (await import(new URL(runView, window.location.href).href)).stoppedText(false);
+    });
     await showNode("CachedSearchVerifier");
     await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_cancelled.png") });
     // "‹ earlier" from there shows the run before, as an earlier run

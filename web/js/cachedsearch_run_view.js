@@ -9,12 +9,17 @@ import { executionIdOf, workflowNodes } from "./cachedsearch_graph_nodes.js";
 import { FONT, LINE_HEIGHT, rendererOf, show, STORED_PROMPT } from "./cachedsearch_panel.js";
 import { earlierRuns } from "./cachedsearch_pick.js";
 
+// What the panel of a node that the newest run stopped before says (`failed`: stopped by an error, not cancelled).
+export function stoppedText(failed) {
+  return `The newest run was ${failed ? "stopped by an error" : "cancelled"} before this node ` +
+    "finished: it has nothing to show from it. ‹\u00a0earlier shows the runs before.";
+}
+
 // The stopped run's panel on `node` (node.cachedsearchStopped: {run, failed}, set when the run ended).
 export function showStopped(node) {
   const stopped = node.cachedsearchStopped;
   if (!stopped) return;
-  const text = `The newest run was ${stopped.failed ? "stopped by an error" : "cancelled"} before this node ` +
-    "finished: it has nothing to show from it. ‹\u00a0earlier shows the runs before.";
+  const text = stoppedText(stopped.failed);
   const content = element("div");
   content.append(runNavigation(node), element("div", text, "cachedsearch-summary cachedsearch-stopped"));
   show(node, content, (width) => 8 + LINE_HEIGHT * (wrappedLines(text, width, FONT) + 1) + 4);
