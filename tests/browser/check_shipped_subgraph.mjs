@@ -5,7 +5,9 @@
 // choose. Prints one JSON object with what it saw.
 // Usage: node check_shipped_subgraph.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
-import { nextRun as nextRunOn, openChromium, openWorkflow, recordExtensionErrors, settled } from "./chromium.mjs";
+import {
+  loadedFrames, nextRun as nextRunOn, openChromium, openWorkflow, recordExtensionErrors, settled,
+} from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
@@ -127,12 +129,8 @@ try {
   await shot("loaded");
   result.firstRun = await nextRun(queue);
   await showGraph(outer);
-  // the same condition as asserted below, given the time a loaded machine needs (30 s fell short once)
-  await page.waitForFunction(() => [...(window.csPanel("CachedSearchVerifier")?.querySelectorAll("img") ?? [])]
-    .every((image) => image.complete && image.naturalWidth > 0), null, { timeout: 120000 }).catch(() => {});
+  result.framesLoaded = await loadedFrames(page, "CachedSearchVerifier");
   result.rows = await rowsOf("CachedSearchVerifier");
-  result.framesLoaded = await page.evaluate(() => [...(window.csPanel("CachedSearchVerifier")?.querySelectorAll("img") ?? [])]
-    .map((image) => image.complete && image.naturalWidth > 0));
   result.samplerPanel = await panelText("CachedSearchSampler");
   result.firstDelivery = await panelText("CachedSearchRecommit");
   await shot("inside");

@@ -7,7 +7,8 @@
 // Usage: node check_subgraph.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
 import {
-  loadWorkflow, nextRun as nextRunOn, openChromium, openWorkflow, pressCancelAt, recordExtensionErrors, settled,
+  loadedFrames, loadWorkflow, nextRun as nextRunOn, openChromium, openWorkflow, pressCancelAt, recordExtensionErrors,
+  settled,
 } from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
@@ -127,9 +128,6 @@ const clickInPanel = (type, selector) => page.evaluate(({ type, selector }) => {
 const rowsOf = (type) => page.evaluate((type) => [...(window.csPanel(type)?.querySelectorAll("tr.candidate") ?? [])]
   .map((row) => ({ candidate: Number(row.dataset.candidate), seed: Number(row.dataset.seed),
     winner: row.classList.contains("winner") })), type);
-// Whether the drafts' players show frames: every thumbnail in the panel loaded an image.
-const framesLoaded = (type) => page.evaluate((type) => [...(window.csPanel(type)?.querySelectorAll("img") ?? [])]
-  .map((image) => image.complete && image.naturalWidth > 0), type);
 // The text the subgraph node `id` (execution id) shows of the search inside it, from its own widgets.
 const outsideText = (id) => page.evaluate((id) => {
   const node = window.csAll().find((entry) => entry.id === id)?.node;
@@ -172,9 +170,7 @@ try {
     result.firstRows = await rowsOf("CachedSearchVerifier");
     result.firstDelivery = await panelText("CachedSearchRecommit");
     result.samplerPanel = await panelText("CachedSearchSampler");
-    await page.waitForFunction(() => [...(window.csPanel("CachedSearchVerifier")?.querySelectorAll("img") ?? [])]
-      .every((image) => image.complete), null, { timeout: 30000 }).catch(() => {});
-    result.framesLoaded = await framesLoaded("CachedSearchVerifier");
+    result.framesLoaded = await loadedFrames(page, "CachedSearchVerifier");
     await zoomTo("CachedSearchVerifier");
     await shot("inner_verifier");
     // "Commit this" on a draft the verifier did not choose: the same prompt queued again with the pick

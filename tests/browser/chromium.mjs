@@ -138,6 +138,19 @@ export async function settled(page, what, timeout = 30000) {
   if (!stable) throw new Error(`${what}: the page was still changing after ${timeout} ms`);
 }
 
+// Whether each frame on the panel of node type `type` has loaded (the scripts' `window.csPanel` finds the panel), read
+// at the moment every one of them shows, waiting up to `timeout` ms; after that, as they are then. An empty panel
+// is not "all loaded" (a panel not drawn yet once passed such a wait), and reading in the same step as the wait
+// keeps a panel drawn again meanwhile from turning loaded frames into loading ones.
+export async function loadedFrames(page, type, timeout = 120000) {
+  const handle = await page.waitForFunction(({ type, deadline }) => {
+    const frames = [...(window.csPanel(type)?.querySelectorAll("img") ?? [])]
+      .map((image) => image.complete && image.naturalWidth > 0);
+    return (frames.length > 0 && frames.every(Boolean)) || Date.now() > deadline ? frames : false;
+  }, { type, deadline: Date.now() + timeout }, { timeout: timeout + 30000 });
+  return handle.jsonValue();
+}
+
 // Opens the ComfyUI app at `url` in `page` and waits for its graph; with `workflow` (a workflow file's path) loads
 // it and waits until the canvas has settled. Returns the frontend's version and whether Nodes 2.0 is on, as every
 // script reports them.
