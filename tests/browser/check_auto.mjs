@@ -3,7 +3,9 @@
 // what the Sampler's and the Recommit's panels show. Screenshots: the whole wide graph, and each panel at 100 %.
 // Prints one JSON object with what it saw. Usage: node check_auto.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
-import { loadWorkflow, nextRun, openChromium, openWorkflow, recordExtensionErrors, settled } from "./chromium.mjs";
+import {
+  loadWorkflow, nextRun, openChromium, openWorkflow, recordExtensionErrors, showNodeById,
+} from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
@@ -24,18 +26,6 @@ const panelOf = (id) => page.evaluate((id) => {
     .map((element) => element.textContent), width: box.width, height: box.height };
 }, id);
 
-// The canvas at 100 % with node `id` at the top left, for a readable screenshot.
-async function showNode(id) {
-  await page.evaluate((id) => {
-    const node = window.app.graph.getNodeById(Number(id));
-    const canvas = window.app.canvas;
-    canvas.ds.scale = 1;
-    canvas.ds.offset = [80 - node.pos[0], 160 - node.pos[1]];
-    canvas.setDirty(true, true);
-  }, id);
-  await settled(page, `the view on node ${id}`);
-}
-
 try {
   Object.assign(result, await openWorkflow(page, url, config.calibrate));
   result.runs.calibrate = (await nextRun(page, queue, 600000)).end;
@@ -44,7 +34,7 @@ try {
   await page.screenshot({ path: config.screenshot });
   for (const [name, id] of Object.entries(config.nodes)) {
     result.panels[name] = await panelOf(id);
-    await showNode(id);
+    await showNodeById(page, id);
     await page.screenshot({ path: config.screenshot.replace(/\.png$/, `_${name}.png`) });
   }
 } finally {

@@ -3,7 +3,7 @@
 // panels, and reads what each shows. Screenshots: the whole graph, and each of the three panels at 100 %.
 // Prints one JSON object with what it saw. Usage: node check_ltx2.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
-import { openChromium, openWorkflow, recordExtensionErrors, settled } from "./chromium.mjs";
+import { openChromium, openWorkflow, recordExtensionErrors, settled, showNodeById } from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
@@ -40,18 +40,6 @@ const panelOf = (id) => page.evaluate((id) => {
   };
 }, id);
 
-// The canvas at 100 % with node `id` at the top left, for a readable screenshot.
-async function showNode(id) {
-  await page.evaluate((id) => {
-    const node = window.app.graph.getNodeById(Number(id));
-    const canvas = window.app.canvas;
-    canvas.ds.scale = 1;
-    canvas.ds.offset = [80 - node.pos[0], 160 - node.pos[1]];
-    canvas.setDirty(true, true);
-  }, id);
-  await settled(page, `the view on node ${id}`);
-}
-
 async function showGraph() {
   await page.evaluate(() => {
     const canvas = window.app.canvas;
@@ -80,7 +68,7 @@ try {
     await page.screenshot({ path: config.screenshot });
     for (const [name, id] of Object.entries(config.nodes)) {
       result.panels[name] = await panelOf(id);
-      await showNode(id);
+      await showNodeById(page, id);
       await page.screenshot({ path: config.screenshot.replace(/\.png$/, `_${name}.png`) });
     }
   }

@@ -151,6 +151,18 @@ export async function loadedFrames(page, type, timeout = 120000) {
   return handle.jsonValue();
 }
 
+// The canvas at 100 % with the node of id `id` at the top left, for a readable screenshot.
+export async function showNodeById(page, id) {
+  await page.evaluate((id) => {
+    const node = window.app.graph.getNodeById(Number(id));
+    const canvas = window.app.canvas;
+    canvas.ds.scale = 1;
+    canvas.ds.offset = [80 - node.pos[0], 160 - node.pos[1]];
+    canvas.setDirty(true, true);
+  }, id);
+  await settled(page, `the view on node ${id}`);
+}
+
 // Opens the ComfyUI app at `url` in `page` and waits for its graph; with `workflow` (a workflow file's path) loads
 // it and waits until the canvas has settled. Returns the frontend's version and whether Nodes 2.0 is on, as every
 // script reports them.
