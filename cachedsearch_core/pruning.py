@@ -15,6 +15,10 @@ from .cost_formulas import ExtraWork
 from .judge import spread_frame_indices
 from .records import Draft
 
+# The frames a preview decodes and scores unless a Pruning Plan asks for others (the report previews 4). Calibrate
+# scores its recorded previews on these too (``default_preview_frames``), so that Budget "auto" applies to a search
+# whose Pruning Plan keeps its default.
+PREVIEW_FRAMES = 4
 
 def pruned_search_steps(num_candidates: int, steps: int, rounds: Sequence[tuple[int, int]]) -> int:
     """Sampler steps a pruned search of ``num_candidates`` runs, with prune ``rounds`` of (step p_r, keep k_r):
@@ -80,7 +84,7 @@ class PruningPlan:
 
     prune_step: int
     keep: int
-    preview_frames: int = 4
+    preview_frames: int = PREVIEW_FRAMES
     prune_fraction: float | None = None
     later_rounds: tuple[PruneRound, ...] = ()
     schedule: str | None = None
@@ -260,7 +264,7 @@ class PruningSchedule:
                                  "later step (for example \"20%:4, 40%:2\")")
         object.__setattr__(self, "rounds", tuple(parsed))
 
-    def plan(self, num_candidates: int, steps: int, preview_frames: int = 4) -> PruningPlan:
+    def plan(self, num_candidates: int, steps: int, preview_frames: int = PREVIEW_FRAMES) -> PruningPlan:
         """The rounds at this search's steps and width (not yet checked: ``PruningPlan.check_stages``)."""
         resolved, reaching = [], num_candidates
         for scheduled in self.rounds:
@@ -276,6 +280,13 @@ def survivors(preview_scores: Sequence[float], keep: int) -> list[int]:
     """Indices of the ``keep`` best preview scores, in candidate order; ties go to the lower index."""
     ranked = sorted(range(len(preview_scores)), key=lambda index: (-float(preview_scores[index]), index))
     return sorted(ranked[:keep])
+
+
+def default_preview_frames(video_frames: int) -> int:
+    """The frames a preview of a ``video_frames``-frame (latent) video shows at the Pruning Plan's default
+    (``PREVIEW_FRAMES``), every frame of a shorter one (where a plan must ask for fewer): the frames Calibrate scores
+    its recorded previews on."""
+    return min(PREVIEW_FRAMES, video_frames)
 
 
 def preview_frame_indices(video_frames: int, preview_frames: int) -> list[int]:

@@ -192,7 +192,7 @@ class Calibrate(io.ComfyNode):
         calibration = (Calibration.from_store(rollouts.store, plan) if len(plans) == 1 else
                        EnginesCalibration.from_store(rollouts.store, plans))
         # What Budget "auto" chooses from: our cache's rollouts with their previews (plans[0] is ours).
-        policy = calibrated_policy(cls.hidden, rollouts, plan, steps, frames_per_candidate, warmup_steps,
+        policy = calibrated_policy(cls.hidden, rollouts, plan, steps, rollouts.judge.preview_frames, warmup_steps,
                                    cooldown_steps) if plan.engine == OUR_ENGINE else None
         remembered = remember(cls.hidden, WithPolicy(calibration, policy),
                               lambda file: setup_key(file, steps, sampler_name, scheduler), "model")

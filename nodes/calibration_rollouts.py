@@ -20,7 +20,7 @@ from ..cachedsearch_core.calibration_experts import ExpertsPlan
 from ..cachedsearch_core.combine import VerifierCombination
 from ..cachedsearch_core.judge import FrameJudge
 from ..cachedsearch_core.previews import PreviewCost, RolloutPreviews, preview_steps
-from ..cachedsearch_core.pruning import CacheWindow
+from ..cachedsearch_core.pruning import CacheWindow, default_preview_frames
 from ..cachedsearch_core.saved_keys import fingerprint, rollout_key
 from ..cachedsearch_core.saved_rollouts import SavedRollout, SavedRollouts
 from ..cachedsearch_core.video_score import AVERAGE
@@ -29,6 +29,7 @@ from .calibration_graph import EXPERT_INPUTS
 from .calibration_inputs import COMFYUI_CACHE_WINDOW, calibrate_plans, experts_plan, thresholds_input
 from .full_compute import full_compute_model
 from .previews import PreviewScorer, RolloutCapture, cache_windows
+from .pruning_nodes import latent_frames
 from .prompt_graph import upstream
 from .prompt_server import progress_text_sender
 from .pruned_search import split_recipe
@@ -292,6 +293,9 @@ class Judge:
         self.combination = verifier if isinstance(verifier, VerifierCombination) else None
         self.judges = [FrameJudge(part, prompt, frames_per_candidate, rank_by, aspect_weights)
                        for part in (self.combination.verifiers if self.combination is not None else (verifier,))]
+        # Previews are scored on the frames a Pruning Plan previews at its default, whatever K the rollouts are
+        # judged on: Budget "auto" then applies to a search whose Pruning Plan keeps its default.
+        self.preview_frames = default_preview_frames(latent_frames(latent_image))
         self.decoder = comfy_nodes.VAEDecode()
         (frames,) = self.decoder.decode(vae, latent_image)
         for judge in self.judges:
@@ -314,10 +318,10 @@ class Judge:
         return f"{verifier.name}, VideoScore ranked by {ranked.rank_by}{weights}"
 
     def previews(self, prompt: str) -> PreviewScorer:
-        """Scores a rollout's previews as a pruned search scores them: each verifier on K frames decoded from the
-        x0 estimate, K the frames a rollout is judged on."""
-        judges = tuple(dataclasses.replace(judge, prompt=prompt) for judge in self.judges)
-        return PreviewScorer(self.vae, judges, judges[0].frames)
+        """Scores a rollout's previews as a pruned search at the Pruning Plan's default scores them: each verifier
+        on ``preview_frames`` frames decoded from the x0 estimate."""
+        judges = tuple(dataclasses.replace(judge, prompt=prompt, frames=self.preview_frames) for judge in self.judges)
+        return PreviewScorer(self.vae, judges, self.preview_frames)
 
     def score(self, latent: dict, prompt: str) -> tuple[float, ...]:
         """Each verifier's score of the rollout against ``prompt``."""

@@ -13,7 +13,7 @@ from ..cachedsearch_core.budget import BudgetPlan
 from ..cachedsearch_core.pruned_budget import pruned_budget_width
 from ..cachedsearch_core.image_reward import require_prompt
 from ..cachedsearch_core.judge import FrameJudge
-from ..cachedsearch_core.pruning import PruningPlan, PruningSchedule
+from ..cachedsearch_core.pruning import PREVIEW_FRAMES, PruningPlan, PruningSchedule
 from .panel_frames import save_panel_frames
 from .candidates import SearchCandidates
 from .previews import PreviewScorer, cache_windows, preview_model
@@ -147,9 +147,11 @@ class PruningPlanNode(io.ComfyNode):
                              tooltip="Where to prune, as a step count (overrides prune_fraction; 0 uses the "
                              "fraction). Must lie after the cache's warmup and before its cooldown, or at the "
                              "switch between two experts."),
-                io.Int.Input("preview_frames", default=4, min=1, max=64,
+                io.Int.Input("preview_frames", default=PREVIEW_FRAMES, min=1, max=64,
                              tooltip="Frames per preview, evenly spaced over the video and scored like the "
-                             "Verifier's frames (the report uses 4). At most the latent's frame count."),
+                             "Verifier's frames (the report uses 4). At most the latent's frame count. Calibrate "
+                             f"scores its previews on {PREVIEW_FRAMES} (all of a shorter latent's), so schedule "
+                             "\"auto\" works at the default."),
                 io.String.Input("schedule", default="", optional=True, tooltip=SCHEDULE_TOOLTIP),
             ],
             outputs=[PruningPlanType.Output(display_name="pruning", tooltip="For a CachedSearch sampler's pruning "

@@ -626,8 +626,9 @@ calibrated it drafts fewer seeds or stops a survivor early, and says so.
 this model, steps, sampler and scheduler buys a wider search"), too few seeds ("calibrate at least 8 seeds": 04's
 default is 4), or another model file, steps, sampler, scheduler, cache warmup and cooldown, verifier, preview
 frames or an Apply Cache `tau` that Calibrate did not measure (the line names it). The settings here are 04's:
-50 steps, uni_pc/simple, cache warmup 5 and cooldown 5, ImageReward on 8 frames, tau 0.10 (one of 04's taus; to
-save calibration time, list only the tau you search at in 04's `taus`).
+50 steps, uni_pc/simple, cache warmup 5 and cooldown 5, ImageReward, tau 0.10 (one of 04's taus; to save
+calibration time, list only the tau you search at in 04's `taus`). Leave the Pruning Plan's `preview_frames` at its
+default 4: Calibrate scores its previews on 4 frames.
 """
 
 
@@ -636,8 +637,7 @@ def wan21_searched_wide() -> dict:
     auto, every setting equal to workflow 04's Calibrate so that its calibration is the one used."""
     workflow = wan21_t2v_pruned()
     api = workflow["api"]
-    calibrate = wan21_calibrate()["api"]["calibrate"]["inputs"]
-    api["pruning"]["inputs"].update(preview_frames=calibrate["frames_per_candidate"], schedule="auto")
+    api["pruning"]["inputs"]["schedule"] = "auto"  # preview_frames at its default, which Calibrate's previews use
     api["budget"] = {"class_type": "CachedSearchBudget", "inputs": {
         "budget_rollouts": 8, "budget_unit": "transformer calls", "max_candidates": 16, "choose": "auto"}}
     api["search"]["inputs"]["budget"] = ["budget", 0]

@@ -16,12 +16,12 @@ from cachedsearch_core.previews import (
     preview_call_equivalents,
     preview_steps,
 )
-from cachedsearch_core.pruning import CacheWindow
+from cachedsearch_core.pruning import PREVIEW_FRAMES, CacheWindow
 from cachedsearch_core.saved_rollouts import SavedRollout
 
 STEPS, WARMUP, COOLDOWN, TAU = 8, 1, 1, 0.3
 SEEDS = (5, 6)
-FRAMES = 2
+FRAMES = 2  # Calibrate's frames_per_candidate: what its rollouts are judged on, not its previews
 PROMPT = "a red ball"
 
 
@@ -93,6 +93,14 @@ def world(engine):
     return model, positive, negative, latent, vae, verifier
 
 
+@pytest.fixture(scope="module")
+def long_world(engine, world):
+    """``world`` on a video of as many latent frames as a preview shows at the Pruning Plan's default."""
+    latent = engine.one("EmptyHunyuanLatentVideo", width=32, height=32, length=4 * PREVIEW_FRAMES - 3, batch_size=1)
+    assert latent["samples"].shape[2] == PREVIEW_FRAMES
+    return (*world[:3], latent, *world[4:])
+
+
 def _rollouts(engine, world, folder, seeds=SEEDS):
     """A calibration's rollouts of one prompt on ``seeds``, saved in ``folder``."""
     core = engine.extension.cachedsearch_core  # the loaded extension's, which Calibrate uses
@@ -119,18 +127,24 @@ def _cached_arm(engine, world):
 
 
 @pytest.mark.slow  # in process, several seconds
-def test_recorded_previews_are_the_pruned_search_previews_of_the_same_seeds(engine, world, tmp_path, node_run):
+def test_recorded_previews_are_the_pruned_search_previews_of_the_same_seeds(engine, long_world, tmp_path,
+                                                                            node_run):
+    """Of a Pruning Plan at its default preview frames, whatever K Calibrate judges its rollouts on: Budget "auto"
+    then applies at the Pruning Plan's default."""
     search = engine.extension.nodes
-    settings, recipe_of = _cached_arm(engine, world)
-    rollouts = _rollouts(engine, world, tmp_path)
+    settings, recipe_of = _cached_arm(engine, long_world)
+    rollouts = _rollouts(engine, long_world, tmp_path)
+    assert rollouts.judge.preview_frames == PREVIEW_FRAMES != FRAMES  # what the memory records
     rollouts.run("tau", "tau", settings, recipe_of)
     recorded = [rollouts.recorded_previews["tau", 0, seed] for seed in SEEDS]
     steps = preview_steps([CacheWindow(0, STEPS, WARMUP, COOLDOWN)], STEPS)
     assert all(previews.steps == steps and previews.kind == X0_PREVIEW.name for previews in recorded)
-    _, _, _, _, vae, verifier = world
+    _, _, _, _, vae, verifier = long_world
     recipe = recipe_of(rollouts.prompts[0])
+    default_frames = search.pruning_nodes.PruningPlanNode.define_schema().inputs
+    (frames_input,) = [widget for widget in default_frames if widget.id == "preview_frames"]
     for index, step in enumerate(steps):
-        pruning = search.pruning_nodes.PreviewPruning(0.5, step, 1, FRAMES, vae, verifier, PROMPT)
+        pruning = search.pruning_nodes.PreviewPruning(0.5, step, 1, frames_input.default, vae, verifier, PROMPT)
         outcome = pruning.search(recipe, list(SEEDS)).pruning
         assert outcome.preview_scores == tuple(previews.scores[index][0] for previews in recorded)
         # what each pruned candidate computed before the step is what the rollout computed before it

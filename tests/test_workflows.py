@@ -9,6 +9,7 @@ import pytest
 from PIL import Image
 from report_text import line_of, numbers
 
+from cachedsearch_core.pruning import PREVIEW_FRAMES, default_preview_frames
 from scripts import node_packs
 from scripts.ltx_workflow import FIRST_STAGE_SIGMAS, REFINE_SIGMAS
 from scripts.graphs import tiny_workflow_variant
@@ -323,7 +324,7 @@ def test_the_wide_search_is_set_as_the_calibrate_workflow_so_its_calibration_is_
     for kind in ("UNETLoader", "CachedSearchLoadImageReward"):
         assert node_of(wide, kind) == node_of(calibrate_api, kind)
     pruning, budget = node_of(wide, "CachedSearchPruningPlan"), node_of(wide, "CachedSearchBudget")
-    assert (pruning["schedule"], pruning["preview_frames"]) == ("auto", calibrate["frames_per_candidate"])
+    assert (pruning["schedule"], pruning["preview_frames"]) == ("auto", PREVIEW_FRAMES)  # Calibrate's previews' frames
     assert (budget["choose"], budget["budget_rollouts"], budget["budget_unit"]) == ("auto", 8, "transformer calls")
     assert search["budget"][0] == next(key for key, node in wide.items() if node["class_type"] == "CachedSearchBudget")
     # Auto drafts at most the seeds calibrated (and needs M of them): the note asks 04 for max_candidates seeds.
@@ -334,12 +335,13 @@ def test_the_wide_search_is_set_as_the_calibrate_workflow_so_its_calibration_is_
 
 def tiny_calibrate_then_wide(seeds: int) -> tuple[dict, dict]:
     """Workflows 04's and 16's tiny variants, 16 set as 04's tiny calibration of ``seeds`` seeds (the tiny variants
-    change the tau, the cache window and the preview frames each in its own way): Calibrate's frames are the plan's
-    preview frames, the cache's tau is the calibrated one."""
+    change the tau, the cache window and the preview frames each in its own way): the plan previews the frames
+    Calibrate's previews show (all 3 of the tiny latent's, fewer than the default 4), the cache's tau is the
+    calibrated one."""
     calibrate, wide = (tiny_workflow_variant(load(name)[1], pooled=False) for name in (CALIBRATE, WIDE))
     calibrate_inputs = node_of(calibrate, "CachedSearchCalibrate")
     calibrate_inputs["seeds"] = seeds
-    calibrate_inputs["frames_per_candidate"] = node_of(wide, "CachedSearchPruningPlan")["preview_frames"]
+    node_of(wide, "CachedSearchPruningPlan")["preview_frames"] = default_preview_frames(3)
     node_of(wide, "CachedSearchApplyCache")["tau"] = float(calibrate_inputs["taus"])
     assert {name: node_of(wide, "CachedSearchApplyCache")[name] for name in ("warmup_steps", "cooldown_steps")} == \
         {name: calibrate_inputs[name] for name in ("warmup_steps", "cooldown_steps")}
