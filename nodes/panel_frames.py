@@ -14,8 +14,10 @@ were deleted says so."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io as byte_io
+import logging
 import os
 import pathlib
 
@@ -49,11 +51,36 @@ def _saved_frame(pixels: np.ndarray, folder: pathlib.Path) -> dict:
     return {"filename": path.name, "subfolder": PANEL_FOLDER, "type": "output"}
 
 
+def _pictures(frames: torch.Tensor) -> torch.Tensor | None:
+    """``frames`` [F, H, W, C] as colour pictures [F, H, W, 3]: grey (C = 1) in three equal channels, colour with
+    alpha (C = 4) without it (a thumbnail on the panel has no use for transparency); None for frames of any other
+    channel count, which are not pictures (a VAE stand-in that hands over latent channels, as the ball-and-spot
+    world's 16)."""
+    channels = frames.shape[-1]
+    if channels == 1:
+        return frames.expand(*frames.shape[:-1], 3)
+    if channels in (3, 4):
+        return frames[..., :3]
+    return None
+
+
+@functools.cache
+def _say_not_pictures(channels: int) -> None:
+    """The server log's line (once per channel count) for frames the panels cannot show."""
+    logging.warning("CachedSearch: the panels show no frames of this VAE: they have %d channels, not the 1, 3 or 4 of "
+                    "a picture", channels)
+
+
 def save_panel_frames(frames: torch.Tensor) -> list[dict]:
-    """At most ``PANEL_FRAMES`` evenly spaced of ``frames`` [F, H, W, 3], shrunk to thumbnails and saved as PNGs
-    named by their content (as ComfyUI saves images: uint8, truncated); returns their /view references
-    ({"filename", "subfolder", "type"})."""
-    picked = thumbnails(frames[spread_evenly(range(frames.shape[0]))])
+    """At most ``PANEL_FRAMES`` evenly spaced of ``frames`` [F, H, W, C], shrunk to thumbnails and saved as colour
+    PNGs named by their content (as ComfyUI saves images: uint8, truncated); returns their /view references
+    ({"filename", "subfolder", "type"}). Frames that are not pictures (``_pictures``) save nothing: the panel's row
+    shows no frames, and the server log says why."""
+    pictures = _pictures(frames)
+    if pictures is None:
+        _say_not_pictures(frames.shape[-1])
+        return []
+    picked = thumbnails(pictures[spread_evenly(range(pictures.shape[0]))])
     folder = pathlib.Path(folder_paths.get_output_directory()) / PANEL_FOLDER
     pixels = (255.0 * picked.numpy()).clip(0, 255).astype(np.uint8)
     references = [_saved_frame(frame, folder) for frame in pixels]

@@ -81,6 +81,26 @@ def test_panel_frames_are_named_by_their_content_so_a_name_never_shows_another_p
     assert [(a == b).all() for a, b in zip(engine.read_panel_frames(first), engine.as_saved(frames))] == [True] * 4
 
 
+def test_panel_frames_show_grey_and_alpha_frames_in_colour_and_save_nothing_of_frames_that_are_not_pictures(
+        engine, monkeypatch, tmp_path):
+    """A VAE's frames of 1 or 4 channels are shown as colour pictures (grey in three channels, alpha dropped);
+    frames of another channel count (the ball-and-spot world's VAE stand-in hands over its 16 latent channels) save
+    no picture and the row shows none, instead of failing the search that decoded them."""
+    import folder_paths
+
+    panel_frames = engine.extension.nodes.panel_frames
+    monkeypatch.setattr(folder_paths, "output_directory", str(tmp_path))
+    generator = torch.Generator().manual_seed(3)
+    grey, alpha = torch.rand(2, 16, 16, 1, generator=generator), torch.rand(2, 16, 16, 4, generator=generator)
+    saved = engine.read_panel_frames(panel_frames.save_panel_frames(grey))
+    assert all((a == b).all() for a, b in zip(saved, engine.as_saved(grey.expand(-1, -1, -1, 3)), strict=True))
+    saved = engine.read_panel_frames(panel_frames.save_panel_frames(alpha))
+    assert all((a == b).all() for a, b in zip(saved, engine.as_saved(alpha[..., :3]), strict=True))
+    before = sorted((tmp_path / panel_frames.PANEL_FOLDER).iterdir())
+    assert panel_frames.save_panel_frames(torch.rand(3, 8, 8, 16, generator=generator)) == []
+    assert sorted((tmp_path / panel_frames.PANEL_FOLDER).iterdir()) == before
+
+
 def test_panel_frames_stay_under_their_cap_the_least_recently_saved_deleted_first(engine, monkeypatch, tmp_path):
     """Saving frames trims the panel folder to its cap, deleting the frames saved least recently (a frame saved
     again counts as new) and never the ones just saved, so searches do not fill the artist's output folder."""
