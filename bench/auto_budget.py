@@ -8,14 +8,18 @@ and verifier time and the final drafts' scoring counted.
 
 1. Calibrate (the node, in process as a server runs it: ``bench.calibration_prompts.WorldCalibrate``) on prompts
    0..P/2-1, full compute and our cache at --tau, --seeds seeds; it records each cached rollout's previews.
-2. For each M, the core's chooser (``policy_chooser.choose_within_budget``) on that calibration, as it stands (calls
-   only) and with each preview weighed at its measured seconds (``weighing_previews``,
-   ``previews.preview_call_equivalents``). Until the Budget's "auto" reads the calibration memory itself (issue 51
-   item 3), the calibration's rollouts are read as Calibrate returns them (``recording``).
-3. On prompts P/2..P-1: each chosen search through the Pruning Plan's own search (``PreviewPruning.search``: the
-   world's VAE and verifier nodes score the previews) or, with no rounds, plain cached drafts; the survivors scored
-   by the verifier; the best recommitted at full compute (its full rollout: what the search delivers). Full
-   best-of-8 and best-of-16 are the full rollouts of seeds 0-15, each scored.
+2. For each M, the core's chooser (``policy_chooser.choose_within_budget``) on that calibration, counting calls
+   alone and with each preview weighed at its measured seconds (``weighing_previews``,
+   ``previews.preview_call_equivalents``), read from the rollouts as Calibrate returns them (``recording``); the
+   report says which choice is the one Budget "auto" makes from the calibration memory.
+3. On prompts P/2..P-1, Budget "auto" as an artist runs it (``auto_budget_runs.SamplerSearches``): Apply Cache,
+   Budget (choose "auto", M renders), Pruning Plan (schedule "auto") and CachedSearch Sampler, executed with a
+   server's graph as their hidden inputs, so the Sampler reads the calibration memory Calibrate wrote and runs the
+   choice under its ledger; the bench reports its panel payload (``cachedsearch_budget[0].auto``). The survivors
+   are scored by the verifier, the best recommitted at full compute (its full rollout: what the search delivers).
+   A choice the node does not make (calls alone; the fewest calls at a capture target) runs through the runner and
+   the Pruning Plan's search (``auto_budget_runs.HeldOut``). Full best-of-8 and best-of-16 are the full rollouts of
+   seeds 0-15, each scored.
 
 Resumable: Calibrate keeps its rollouts in DIR/user (the node's saved rollouts); every held-out rollout and search
 is kept in DIR/runs.jsonl. Writes DIR/report.md. Intervals: 95 % prompt bootstrap.
@@ -25,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import pathlib
 import sys
 import time
@@ -36,7 +39,7 @@ import torch
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from bench.audit import cache_window  # noqa: E402
+from bench.auto_budget_runs import HeldOut, Runs, SamplerSearches, extension_module  # noqa: E402
 from bench.calibration_prompts import WorldCalibrate, audit_prompts  # noqa: E402
 from cachedsearch_core.audit import FULL_ARM, tau_arm  # noqa: E402
 from cachedsearch_core.auto_policy import POLICY_FIELD, PolicyTables  # noqa: E402
@@ -44,20 +47,12 @@ from cachedsearch_core.policy_chooser import (  # noqa: E402
     ChosenPolicy, choose_within_budget, fewest_calls, weighing_previews,
 )
 from cachedsearch_core.previews import cached_rollout, preview_call_equivalents  # noqa: E402
-from cachedsearch_core.pruning import PruningSchedule  # noqa: E402
 from cachedsearch_core.search_audit import _bootstrap  # noqa: E402
 from cachedsearch_core.search_policy import DRAFT_PREVIEW, FullRollout, Rollouts, full_best_of, replay  # noqa: E402
-from cachedsearch_core.video_score import AVERAGE  # noqa: E402
-from scripts import ball_spot_world  # noqa: E402
 
 REFERENCE_WIDTHS = (8, 16)
 # The issue's "cheaper" question: capture of full best-of-8's gain, and how many times fewer exploration calls.
 CAPTURE_TARGET, BASE_WIDTH, FEWER_CALLS_TARGET = 0.93, 8, 3.5
-
-
-def extension_module(name: str):
-    """The loaded extension's module ``nodes.<name>`` (the one Calibrate runs)."""
-    return next(module for key, module in sys.modules.items() if key.endswith(f".nodes.{name}"))
 
 
 def recording(rollouts_module) -> dict:
@@ -95,100 +90,6 @@ def remembered_tables(steps: int) -> dict[float, Rollouts]:
     return dict(PolicyTables.from_record(entry[POLICY_FIELD]).tables)
 
 
-class HeldOut:
-    """The world's held-out prompts run through the extension's runner and the Pruning Plan's search, with the
-    calibration's model, VAE, verifier and frames (``WorldCalibrate.inputs``)."""
-
-    def __init__(self, world: WorldCalibrate, texts: list[str], steps: int, tau: float):
-        self.nodes = {name: extension_module(name) for name in
-                      ("runner", "stages", "pruning_nodes", "pruned_search", "previews",
-                                                     "calibration_rollouts")}
-        inputs = world.inputs
-        self.inputs, self.texts, self.steps, self.tau = inputs, texts, steps, tau
-        window = cache_window(steps)
-        self.cached = self.nodes["calibration_rollouts"].cached_model(inputs["model"], window, window, tau)
-        self.positive = [world.one("CLIPTextEncode", clip=inputs["clip"], text=text) for text in texts]
-        self.judges = [self.nodes["calibration_rollouts"].Judge(inputs["vae"], inputs["verifier"], text,
-                                                                inputs["frames_per_candidate"], inputs["latent_image"],
-                                                                AVERAGE, "") for text in texts]
-
-    def recipe(self, index: int, model):
-        stages = self.nodes["stages"]
-        stage = stages.KSamplerStage(model, self.positive[index], self.inputs["negative"], self.steps,
-                                     self.inputs["cfg"], self.inputs["sampler_name"], self.inputs["scheduler"])
-        return stages.StagedRecipe.single(stage, self.inputs["latent_image"])
-
-    def scored(self, index: int, latents: torch.Tensor) -> tuple[list[float], float]:
-        """Each latent's verifier score (decoded and judged as Calibrate judges a rollout) and the seconds."""
-        start = time.perf_counter()
-        scores = [self.judges[index].score({"samples": latents[i:i + 1]}, self.texts[index])[0]
-                  for i in range(len(latents))]
-        return scores, time.perf_counter() - start
-
-    def full(self, index: int, seed: int) -> dict:
-        runner = self.nodes["runner"]
-        recipe = self.recipe(index, self.inputs["model"])
-        (state,) = runner.run_stages(recipe, [runner.CandidateState.start(seed, recipe.latent)],
-                                     runner.SearchProgress(self.steps))
-        (score,), judged = self.scored(index, state.latent["samples"])
-        return {"score": score, "calls": state.draft.calls_computed, "sampling": state.draft.seconds,
-                "judging": judged}
-
-    def preview_scores(self, index: int, recipe, round_steps):
-        """Scores a round's x0 estimates as the Pruning Plan's search does (``PreviewPruning.search``: each decoded
-        alone, K frames, the verifier), less the panel's frames, which this world's 16-channel frames cannot show."""
-        previews, frames = self.nodes["previews"], self.inputs["frames_per_candidate"]
-        scorer = previews.PreviewScorer(self.inputs["vae"], (self.nodes["pruning_nodes"].FrameJudge(
-            self.inputs["verifier"], self.texts[index], frames),), frames)
-        steps = iter(round_steps)
-
-        def score(estimates):
-            model = previews.preview_model(recipe, next(steps))
-            return [scorer.score(model, [estimate])[0][0][0] for estimate in estimates]
-        return score
-
-    def search(self, index: int, width: int, schedule: str) -> dict:
-        """The chosen search's exploration: calls, the seconds of sampling, previews and scoring the survivors, and
-        the seed it recommits."""
-        runner, recipe = self.nodes["runner"], self.recipe(index, self.cached)
-        seeds = list(range(width))
-        if schedule:
-            frames = self.inputs["frames_per_candidate"]
-            plan = PruningSchedule(schedule).plan(width, self.steps, frames)
-            candidates = self.nodes["pruned_search"].run_pruned_search(
-                recipe, seeds, plan, self.preview_scores(index, recipe, plan.round_steps)).candidates
-            drafts, latents = candidates.drafts, candidates.draft_latents
-            dropped, previews = [p.draft for p in candidates.pruning.pruned], candidates.pruning.preview_seconds
-        else:
-            states = runner.run_stages(recipe, [runner.CandidateState.start(seed, recipe.latent) for seed in seeds],
-                                       runner.SearchProgress(width * self.steps))
-            drafts, dropped, previews = [s.draft for s in states], [], 0.0
-            latents = torch.cat([s.latent["samples"] for s in states])
-        finals, judged = self.scored(index, latents)
-        return {"winner": drafts[int(np.argmax(finals))].seed,
-                "calls": sum(d.calls_computed for d in (*drafts, *dropped)),
-                "sampling": sum(d.seconds for d in (*drafts, *dropped)), "previews": previews, "judging": judged}
-
-
-class Runs:
-    """Held-out runs kept in a JSON-lines file by key, so a stopped bench resumes where it was."""
-
-    def __init__(self, path: pathlib.Path):
-        self.path, self.records = path, {}
-        if path.exists():
-            for line in path.read_text().splitlines():
-                if line.strip():
-                    record = json.loads(line)
-                    self.records[record["key"]] = record["value"]
-
-    def get(self, key: str, compute) -> dict:
-        if key not in self.records:
-            self.records[key] = compute()
-            with self.path.open("a") as handle:
-                handle.write(json.dumps({"key": key, "value": self.records[key]}) + "\n")
-        return self.records[key]
-
-
 def interval(values: np.ndarray) -> str:
     return str(_bootstrap({"v": values}, lambda parts: {"v": float(parts["v"].mean())}, 2000, 0)["v"])
 
@@ -214,17 +115,54 @@ def references(runs: Runs, held: HeldOut, prompts: range) -> dict[int, dict]:
     return out
 
 
-def auto_arm(runs: Runs, held: HeldOut, prompts: range, chosen: ChosenPolicy) -> dict:
-    """The chosen search on every held-out prompt, its winner recommitted at full compute."""
+def committed(runs: Runs, held: HeldOut, prompt: int, first: int, run: dict) -> dict:
+    """The full rollout of ``run``'s winner on held-out prompt ``prompt`` (``first``: the first held-out prompt)."""
+    return runs.get(f"full {prompt} {run['winner']}", lambda: held.full(prompt - first, run["winner"]))
+
+
+def runner_arm(runs: Runs, held: HeldOut, prompts: range, chosen: ChosenPolicy) -> dict:
+    """A chosen policy the node does not run, through the runner on every held-out prompt, its winner recommitted at
+    full compute."""
     delivered, calls, seconds = [], [], []
     for p in prompts:
         key = f"search {p} N={chosen.width} {chosen.policy.schedule}"
         run = runs.get(key, lambda: held.search(p - prompts[0], chosen.width, chosen.policy.schedule))
-        commit = runs.get(f"full {p} {run['winner']}", lambda: held.full(p - prompts[0], run["winner"]))
+        commit = committed(runs, held, p, prompts[0], run)
         delivered.append(commit["score"])
         calls.append(run["calls"] + commit["calls"])
         seconds.append(run["sampling"] + run["previews"] + run["judging"] + commit["sampling"])
     return {"delivered": np.array(delivered), "calls": np.array(calls, dtype=float), "seconds": np.array(seconds)}
+
+
+def node_arm(runs: Runs, searches: SamplerSearches, held: HeldOut, prompts: range, budget: int) -> dict:
+    """Budget "auto" on the Sampler node for ``budget`` full renders on every held-out prompt, its winner
+    recommitted at full compute: delivered, the calls its ledger charged with the commit, the same with the
+    previews' worth (what the budget holds), seconds, and each prompt's payload and measured exploration calls."""
+    delivered, calls, charged, seconds, payloads, measured = [], [], [], [], [], []
+    for p in prompts:
+        run = runs.get(f"node {p} M={budget}", lambda: searches.search(p - prompts[0], budget))
+        commit = committed(runs, held, p, prompts[0], run)
+        auto = run["auto"]
+        delivered.append(commit["score"])
+        calls.append(auto["spent_calls"] + commit["calls"])
+        charged.append(auto["spent_calls"] + auto.get("spent_previews", 0.0) + commit["calls"])
+        seconds.append(run["sampling"] + run["previews"] + run["judging"] + commit["sampling"])
+        payloads.append(auto)
+        measured.append(run["calls"])
+    return {"delivered": np.array(delivered), "calls": np.array(calls, dtype=float), "charged": np.array(charged),
+            "seconds": np.array(seconds), "payloads": payloads, "measured": measured}
+
+
+def ledger_line(budget: int, outcome: dict, full_calls: float) -> str:
+    """What the node's ledger charged against the budget, held out, and whether it matches the calls measured."""
+    payloads = outcome["payloads"]
+    narrowed = [note for auto in payloads for note in auto.get("narrowed", [])]
+    matches = sum(auto["spent_calls"] == measured for auto, measured in zip(payloads, outcome["measured"]))
+    return (f"- M = {budget}: {payloads[0]['line']}. Held out: charged with previews and commit "
+            f"{outcome['charged'].mean():.1f} (worst {outcome['charged'].max():.1f}) of {budget * full_calls:.0f}; "
+            f"spent_calls equal to the drafts' computed calls on {matches} of {len(payloads)} prompts; narrowed on "
+            f"{sum(bool(auto.get('narrowed')) for auto in payloads)} prompts" +
+            (f" (e.g. \"{narrowed[0]}\")" if narrowed else ""))
 
 
 def capture_lines(runs: Runs, held: HeldOut, prompts: range, tables: dict[float, Rollouts], best8: dict,
@@ -232,7 +170,7 @@ def capture_lines(runs: Runs, held: HeldOut, prompts: range, tables: dict[float,
     """The fewest-calls policy keeping ``CAPTURE_TARGET`` of full best-of-8's gain on the calibration, held out:
     its capture (95 % prompt bootstrap) and exploration calls against full best-of-8's."""
     chosen = fewest_calls(tables, BASE_WIDTH, CAPTURE_TARGET)
-    outcome = auto_arm(runs, held, prompts, chosen)
+    outcome = runner_arm(runs, held, prompts, chosen)
     gain, best_gain = outcome["delivered"] - best8["mean_seed"], best8["delivered"] - best8["mean_seed"]
     capture = _bootstrap({"gain": gain, "best": best_gain},
                          lambda parts: {"capture": float(parts["gain"].mean() / parts["best"].mean())}, 2000, 0)
@@ -282,7 +220,8 @@ def preview_step_study(tables: dict[float, Rollouts], budgets: list[int]) -> lis
 
 def chosen_arms(tables: dict[float, Rollouts], equivalents: float, budgets: list[int], steps: int):
     """For each budget, the chooser's policy counting calls and counting previews too (said where it is what
-    Budget "auto" chooses from the calibration memory); the lines, and the distinct policies with their names."""
+    Budget "auto" chooses from the calibration memory); the lines, and the policies counting calls alone that the
+    node does not choose, by (width, schedule) with the budgets they were chosen for."""
     lines, arms = [], {}
     for m in budgets:
         remembered = choose_within_budget(remembered_tables(steps), m)
@@ -292,7 +231,8 @@ def chosen_arms(tables: dict[float, Rollouts], equivalents: float, budgets: list
             same = (chosen.width, chosen.rounds) == (remembered.width, remembered.rounds)
             lines.append(chosen_line(f"M = {m}, counting {label}", chosen) +
                          (" (= Budget \"auto\"'s choice from the calibration memory)" if same else ""))
-            arms.setdefault((chosen.width, chosen.policy.schedule), (chosen, []))[1].append(f"M = {m} ({label})")
+            if not same:
+                arms.setdefault((chosen.width, chosen.policy.schedule), (chosen, []))[1].append(f"M = {m} ({label})")
     return lines, arms
 
 
@@ -319,6 +259,7 @@ def main() -> None:
     calibrated = time.perf_counter() - start
     tables, equivalents, per_call = calibration_tables(seen, texts[:half], args.seeds, args.steps, args.tau)
     held, runs = HeldOut(world, texts[half:], args.steps, args.tau), Runs(args.out / "runs.jsonl")
+    searches = SamplerSearches(world, held, args.tau, args.seeds)
     prompts = range(half, args.prompts)
     refs = references(runs, held, prompts)
     best8 = refs[8]
@@ -337,12 +278,21 @@ def main() -> None:
         ref = refs[width]
         lines.append(arm_row(f"full best-of-{width}", ref["delivered"], ref["calls"], ref["seconds"],
                              best8["delivered"], best8["calls"].mean(), best8["seconds"].mean()))
+    full_calls = next(iter(tables.values())).full_calls
+    ledger = ["", "## Budget \"auto\"'s ledger (the Sampler's panel payload, held out)", ""]
+    for m in args.budgets:
+        outcome = node_arm(runs, searches, held, prompts, m)
+        auto = outcome["payloads"][0]
+        lines.append(arm_row(f"M = {m}, Budget \"auto\" (Sampler node): N = {auto['width']}, "
+                             f"\"{auto['schedule'] or 'no pruning'}\"", outcome["delivered"], outcome["calls"],
+                             outcome["seconds"], best8["delivered"], best8["calls"].mean(), best8["seconds"].mean()))
+        ledger.append(ledger_line(m, outcome, full_calls))
     for (width, schedule), (chosen, names) in arms.items():
-        outcome = auto_arm(runs, held, prompts, chosen)
-        lines.append(arm_row(f"{'; '.join(names)}: N = {width}, \"{schedule or 'no pruning'}\"",
+        outcome = runner_arm(runs, held, prompts, chosen)
+        lines.append(arm_row(f"{'; '.join(names)}, through the runner: N = {width}, \"{schedule or 'no pruning'}\"",
                              outcome["delivered"], outcome["calls"], outcome["seconds"], best8["delivered"],
                              best8["calls"].mean(), best8["seconds"].mean()))
-    lines += ["", *capture_lines(runs, held, prompts, tables, best8, next(iter(tables.values())).full_calls)]
+    lines += [*ledger, "", *capture_lines(runs, held, prompts, tables, best8, full_calls)]
     if args.preview_steps:
         lines += ["", *preview_step_study(tables, args.budgets)]
     lines.append(f"\n{time.perf_counter() - start:.0f} s here.")

@@ -34,6 +34,13 @@ def audit_prompts(count: int) -> list[str]:
     return [ball_spot_world.prompt_text(prompts[(7 * index) % len(prompts)]) for index in range(count)]
 
 
+def hidden_inputs(graph: dict, node_id: str) -> dict:
+    """What a server hands node ``node_id`` of the API prompt ``graph`` as its hidden inputs (the argument of
+    PREPARE_CLASS_CLONE in 0.3.75 and in 0.33)."""
+    hidden = {"PROMPT": graph, "UNIQUE_ID": node_id}
+    return {**hidden, "hidden_inputs": dict(hidden)}
+
+
 class WorldCalibrate:
     """CachedSearch Calibrate on the trained world model in an in-process ComfyUI, as a server would run it (so its
     rollouts are saved in ``user_directory``)."""
@@ -59,12 +66,19 @@ class WorldCalibrate:
             clip=demo_nodes.BallAndSpotTextEncoder().load()[0], first_seed=0, steps=steps, cfg=4.0,
             sampler_name="euler", scheduler="simple", denoise=1.0, warmup_steps=window, cooldown_steps=window,
             frames_per_candidate=ball_spot_world.FRAMES)
-        graph = {"loader": {"class_type": "UNETLoader", "inputs": {"unet_name": TRAINED_MODEL.name}},
-                 "shift": {"class_type": "ModelSamplingSD3", "inputs": {"model": ["loader", 0],
-                                                                        "shift": TRAINING_SHIFT}},
-                 "calibrate": {"class_type": "CachedSearchCalibrate", "inputs": {"model": ["shift", 0]}}}
-        self.hidden = {"PROMPT": graph, "UNIQUE_ID": "calibrate"}
-        self.hidden["hidden_inputs"] = dict(self.hidden)  # PREPARE_CLASS_CLONE's argument in 0.3.75 and in 0.33
+        graph = {**self.loader_graph(), "calibrate": {"class_type": "CachedSearchCalibrate", "inputs": {
+            "model": ["shift", 0], "vae": ["frames", 0], "verifier": ["verifier", 0]}}}
+        self.hidden = hidden_inputs(graph, "calibrate")
+
+    @staticmethod
+    def loader_graph() -> dict:
+        """The API prompt's loaders of the calibration (a server's graph names them: the model file is the
+        calibration memory's key, the verifier loader what Budget "auto" matches a Pruning Plan's verifier by)."""
+        return {"loader": {"class_type": "UNETLoader", "inputs": {"unet_name": TRAINED_MODEL.name}},
+                "shift": {"class_type": "ModelSamplingSD3", "inputs": {"model": ["loader", 0],
+                                                                       "shift": TRAINING_SHIFT}},
+                "frames": {"class_type": "CachedSearchDemoBallAndSpotFrames", "inputs": {}},
+                "verifier": {"class_type": "CachedSearchDemoBallAndSpotVerifierModel", "inputs": {}}}
 
     def one(self, node_id, **inputs):
         (result,) = comfy_runtime.run_node(self.mapping[node_id], **inputs)
