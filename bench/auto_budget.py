@@ -153,8 +153,9 @@ def node_arm(runs: Runs, searches: SamplerSearches, held: HeldOut, prompts: rang
             "seconds": np.array(seconds), "payloads": payloads, "measured": measured}
 
 
-def ledger_line(budget: int, outcome: dict, full_calls: float) -> str:
-    """What the node's ledger charged against the budget, held out, and whether it matches the calls measured."""
+def ledger_line(budget: int, outcome: dict, full_calls: float, best8: dict) -> str:
+    """What the node's ledger charged against the budget, held out, whether it matches the calls measured, and the
+    arm's capture of full best-of-8's gain."""
     payloads = outcome["payloads"]
     narrowed = [note for auto in payloads for note in auto.get("narrowed", [])]
     matches = sum(auto["spent_calls"] == measured for auto, measured in zip(payloads, outcome["measured"]))
@@ -162,7 +163,18 @@ def ledger_line(budget: int, outcome: dict, full_calls: float) -> str:
             f"{outcome['charged'].mean():.1f} (worst {outcome['charged'].max():.1f}) of {budget * full_calls:.0f}; "
             f"spent_calls equal to the drafts' computed calls on {matches} of {len(payloads)} prompts; narrowed on "
             f"{sum(bool(auto.get('narrowed')) for auto in payloads)} prompts" +
-            (f" (e.g. \"{narrowed[0]}\")" if narrowed else ""))
+            (f" (e.g. \"{narrowed[0]}\")" if narrowed else "") + f"; {capture_text(outcome, best8, full_calls)}")
+
+
+def capture_text(outcome: dict, best8: dict, commit_calls: float) -> str:
+    """An arm's capture of full best-of-8's gain (its delivered over the mean seed's, as a share of best-of-8's;
+    95 % prompt bootstrap) and how many times fewer exploration calls it computed than full best-of-8."""
+    gain, best_gain = outcome["delivered"] - best8["mean_seed"], best8["delivered"] - best8["mean_seed"]
+    capture = _bootstrap({"gain": gain, "best": best_gain},
+                         lambda parts: {"capture": float(parts["gain"].mean() / parts["best"].mean())}, 2000, 0)
+    fewer = best8["calls"].mean() / (outcome["calls"].mean() - commit_calls)
+    return (f"capture {capture['capture']} (target {CAPTURE_TARGET}), {fewer:.2f}x fewer exploration calls than full "
+            f"best-of-{BASE_WIDTH} (target {FEWER_CALLS_TARGET}x)")
 
 
 def capture_lines(runs: Runs, held: HeldOut, prompts: range, tables: dict[float, Rollouts], best8: dict,
@@ -171,15 +183,31 @@ def capture_lines(runs: Runs, held: HeldOut, prompts: range, tables: dict[float,
     its capture (95 % prompt bootstrap) and exploration calls against full best-of-8's."""
     chosen = fewest_calls(tables, BASE_WIDTH, CAPTURE_TARGET)
     outcome = runner_arm(runs, held, prompts, chosen)
-    gain, best_gain = outcome["delivered"] - best8["mean_seed"], best8["delivered"] - best8["mean_seed"]
-    capture = _bootstrap({"gain": gain, "best": best_gain},
-                         lambda parts: {"capture": float(parts["gain"].mean() / parts["best"].mean())}, 2000, 0)
-    fewer = best8["calls"].mean() / (outcome["calls"].mean() - commit_calls)
     return [f"## Fewest calls at capture >= {CAPTURE_TARGET} of full best-of-{BASE_WIDTH}'s gain", "",
             chosen_line("chosen on the calibration", chosen),
-            f"- held out: capture {capture['capture']} (target {CAPTURE_TARGET}), {fewer:.2f}x fewer exploration "
-            f"calls than full best-of-{BASE_WIDTH} (target {FEWER_CALLS_TARGET}x), delivered "
-            f"{outcome['delivered'].mean():.3f}, seconds {outcome['seconds'].mean():.2f}"]
+            f"- held out: {capture_text(outcome, best8, commit_calls)}, delivered {outcome['delivered'].mean():.3f}, "
+            f"seconds {outcome['seconds'].mean():.2f}"]
+
+
+def preview_cost_lines(runs: Runs, held: HeldOut, prompts: range, tables: dict[float, Rollouts], refs: dict,
+                       costs: list[float]) -> list[str]:
+    """What the choice for full best-of-8's budget delivers held out (through the runner) were a preview to cost
+    each of ``costs`` calls (this world's previews are cheap against a call; a real model's decode of K frames and
+    verifier call need not be): width, rounds, delivered against full best-of-8 and -16, and calls with the
+    previews' worth at that cost against the budget."""
+    best8, best16 = refs[BASE_WIDTH], refs[2 * BASE_WIDTH]
+    lines = [f"## M = {BASE_WIDTH} were a preview to cost c calls (the chooser weighing previews at c; held out "
+             "through the runner)", "", f"| c | chosen | delivered | minus full best-of-{BASE_WIDTH}'s | minus full "
+             f"best-of-{2 * BASE_WIDTH}'s | calls + previews at c, with the commit (worst) |", "|---|---|---|---|---|---|"]
+    for cost in costs:
+        chosen = choose_within_budget(weighing_previews(tables, cost), BASE_WIDTH)
+        outcome = runner_arm(runs, held, prompts, chosen)
+        charged = outcome["calls"] + chosen.previews * cost
+        lines.append(f"| {cost:g} | N = {chosen.width}, \"{chosen.policy.schedule or 'no pruning'}\" | "
+                     f"{interval(outcome['delivered'])} | {interval(outcome['delivered'] - best8['delivered'])} | "
+                     f"{interval(outcome['delivered'] - best16['delivered'])} | {charged.mean():.1f} "
+                     f"({charged.max():.1f}) of {BASE_WIDTH * next(iter(tables.values())).full_calls:.0f} |")
+    return lines
 
 
 def chosen_line(question: str, chosen: ChosenPolicy) -> str:
@@ -244,6 +272,8 @@ def main() -> None:
     parser.add_argument("--tau", type=float, default=0.1)
     parser.add_argument("--budgets", type=int, nargs="+", default=[4, 8, 16])
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--preview-costs", type=float, nargs="*", default=[],
+                        help="also run M = 8's choice were a preview to cost each of these calls (e.g. 0 0.25 1.6)")
     parser.add_argument("--preview-steps", action="store_true",
                         help="also study which recorded preview steps the chooser needs (minutes)")
     parser.add_argument("--out", type=pathlib.Path, default=REPO_ROOT / "bench" / "results" / "auto_budget")
@@ -286,13 +316,15 @@ def main() -> None:
         lines.append(arm_row(f"M = {m}, Budget \"auto\" (Sampler node): N = {auto['width']}, "
                              f"\"{auto['schedule'] or 'no pruning'}\"", outcome["delivered"], outcome["calls"],
                              outcome["seconds"], best8["delivered"], best8["calls"].mean(), best8["seconds"].mean()))
-        ledger.append(ledger_line(m, outcome, full_calls))
+        ledger.append(ledger_line(m, outcome, full_calls, best8))
     for (width, schedule), (chosen, names) in arms.items():
         outcome = runner_arm(runs, held, prompts, chosen)
         lines.append(arm_row(f"{'; '.join(names)}, through the runner: N = {width}, \"{schedule or 'no pruning'}\"",
                              outcome["delivered"], outcome["calls"], outcome["seconds"], best8["delivered"],
                              best8["calls"].mean(), best8["seconds"].mean()))
     lines += [*ledger, "", *capture_lines(runs, held, prompts, tables, best8, full_calls)]
+    if args.preview_costs:
+        lines += ["", *preview_cost_lines(runs, held, prompts, tables, refs, args.preview_costs)]
     if args.preview_steps:
         lines += ["", *preview_step_study(tables, args.budgets)]
     lines.append(f"\n{time.perf_counter() - start:.0f} s here.")
