@@ -271,6 +271,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=16)
     parser.add_argument("--tau", type=float, default=0.1)
     parser.add_argument("--budgets", type=int, nargs="+", default=[4, 8, 16])
+    parser.add_argument("--window", type=int, nargs=2, metavar=("WARMUP", "COOLDOWN"),
+                        help="the cache's warmup and cooldown steps, which bound the prune steps Calibrate scores "
+                        "previews at (default: bench.audit.cache_window of --steps for both)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--preview-costs", type=float, nargs="*", default=[],
                         help="also run M = 8's choice were a preview to cost each of these calls (e.g. 0 0.25 1.6)")
@@ -283,7 +286,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     texts = audit_prompts(args.prompts)
     half = args.prompts // 2
-    world = WorldCalibrate(args.out / "user", args.steps)
+    world = WorldCalibrate(args.out / "user", args.steps, args.window)
     seen = recording(extension_module("calibration_rollouts"))
     world(texts[:half], args.seeds, f"{args.tau:g}", 0.9)
     calibrated = time.perf_counter() - start
@@ -294,7 +297,8 @@ def main() -> None:
     refs = references(runs, held, prompts)
     best8 = refs[8]
     lines = [f"# Budget \"auto\" on the ball-and-spot world ({args.prompts} prompts, {args.steps} steps, tau "
-             f"{args.tau:g}, calibrated on prompts 0-{half - 1} x seeds 0-{args.seeds - 1})", "",
+             f"{args.tau:g}, warmup {world.inputs['warmup_steps']}, cooldown {world.inputs['cooldown_steps']}, "
+             f"calibrated on prompts 0-{half - 1} x seeds 0-{args.seeds - 1})", "",
              f"`{' '.join(sys.argv)}`", "",
              f"Calibrate took {calibrated:.0f} s (reused rollouts cost nothing); a computed call {per_call * 1e3:.1f} "
              f"ms of sampling (median), a preview (decode + verifier) {equivalents:.2f} calls' worth.", "",

@@ -21,7 +21,6 @@ import time
 import numpy as np
 import torch
 
-from bench.audit import cache_window
 from bench.calibration_prompts import WorldCalibrate, hidden_inputs
 from cachedsearch_core.pruning import PruningSchedule, default_preview_frames
 from cachedsearch_core.video_score import AVERAGE
@@ -44,8 +43,8 @@ class HeldOut:
                                                      "calibration_rollouts")}
         inputs = world.inputs
         self.inputs, self.texts, self.steps, self.tau = inputs, texts, steps, tau
-        window = cache_window(steps)
-        self.cached = self.nodes["calibration_rollouts"].cached_model(inputs["model"], window, window, tau)
+        self.cached = self.nodes["calibration_rollouts"].cached_model(inputs["model"], inputs["warmup_steps"],
+                                                                      inputs["cooldown_steps"], tau)
         self.positive = [world.one("CLIPTextEncode", clip=inputs["clip"], text=text) for text in texts]
         self.judges = [self.nodes["calibration_rollouts"].Judge(inputs["vae"], inputs["verifier"], text,
                                                                 inputs["frames_per_candidate"], inputs["latent_image"],
@@ -135,8 +134,9 @@ class SamplerSearches:
 
     def __init__(self, world: WorldCalibrate, held: HeldOut, tau: float, max_candidates: int):
         self.world, self.held, self.max_candidates = world, held, max_candidates
-        inputs, window = world.inputs, cache_window(held.steps)
-        self.cache = dict(mode="adaptive", tau=tau, warmup_steps=window, cooldown_steps=window, static_interval=2)
+        inputs = world.inputs
+        self.cache = dict(mode="adaptive", tau=tau, warmup_steps=inputs["warmup_steps"],
+                          cooldown_steps=inputs["cooldown_steps"], static_interval=2)
         # The Pruning Plan's frames are its default, as Calibrate's previews (all frames of a shorter latent).
         self.preview_frames = default_preview_frames(
             extension_module("pruning_nodes").latent_frames(inputs["latent_image"]))

@@ -45,7 +45,8 @@ class WorldCalibrate:
     """CachedSearch Calibrate on the trained world model in an in-process ComfyUI, as a server would run it (so its
     rollouts are saved in ``user_directory``)."""
 
-    def __init__(self, user_directory: pathlib.Path, steps: int):
+    def __init__(self, user_directory: pathlib.Path, steps: int, window: tuple[int, int] | None = None):
+        """``window``: the cache's warmup and cooldown steps (default ``cache_window`` of ``steps`` for both)."""
         base = comfy_runtime.scratch_directory("cachedsearch_calibration_prompts_")
         comfy_runtime.prepare_base_directory(base)
         (base / "models" / "diffusion_models" / TRAINED_MODEL.name).symlink_to(TRAINED_MODEL.resolve())
@@ -55,7 +56,7 @@ class WorldCalibrate:
         user_directory.mkdir(parents=True, exist_ok=True)
         folder_paths.set_user_directory(str(user_directory))
         model = self.one("UNETLoader", unet_name=TRAINED_MODEL.name, weight_dtype="default")
-        window = cache_window(steps)
+        warmup, cooldown = window or (cache_window(steps),) * 2
         self.inputs = dict(
             model=self.one("ModelSamplingSD3", model=model, shift=TRAINING_SHIFT),
             negative=[[ball_spot_world.conditioning(None), {}]],
@@ -64,7 +65,7 @@ class WorldCalibrate:
                                   batch_size=1),
             vae=demo_nodes.BallAndSpotFrames().load()[0], verifier=demo_nodes.BallAndSpotVerifierModel().load()[0],
             clip=demo_nodes.BallAndSpotTextEncoder().load()[0], first_seed=0, steps=steps, cfg=4.0,
-            sampler_name="euler", scheduler="simple", denoise=1.0, warmup_steps=window, cooldown_steps=window,
+            sampler_name="euler", scheduler="simple", denoise=1.0, warmup_steps=warmup, cooldown_steps=cooldown,
             frames_per_candidate=ball_spot_world.FRAMES)
         graph = {**self.loader_graph(), "calibrate": {"class_type": "CachedSearchCalibrate", "inputs": {
             "model": ["shift", 0], "vae": ["frames", 0], "verifier": ["verifier", 0]}}}
