@@ -198,7 +198,8 @@ def preview_cost_lines(runs: Runs, held: HeldOut, prompts: range, tables: dict[f
     best8, best16 = refs[BASE_WIDTH], refs[2 * BASE_WIDTH]
     lines = [f"## M = {BASE_WIDTH} were a preview to cost c calls (the chooser weighing previews at c; held out "
              "through the runner)", "", f"| c | chosen | delivered | minus full best-of-{BASE_WIDTH}'s | minus full "
-             f"best-of-{2 * BASE_WIDTH}'s | calls + previews at c, with the commit (worst) |", "|---|---|---|---|---|---|"]
+             f"best-of-{2 * BASE_WIDTH}'s | calls + previews at c, with the commit (worst) |",
+             "|---|---|---|---|---|---|"]
     for cost in costs:
         chosen = choose_within_budget(weighing_previews(tables, cost), BASE_WIDTH)
         outcome = runner_arm(runs, held, prompts, chosen)
