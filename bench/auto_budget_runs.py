@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import sys
 import time
 
 import numpy as np
@@ -28,8 +29,6 @@ from cachedsearch_core.video_score import AVERAGE
 
 def extension_module(name: str):
     """The loaded extension's module ``nodes.<name>`` (the one Calibrate runs)."""
-    import sys
-
     return next(module for key, module in sys.modules.items() if key.endswith(f".nodes.{name}"))
 
 
@@ -39,10 +38,11 @@ class HeldOut:
 
     def __init__(self, world: WorldCalibrate, texts: list[str], steps: int, tau: float):
         self.nodes = {name: extension_module(name) for name in
-                      ("runner", "stages", "pruning_nodes", "pruned_search", "previews",
-                                                     "calibration_rollouts")}
+                      ("runner", "stages", "pruning_nodes", "pruned_search", "previews", "calibration_rollouts")}
         inputs = world.inputs
         self.inputs, self.texts, self.steps, self.tau = inputs, texts, steps, tau
+        # A preview's frames are the Pruning Plan's default, as Calibrate's (all frames of a shorter latent).
+        self.preview_frames = default_preview_frames(self.nodes["pruning_nodes"].latent_frames(inputs["latent_image"]))
         self.cached = self.nodes["calibration_rollouts"].cached_model(inputs["model"], inputs["warmup_steps"],
                                                                       inputs["cooldown_steps"], tau)
         self.positive = [world.one("CLIPTextEncode", clip=inputs["clip"], text=text) for text in texts]
@@ -74,8 +74,8 @@ class HeldOut:
 
     def preview_scores(self, index: int, recipe, round_steps):
         """Scores a round's x0 estimates as the Pruning Plan's search does (``PreviewPruning.search``: each decoded
-        alone, K frames, the verifier), less the panel's frames, which this world's 16-channel frames cannot show."""
-        previews, frames = self.nodes["previews"], self.inputs["frames_per_candidate"]
+        alone, K frames, the verifier), without saving the panel's frames."""
+        previews, frames = self.nodes["previews"], self.preview_frames
         scorer = previews.PreviewScorer(self.inputs["vae"], (self.nodes["pruning_nodes"].FrameJudge(
             self.inputs["verifier"], self.texts[index], frames),), frames)
         steps = iter(round_steps)
@@ -91,8 +91,7 @@ class HeldOut:
         runner, recipe = self.nodes["runner"], self.recipe(index, self.cached)
         seeds = list(range(width))
         if schedule:
-            frames = self.inputs["frames_per_candidate"]
-            plan = PruningSchedule(schedule).plan(width, self.steps, frames)
+            plan = PruningSchedule(schedule).plan(width, self.steps, self.preview_frames)
             candidates = self.nodes["pruned_search"].run_pruned_search(
                 recipe, seeds, plan, self.preview_scores(index, recipe, plan.round_steps)).candidates
             drafts, latents = candidates.drafts, candidates.draft_latents
@@ -137,9 +136,6 @@ class SamplerSearches:
         inputs = world.inputs
         self.cache = dict(mode="adaptive", tau=tau, warmup_steps=inputs["warmup_steps"],
                           cooldown_steps=inputs["cooldown_steps"], static_interval=2)
-        # The Pruning Plan's frames are its default, as Calibrate's previews (all frames of a shorter latent).
-        self.preview_frames = default_preview_frames(
-            extension_module("pruning_nodes").latent_frames(inputs["latent_image"]))
         self.sampling = {name: inputs[name] for name in ("steps", "cfg", "sampler_name", "scheduler", "denoise")}
         self.graph = {
             **world.loader_graph(),
@@ -147,7 +143,7 @@ class SamplerSearches:
             "budget": {"class_type": "CachedSearchBudget", "inputs": {}},
             "pruning": {"class_type": "CachedSearchPruningPlan", "inputs": {
                 "vae": ["frames", 0], "verifier": ["verifier", 0], "keep": 4, "prune_fraction": 0.4, "prune_step": 0,
-                "preview_frames": self.preview_frames, "schedule": "auto"}},
+                "preview_frames": held.preview_frames, "schedule": "auto"}},
             "sampler": {"class_type": "CachedSearchSampler", "inputs": {
                 "model": ["cache", 0], "pruning": ["pruning", 0], "budget": ["budget", 0], "seed": 0,
                 "num_candidates": 8, **self.sampling}},
