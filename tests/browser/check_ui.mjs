@@ -2,7 +2,7 @@
 // ComfyUI server; prints one JSON object with what it saw. Usage: node check_ui.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
 import {
-  openChromium, openWorkflow, progressTexts as progressTextsOf, recordDeprecatedUse, settled,
+  nextRun as nextRunOn, openChromium, openWorkflow, progressTexts as progressTextsOf, recordDeprecatedUse, settled,
 } from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
@@ -151,31 +151,9 @@ async function runAndWait(timeout = 600000) {
   await settled(page, "the panels after a run");
 }
 
-// The body of the next POST /prompt the page sends, and that run, to its end: {body, cached, executed, end}.
-async function nextQueuedRun(start, timeout = 600000) {
-  await page.evaluate(() => {
-    const api = window.comfyAPI.api.api;
-    const runs = {};
-    window.cachedsearchRuns = runs;
-    const of = (detail) => (runs[detail?.prompt_id] ??= { cached: [], executed: {}, end: null });
-    api.addEventListener("execution_cached", ({ detail }) => of(detail).cached.push(...(detail.nodes ?? []).map(String)));
-    api.addEventListener("executed", ({ detail }) => {
-      of(detail).executed[String(detail.display_node ?? detail.node)] = detail.output;
-    });
-    for (const end of ["execution_success", "execution_error", "execution_interrupted"]) {
-      api.addEventListener(end, ({ detail }) => { of(detail).end = end; });
-    }
-  });
-  const response = page.waitForResponse((res) => res.request().method() === "POST" &&
-    new URL(res.url()).pathname.endsWith("/prompt"), { timeout });
-  await start();
-  const answer = await response;
-  const body = JSON.parse(answer.request().postData());
-  const promptId = (await answer.json()).prompt_id;
-  await page.waitForFunction((id) => window.cachedsearchRuns[id]?.end, promptId, { timeout });
-  await settled(page, `the panels after run ${promptId}`);
-  return { body, promptId, ...(await page.evaluate((id) => window.cachedsearchRuns[id], promptId)) };
-}
+// The next run that start() queues, to its end (chromium.mjs's nextRun: the POST /prompt's body, cached, executed,
+// end), waiting up to 10 minutes as every run here may.
+const nextRun = (start) => nextRunOn(page, start, 600000);
 
 // Until the server has no prompt running or pending (the runs' panels are shown by then).
 async function waitForIdleQueue(timeout = 600000) {
@@ -408,7 +386,7 @@ try {
     const source = await verifierNode();
     const target = await page.$eval(".cachedsearch-panel tr.candidate:not(.winner)", (row) =>
       ({ candidate: Number(row.dataset.candidate), seed: Number(row.dataset.seed) }));
-    const picked = await nextQueuedRun(() => page.click(
+    const picked = await nextRun(() => page.click(
       `.cachedsearch-panel tr.candidate[data-candidate="${target.candidate}"] button.cachedsearch-pick-commit`, { force: true }));
     result.pick = { ...target, source, sourcePrompt: await page.evaluate(async (id) =>
       (await (await window.comfyAPI.api.api.fetchApi(`/history/${id}`)).json())[id]?.prompt?.[2], source.promptId),
@@ -433,7 +411,7 @@ try {
     const queueGraph = () => page.evaluate(() => window.app.queuePrompt(0, 1));
     const banner = () => page.$(".cachedsearch-wait");
     await setInputs({ wait_for_pick: true, pick: 0 });
-    const answeredRun = nextQueuedRun(queueGraph);
+    const answeredRun = nextRun(queueGraph);
     await page.waitForSelector(".cachedsearch-wait", { timeout: 120000 });
     const wait = { banner: await page.$eval(".cachedsearch-wait", (element) => element.textContent), recommit: recommitId,
       recommitPanel: await page.evaluate(() => window.app.graph.nodes.find((n) => n.type === "CachedSearchRecommit")
@@ -458,13 +436,13 @@ try {
     Object.assign(wait, { end: answered.end, cached: answered.cached,
       delivery: answered.executed[recommitId]?.cachedsearch_delivery?.[0] ?? null, panels: await panelTexts(),
       afterAnswer: (await banner()) !== null });
-    const cancelledRun = nextQueuedRun(queueGraph);
+    const cancelledRun = nextRun(queueGraph);
     await page.waitForSelector(".cachedsearch-wait", { timeout: 120000 });
     await page.evaluate(() => window.comfyAPI.api.api.interrupt()); // what the Cancel button does
     wait.cancelEnd = (await cancelledRun).end;
     wait.afterCancel = (await banner()) !== null;
     await setInputs({ wait_for_pick: false });
-    wait.nextEnd = (await nextQueuedRun(queueGraph)).end;
+    wait.nextEnd = (await nextRun(queueGraph)).end;
     result.wait = wait;
   }
 
@@ -535,7 +513,7 @@ try {
     earlier.recommitPanel = await page.evaluate(() => window.app.graph.nodes.find((n) => n.type === "CachedSearchRecommit")
       .widgets.find((w) => w.name === "cachedsearch_results").element.textContent);
     await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_earlier_run.png") });
-    const again = await nextQueuedRun(() => page.click(".cachedsearch-panel tr.candidate.winner button.cachedsearch-pick-commit", { force: true }));
+    const again = await nextRun(() => page.click(".cachedsearch-panel tr.candidate.winner button.cachedsearch-pick-commit", { force: true }));
     earlier.queued = again.body;
     earlier.end = again.end;
     earlier.cached = again.cached;

@@ -183,8 +183,9 @@ export async function loadWorkflow(page, path) {
   await settled(page, typeof path === "string" ? `the workflow ${path}` : "the workflow loaded");
 }
 
-// The next run that start() queues (the POST /prompt it sends): its prompt id, execution ids, the Sampler's seed,
-// width and steps, and, once it ends, the nodes ComfyUI served from its cache, each node's output and how it ended.
+// The next run that start() queues (the POST /prompt it sends): that request's body, its prompt id, execution ids,
+// the Sampler's seed, width and steps, and, once it ends, the nodes ComfyUI served from its cache, each node's output
+// and how it ended.
 export async function nextRun(page, start, timeout = 300000) {
   await page.evaluate(() => {
     const api = window.comfyAPI.api.api;
@@ -204,12 +205,13 @@ export async function nextRun(page, start, timeout = 300000) {
   await start();
   const answer = await response;
   const promptId = (await answer.json()).prompt_id;
-  const prompt = JSON.parse(answer.request().postData()).prompt ?? {};
+  const body = JSON.parse(answer.request().postData());
+  const prompt = body.prompt ?? {};
   const ids = Object.keys(prompt);
   const search = Object.values(prompt).find((node) => node.class_type === "CachedSearchSampler")?.inputs ?? {};
   const { seed, num_candidates: width, steps } = search;
-  if (!promptId) return { promptId: null, ids, seed, width, steps, end: "refused" };
+  if (!promptId) return { body, promptId: null, ids, seed, width, steps, end: "refused" };
   await page.waitForFunction((id) => window.csRuns[id]?.end, promptId, { timeout });
   await settled(page, `the panels after run ${promptId}`);
-  return { promptId, ids, seed, width, steps, ...(await page.evaluate((id) => window.csRuns[id], promptId)) };
+  return { body, promptId, ids, seed, width, steps, ...(await page.evaluate((id) => window.csRuns[id], promptId)) };
 }
