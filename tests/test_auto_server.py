@@ -9,32 +9,36 @@ import shutil
 import pytest
 from report_text import says
 
+from cachedsearch_core.pruning import default_preview_frames
 from scripts.graphs import calibrate_wan
 from test_draft_store_comfy import (
     STEPS, drafts_folder, outcome, press_cancel_in, pressing_cancel, pruned_rows, run, search,
 )
 
 SEED, SEEDS, TAU, FRAMES, WINDOW, M = 900, 4, 0.3, 1, 2, 3
+LATENT_FRAMES = 3  # the tiny video's 9 frames
 IMAGE_REWARD = "CachedSearchLoadImageReward(ckpt_name=ImageReward.pt, dtype=fp32)"
 
 
-def calibration() -> dict:
+def calibration(steps: int = STEPS, seeds: int = SEEDS, tau: float = TAU) -> dict:
     """Calibrate on the search's model, steps, sampler, scheduler, cache window and verifier, at the search's tau."""
-    graph = calibrate_wan(seed=0, seeds=SEEDS, steps=STEPS, taus=f"{TAU:g}")
+    graph = calibrate_wan(seed=0, seeds=seeds, steps=steps, taus=f"{tau:g}")
     for unused in ("search", "search_report", "cache"):
         del graph[unused]
     graph["calibrate"]["inputs"].update(warmup_steps=WINDOW, cooldown_steps=WINDOW, frames_per_candidate=FRAMES)
     return graph
 
 
-def auto_search(**changes) -> dict:
-    """The drafts-on-disk search graph with its Budget on auto and a Pruning Plan on schedule auto."""
+def auto_search(latent_frames: int = LATENT_FRAMES, **changes) -> dict:
+    """The drafts-on-disk search graph with its Budget on auto and a Pruning Plan on schedule auto, previewing the
+    frames Calibrate scores its previews on (every latent frame of the tiny video)."""
     graph = search(seed=SEED, num_candidates=2, **changes)
     graph["budget"] = {"class_type": "CachedSearchBudget", "inputs": {
         "budget_rollouts": M, "budget_unit": "transformer calls", "max_candidates": 16, "choose": "auto"}}
     graph["pruning"] = {"class_type": "CachedSearchPruningPlan", "inputs": {
         "vae": ["vae", 0], "verifier": ["load_verifier", 0], "prompt": "a red ball", "keep": 2,
-        "prune_fraction": 0.5, "prune_step": 0, "preview_frames": FRAMES, "schedule": "auto"}}
+        "prune_fraction": 0.5, "prune_step": 0, "preview_frames": default_preview_frames(latent_frames),
+        "schedule": "auto"}}
     graph["search"]["inputs"].update(budget=["budget", 0], pruning=["pruning", 0])
     return graph
 
