@@ -124,22 +124,33 @@ def preview_call_equivalents(recorded: Iterable[RolloutPreviews], full: Iterable
 @dataclasses.dataclass(frozen=True)
 class PreviewCost:
     """What recording previews adds to a calibration, said before it runs: ``cached_rollouts`` (at most, when
-    ``at_most``) each scored at ``steps``, one decode of a few frames and one verifier call per step and verifier."""
+    ``at_most``) of ``seeds`` prompt and seed pairs, each scored at ``steps``: one decode of a few frames and one
+    verifier call per step and verifier. Where several cached rollouts of a seed reach a step with the same x0
+    estimate (every tau samples the warmup alike), that preview is scored once (``nodes/previews.py``
+    ``ScoredPreviews``), so the calls are an upper bound then."""
 
     cached_rollouts: int
     steps: tuple[int, ...]
+    seeds: int
     at_most: bool = False
 
     @property
     def verifier_calls(self) -> int:
         return self.cached_rollouts * len(self.steps)
 
+    @property
+    def shared(self) -> bool:
+        """Whether some seed has several cached rollouts, whose previews may be the same."""
+        return self.cached_rollouts > self.seeds
+
     def sentence(self) -> str:
         if not self.steps or not self.cached_rollouts:
             return "No previews recorded: the cache window leaves no step to prune at."
         shown = ", ".join(map(str, self.steps))
-        return (f"Previews: {self.verifier_calls} more verifier calls{' at most' if self.at_most else ''} "
-                f"({len(self.steps)} per cached rollout, at steps {shown}), each on a few decoded frames.")
+        at_most = " at most" if self.at_most or self.shared else ""
+        shared = "; scored once where taus of a seed reach a step alike" if self.shared else ""
+        return (f"Previews: {self.verifier_calls} more verifier calls{at_most} ({len(self.steps)} per cached "
+                f"rollout, at steps {shown}{shared}), each on a few decoded frames.")
 
     def as_dict(self) -> dict:
         return {"preview_verifier_calls": self.verifier_calls, "preview_steps": list(self.steps)}

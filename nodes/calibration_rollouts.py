@@ -28,7 +28,7 @@ from .cache_patch import attach_step_cache
 from .calibration_graph import EXPERT_INPUTS
 from .calibration_inputs import COMFYUI_CACHE_WINDOW, calibrate_plans, experts_plan, thresholds_input
 from .full_compute import full_compute_model
-from .previews import PreviewScorer, RolloutCapture, cache_windows
+from .previews import PreviewScorer, RolloutCapture, ScoredPreviews, cache_windows
 from .pruning_nodes import latent_frames
 from .prompt_graph import upstream
 from .prompt_server import progress_text_sender
@@ -104,11 +104,13 @@ def planned_preview_cost(inputs: dict, prompts: int) -> PreviewCost:
         split = inputs["split_step"]
         windows = [CacheWindow(0, split, inputs["warmup_steps_high"], inputs["cooldown_steps_high"]),
                    CacheWindow(split, steps - split, inputs["warmup_steps_low"], inputs["cooldown_steps_low"])]
-        return PreviewCost(count.rollouts - count.full_rollouts, preview_steps(windows, steps), count.at_most)
+        return PreviewCost(count.rollouts - count.full_rollouts, preview_steps(windows, steps), count.full_rollouts,
+                           count.at_most)
     plans = calibrate_plans(inputs["taus"], *shared, inputs["easycache_thresholds"], inputs["lazycache_thresholds"])
     ours = sum(len(plan.taus) for plan in plans if plan.engine == OUR_ENGINE)
     window = CacheWindow(0, steps, inputs["warmup_steps"], inputs["cooldown_steps"])
-    return PreviewCost(ours * plans[0].prompts * plans[0].seeds, preview_steps([window], steps))
+    seeds = plans[0].prompts * plans[0].seeds
+    return PreviewCost(ours * seeds, preview_steps([window], steps), seeds)
 
 
 def with_preview_cost(cost: RolloutCount, previews: PreviewCost) -> dict:
@@ -171,8 +173,8 @@ class Rollouts:
         self.progress = SearchProgress(rollouts * steps)
         self.store = ScoreStore(None)
         self.done = self.reused = 0
-        # What recording previews cost this run: decoding and scoring seconds, and verifier calls.
-        self.preview_seconds, self.preview_calls = 0.0, 0
+        # The previews scored this run, each content once: what they cost, seconds and verifier calls.
+        self.scored_previews = ScoredPreviews()
         # Each cached rollout's previews by (arm, prompt index, seed), for a policy chosen from this calibration.
         self.recorded_previews: dict[tuple[str, int, int], RolloutPreviews] = {}
         self.cost = cost
@@ -253,10 +255,7 @@ class Rollouts:
         return self._scored(capture, prompt)
 
     def _scored(self, capture: RolloutCapture, prompt: CalibrationPrompt) -> RolloutPreviews:
-        previews = capture.previews(self.judge.previews(prompt.text))
-        self.preview_seconds += previews.seconds
-        self.preview_calls += previews.verifier_calls
-        return previews
+        return capture.previews(self.judge.previews(prompt.text), self.scored_previews)
 
     def finish(self) -> None:
         """Fills the bar when fewer rollouts ran than it was sized for (the picks were not measured together)."""
@@ -276,9 +275,11 @@ class Rollouts:
 
     def preview_line(self) -> list[str]:
         """What recording the cached rollouts' previews cost this run (nothing when none was scored)."""
-        if not self.preview_calls:
+        scored = self.scored_previews
+        if not scored.verifier_calls:
             return []
-        return [f"previews: {self.preview_calls} verifier calls, {self.preview_seconds:.1f} s decoding and scoring"]
+        return [f"previews: {scored.previews} recorded with {scored.verifier_calls} verifier calls (a preview several "
+                f"taus of a seed reach alike is scored once), {scored.seconds:.1f} s decoding and scoring"]
 
 
 class Judge:

@@ -6,6 +6,7 @@ both go through here, so a preview Calibrate records is the one a pruned search 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 
 import comfy.model_management
@@ -90,6 +91,43 @@ class PreviewScorer:
         return [(tuple(judge.score(frames)[0] for judge in self.judges), frames) for frames in decoded]
 
 
+def content_digest(tensor: torch.Tensor) -> str:
+    """A digest of the tensor's exact content (dtype, shape and every bit): equal digests, bit-identical tensors."""
+    data = tensor.detach().contiguous().reshape(-1).cpu().view(torch.uint8).numpy()
+    return hashlib.sha256(f"{tensor.dtype} {tuple(tensor.shape)} ".encode() + data.tobytes()).hexdigest()
+
+
+class ScoredPreviews:
+    """The previews one calibration has scored, by all a score depends on: the scorer (VAE, judges with their prompt,
+    frames), the latent format the estimate is decoded from and the estimate's exact content. Every tau of a seed
+    samples the warmup alike, and one that skips nothing before a prune step samples it as a smaller tau does, so
+    many cached rollouts reach a prune step with bit-identical x0 estimates: each is decoded and judged once. Each
+    keeps the seconds its scoring took, so a rollout's record prices every preview as a pruned search pays for it (a
+    search shares none); ``previews`` counts those recorded, ``verifier_calls`` and ``seconds`` what the calibration
+    really spent on them."""
+
+    def __init__(self):
+        self._scored: dict[tuple, tuple[tuple[float, ...], float]] = {}
+        self.previews = self.verifier_calls = 0
+        self.seconds = 0.0
+
+    def scores(self, scorer: PreviewScorer, model, estimates: list[torch.Tensor]
+               ) -> list[tuple[tuple[float, ...], float]]:
+        """Per estimate in ``model``'s sampling space, each judge's score and the seconds scoring it took when it was
+        scored; the estimates not scored before are decoded in one call and judged."""
+        start = time.perf_counter()
+        keys = [(scorer, type(model.latent_format), content_digest(estimate)) for estimate in estimates]
+        unseen = {key: estimate for key, estimate in zip(keys, estimates) if key not in self._scored}
+        if unseen:
+            scored = scorer.score(model, list(unseen.values()))
+            each = (time.perf_counter() - start) / len(unseen)  # one decode call shared, a verifier call each
+            self._scored.update((key, (scores, each)) for key, (scores, _) in zip(unseen, scored))
+            self.verifier_calls += sum(len(scores) for scores, _ in scored)
+        self.previews += len(keys)
+        self.seconds += time.perf_counter() - start
+        return [self._scored[key] for key in keys]
+
+
 class RolloutCapture:
     """What a rollout's previews need, captured while it runs through ``run_stages``: at each of ``steps`` the x0
     estimate of the sampler's last call before it, and the transformer calls computed before it. Run the recipe
@@ -129,14 +167,14 @@ class RolloutCapture:
     def computed_before(self, step: int) -> int:
         return sum(computed for call_step, computed in self.calls if call_step < step)
 
-    def previews(self, scorer: PreviewScorer) -> RolloutPreviews:
-        """Every captured step's preview scored: one decode call per stage, one verifier call per step and judge."""
-        start = time.perf_counter()
+    def previews(self, scorer: PreviewScorer, scored: ScoredPreviews) -> RolloutPreviews:
+        """Every captured step's preview scored, each content once in the calibration (``scored``): one decode call
+        per stage, one verifier call per step and judge. Its seconds: every step's, as when it was scored."""
+        results = []
         # One decode call for every step's preview: the steps of one stage share its model's sampling space.
-        scores = []
         for stage_steps in self._by_stage():
-            scored = scorer.score(preview_model(self._recipe, stage_steps[0]),
-                                  [self.estimates[step] for step in stage_steps])
-            scores += [step_scores for step_scores, _ in scored]
-        return RolloutPreviews(X0_PREVIEW.name, self.steps, tuple(scores),
-                               tuple(self.computed_before(step) for step in self.steps), time.perf_counter() - start)
+            results += scored.scores(scorer, preview_model(self._recipe, stage_steps[0]),
+                                     [self.estimates[step] for step in stage_steps])
+        return RolloutPreviews(X0_PREVIEW.name, self.steps, tuple(scores for scores, _ in results),
+                               tuple(self.computed_before(step) for step in self.steps),
+                               sum(seconds for _, seconds in results))

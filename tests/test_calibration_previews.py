@@ -4,6 +4,7 @@ for the same seed, an older saved rollout without previews is completed (sampled
 own scores kept), and the cost before the run names the previews' verifier calls."""
 
 import dataclasses
+import time
 
 import pytest
 import torch
@@ -70,10 +71,13 @@ def test_a_previews_cost_in_calls_is_its_median_seconds_over_a_computed_calls():
 
 
 def test_the_cost_before_the_run_counts_a_verifier_call_per_preview_step_of_each_cached_rollout():
-    cost = PreviewCost(cached_rollouts=12, steps=(2, 4, 6))
+    cost = PreviewCost(cached_rollouts=12, steps=(2, 4, 6), seeds=12)  # one tau: no seed's previews are shared
     assert cost.verifier_calls == 36
     assert cost.as_dict() == {"preview_verifier_calls": 36, "preview_steps": [2, 4, 6]}
-    assert "36" in cost.sentence() and "2, 4, 6" in cost.sentence()
+    assert "36 more verifier calls (" in cost.sentence() and "2, 4, 6" in cost.sentence()
+    # three taus of 4 seeds: a preview the taus of a seed reach alike is scored once, so 36 at most
+    shared = PreviewCost(cached_rollouts=12, steps=(2, 4, 6), seeds=4)
+    assert "36 more verifier calls at most" in shared.sentence() and "scored once" in shared.sentence()
 
 
 @pytest.fixture
@@ -184,25 +188,24 @@ def test_an_older_saved_rollout_is_completed_not_run_again(engine, world, tmp_pa
     # each sampled only to its last preview step (the calls computed before it), one verifier call per step
     assert len(calls) == sum(rollout.previews.computed_before[-1] for rollout in whole) < \
         sum(rollout.calls - rollout.skipped for rollout in whole)
-    assert again.preview_calls == sum(len(rollout.previews.steps) for rollout in whole)
+    assert again.scored_previews.verifier_calls == sum(len(rollout.previews.steps) for rollout in whole)
     assert again.reused == len(SEEDS)
 
 
-@pytest.mark.slow
-def test_the_cost_before_the_run_names_the_preview_calls_the_run_makes(engine, world, tmp_path, node_run):
-    """The canvas's cost line (``planned_preview_cost``) counts the verifier calls Calibrate's default sweep (4
-    seeds, 5 taus) then makes for previews. Prints the measured cost (seconds are not asserted)."""
-    import time
-
+def _default_sweep(engine, world, folder, every_preview: bool = False):
+    """Calibrate's default sweep (4 seeds, the full arm and 5 taus) of one prompt, saved in ``folder``: the
+    rollouts and the seconds they took; with ``every_preview``, each cached rollout's previews scored anew (as a
+    pruned search pays for them, and as Calibrate did before it scored each content once)."""
     search = engine.extension.nodes
     rollouts_module = search.calibration_rollouts
     model, _, negative, latent, _, _ = world
-    taus = engine.extension.cachedsearch_core.calibration.DEFAULT_TAUS
-    inputs = {"seeds": 4, "first_seed": 0, "capture_target": 0.9, "steps": STEPS, "warmup_steps": WARMUP,
-              "cooldown_steps": COOLDOWN, "taus": " ".join(map(str, taus)), "easycache_thresholds": "",
-              "lazycache_thresholds": ""}
-    planned = rollouts_module.planned_preview_cost(inputs, prompts=1)
-    rollouts = _rollouts(engine, world, tmp_path, seeds=tuple(range(4)))
+    rollouts = _rollouts(engine, world, folder, seeds=tuple(range(4)))
+    if every_preview:
+        class EveryPreview(search.previews.ScoredPreviews):
+            def scores(self, *args):
+                self._scored.clear()
+                return super().scores(*args)
+        rollouts.scored_previews = EveryPreview()
 
     def arm(tau):
         cached = rollouts_module.cached_model(model, WARMUP, COOLDOWN, tau)
@@ -213,16 +216,48 @@ def test_the_cost_before_the_run_names_the_preview_calls_the_run_makes(engine, w
         return rollouts_module.stage_arm_settings(tau, WARMUP, COOLDOWN), recipe_of
 
     start = time.perf_counter()
-    for tau in (None, *taus):
+    for tau in (None, *engine.extension.cachedsearch_core.calibration.DEFAULT_TAUS):
         rollouts.run(f"tau {tau}", "arm", *arm(tau))
-    seconds = time.perf_counter() - start
-    assert rollouts.preview_calls == planned.verifier_calls == 4 * len(taus) * len(planned.steps)
+    return rollouts, time.perf_counter() - start
+
+
+@pytest.mark.slow
+def test_the_cost_before_the_run_names_the_preview_calls_the_run_makes(engine, world, tmp_path, node_run):
+    """The canvas's cost line (``planned_preview_cost``) bounds the verifier calls Calibrate's default sweep (4
+    seeds, 5 taus) makes for previews: a preview several taus of a seed reach alike is scored once, and each
+    rollout's record still prices it as a search pays it. Prints the measured cost beside what scoring every preview
+    costs, in the same run (seconds are not asserted)."""
+    rollouts_module = engine.extension.nodes.calibration_rollouts
+    taus = engine.extension.cachedsearch_core.calibration.DEFAULT_TAUS
+    inputs = {"seeds": 4, "first_seed": 0, "capture_target": 0.9, "steps": STEPS, "warmup_steps": WARMUP,
+              "cooldown_steps": COOLDOWN, "taus": " ".join(map(str, taus)), "easycache_thresholds": "",
+              "lazycache_thresholds": ""}
+    planned = rollouts_module.planned_preview_cost(inputs, prompts=1)
+    rollouts, seconds = _default_sweep(engine, world, tmp_path / "once")
+    every, every_seconds = _default_sweep(engine, world, tmp_path / "every", every_preview=True)
+    assert every.scored_previews.verifier_calls == planned.verifier_calls == 4 * len(taus) * len(planned.steps)
+    assert rollouts.recorded_previews.keys() == every.recorded_previews.keys()
+    for key, previews in rollouts.recorded_previews.items():
+        assert (previews.scores, previews.computed_before) == (every.recorded_previews[key].scores,
+                                                              every.recorded_previews[key].computed_before)
+        assert previews.seconds > 0  # what its previews cost when scored, shared or not
+    # one verifier call per distinct preview (a seed's estimate at a step): every tau's first step is the warmup's
+    distinct = {(seed, step, scores) for (_, _, seed), previews in rollouts.recorded_previews.items()
+                for step, scores in zip(previews.steps, previews.scores)}
+    assert rollouts.scored_previews.verifier_calls == len(distinct) <= planned.verifier_calls - 4 * (len(taus) - 1)
     calibration = engine.extension.cachedsearch_core.calibration
     count = calibration.sweep_rollouts(rollouts_module.calibrate_plans(inputs["taus"], 4, 0, 0.9))
     line = rollouts_module.with_preview_cost(count, planned)["line"]
-    assert f"{planned.verifier_calls} more verifier calls" in line
+    assert f"{planned.verifier_calls} more verifier calls at most" in line
     # and the report after the run says what they took
-    assert f"previews: {planned.verifier_calls} verifier calls" in rollouts.header("", world[5], 1.0)[2]
-    print(f"\n[preview cost] calibration {seconds:.2f} s, previews {rollouts.preview_seconds:.2f} s "
-          f"({rollouts.preview_seconds / (seconds - rollouts.preview_seconds):.1%} added), "
-          f"{rollouts.preview_calls} preview verifier calls, steps {planned.steps}")
+    made = rollouts.scored_previews
+    assert made.previews == planned.verifier_calls
+    assert f"previews: {made.previews} recorded with {made.verifier_calls} verifier calls" in \
+        rollouts.header("", world[5], 1.0)[2]
+
+    def added(run, run_seconds):
+        spent = run.scored_previews
+        return (f"previews {spent.seconds:.2f} s of {run_seconds:.2f} s "
+                f"({spent.seconds / (run_seconds - spent.seconds):.1%} added), {spent.verifier_calls} verifier calls")
+    print(f"\n[preview cost] each preview scored once: {added(rollouts, seconds)}; every preview scored: "
+          f"{added(every, every_seconds)}; steps {planned.steps}")
