@@ -1,5 +1,5 @@
 """Test-only ComfyUI nodes: synthetic text conditioning, latent frames, a queue barrier, a Cancel press at a given
-transformer call and a waveform saved bit for bit.
+transformer call, a waveform saved bit for bit and a count of the transformer calls a model computes.
 
 Real text encoders (umt5-xxl, llava-llama3) cannot be made tiny, so tests and
 the tiny-weight demo feed the diffusion models CONDITIONING of the right
@@ -195,6 +195,49 @@ def register_press_route():
 register_press_route()
 
 
+# Forwards the first transformer block finished, of every Wan model through CountForwards, since the server started:
+# GET /cachedsearch_test/forwards.
+FORWARDS = {"count": 0}
+
+
+class CountForwards:
+    """The model, its first transformer block counting its forwards with a torch forward hook (whatever ComfyUI or a
+    cache wraps around it, every transformer call computed; a call refused as the block starts is not one), so a
+    server test counts what a prompt computed beside what the search's payload says it did. The hook stays on the
+    module (shared by every clone of the model) from the first run on."""
+
+    CATEGORY = "CachedSearch/testing"
+    FUNCTION = "count"
+    RETURN_TYPES = ("MODEL",)
+    DESCRIPTION = "Test-only: counts the transformer calls a Wan model computes (GET /cachedsearch_test/forwards)."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL", {"tooltip": "A Wan model."})}}
+
+    def count(self, model):
+        block = model.model.diffusion_model.blocks[0]
+        if not getattr(block, "cachedsearch_test_counted", False):
+            block.register_forward_hook(lambda module, args, output: FORWARDS.update(count=FORWARDS["count"] + 1))
+            block.cachedsearch_test_counted = True
+        return (model,)
+
+
+def register_forwards_route():
+    """GET /cachedsearch_test/forwards: {"count": the forwards counted so far}. Only in a server."""
+    prompt_server = getattr(getattr(sys.modules.get("server"), "PromptServer", None), "instance", None)
+    if prompt_server is None:
+        return
+    from aiohttp import web
+
+    @prompt_server.routes.get("/cachedsearch_test/forwards")
+    async def forwards(request):
+        return web.json_response(FORWARDS)
+
+
+register_forwards_route()
+
+
 class HeldDecode:
     """Holds the next draft decode of the extension's distributed draft route until released, so a test can ask the
     server, while the decode is held, whether its event loop still answers: an answer that says "held" can only come
@@ -259,9 +302,10 @@ register_held_decode_routes()
 
 NODE_CLASS_MAPPINGS = {"CachedSearchTestConditioning": SyntheticConditioning, "CachedSearchTestLatentFrames": LatentFrames,
                        "CachedSearchTestQueueBarrier": QueueBarrier, "CachedSearchTestPressCancel": PressCancel,
-                       "CachedSearchTestSaveWaveform": SaveWaveform}
+                       "CachedSearchTestSaveWaveform": SaveWaveform, "CachedSearchTestCountForwards": CountForwards}
 NODE_DISPLAY_NAME_MAPPINGS = {"CachedSearchTestConditioning": "Synthetic Conditioning (CachedSearch tests)",
                               "CachedSearchTestLatentFrames": "Latent Frames (CachedSearch tests)",
                               "CachedSearchTestQueueBarrier": "Queue Barrier (CachedSearch tests)",
                               "CachedSearchTestPressCancel": "Press Cancel (CachedSearch tests)",
-                              "CachedSearchTestSaveWaveform": "Save Waveform (CachedSearch tests)"}
+                              "CachedSearchTestSaveWaveform": "Save Waveform (CachedSearch tests)",
+                              "CachedSearchTestCountForwards": "Count Forwards (CachedSearch tests)"}
