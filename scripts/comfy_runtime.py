@@ -43,6 +43,12 @@ def comfyui_root() -> pathlib.Path:
     return root
 
 
+def comfyui_version() -> str:
+    """The version of the ComfyUI at comfyui_root() (its comfyui_version.py; "unknown" in a checkout without one)."""
+    path = comfyui_root() / "comfyui_version.py"
+    return path.read_text().split('"')[1] if path.exists() else "unknown"
+
+
 def scratch_directory(prefix: str) -> pathlib.Path:
     """A new temporary folder that is removed when this process exits (benchmarks copy GBs of weights into theirs)."""
     folder = pathlib.Path(tempfile.mkdtemp(prefix=prefix))

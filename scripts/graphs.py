@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import copy
 
-from scripts.tiny_models import LTX2_TINY_CONFIG, WAN21_T2V_FILE, WAN21_VAE_FILE, WAN22_A14B_FILES
+from scripts.tiny_ltx2 import LTX2_TINY_CONFIG
+from scripts.tiny_models import WAN21_T2V_FILE, WAN21_VAE_FILE, WAN22_A14B_FILES
 
 
 def cached_wan_sampling(

@@ -9,9 +9,9 @@ pass. Left out: the template's prompt enhancer (TextGenerateLTX2Prompt and its L
 image-to-video nodes its T2V switch bypasses.
 """
 
-from scripts.tiny_models import LTX2_CHECKPOINT_FILE as CHECKPOINT
-from scripts.tiny_models import LTX2_DISTILLED_LORA_FILE as DISTILLED_LORA
-from scripts.tiny_models import LTX2_UPSAMPLER_FILE as UPSCALER
+from scripts.tiny_ltx2 import LTX2_CHECKPOINT_FILE as CHECKPOINT
+from scripts.tiny_ltx2 import LTX2_DISTILLED_LORA_FILE as DISTILLED_LORA
+from scripts.tiny_ltx2 import LTX2_UPSAMPLER_FILE as UPSCALER
 
 FIRST_STAGE_SIGMAS = "1.0, 0.99375, 0.9875, 0.98125, 0.975, 0.909375, 0.725, 0.421875, 0.0"
 REFINE_SIGMAS = "0.85, 0.7250, 0.4219, 0.0"

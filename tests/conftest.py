@@ -28,6 +28,7 @@ if TEST_MATMUL_PRECISION not in ("", "highest", "high", "medium"):
                             "medium")
 
 from scripts import comfy_runtime, node_packs, tiny_image_reward, tiny_models, tiny_video_score  # noqa: E402
+from scripts.tiny_ltx2 import LTX2_CHECKPOINT_FILE, LTX2_FILE, LTX2_TINY_CONFIG  # noqa: E402
 
 # ComfyUI-GGUF goes into every test ComfyUI when its snapshot is here (the GGUF tests skip without it).
 GGUF_ARCHIVE = node_packs.GGUF.find_archive()
@@ -84,9 +85,7 @@ def pytest_configure(config):
 def pytest_report_header(config):
     import torch
 
-    root = comfy_runtime.comfyui_root()
-    version = (root / "comfyui_version.py").read_text().split('"')[1] if (root / "comfyui_version.py").exists() else "?"
-    return [f"ComfyUI {version} at {root}",
+    return [f"ComfyUI {comfy_runtime.comfyui_version()} at {comfy_runtime.comfyui_root()}",
             f"torch: {torch.get_num_threads()} threads, float32 matmul precision {torch.get_float32_matmul_precision()}"]
 
 
@@ -103,8 +102,8 @@ PLACEHOLDER_MODEL_FILES = (
 
 # Generated checkpoints are kept between runs (the fast tier would spend a third of its time making them), keyed by
 # everything they are made from: the generators, this file, the ComfyUI they are made with, torch.
-TINY_MODEL_SOURCES = ("scripts/tiny_models.py", "scripts/tiny_image_reward.py", "scripts/tiny_video_score.py",
-                      "tests/conftest.py")
+TINY_MODEL_SOURCES = ("scripts/tiny_models.py", "scripts/tiny_ltx2.py", "scripts/tiny_image_reward.py",
+                      "scripts/tiny_video_score.py", "tests/conftest.py")
 TINY_MODEL_CACHE = REPO_ROOT / ".cache" / "tiny-models"
 TINY_MODEL_CACHE_KEPT = 4  # two runtimes, and the sets of the previous version of the generators
 
@@ -201,13 +200,13 @@ def tiny_ltx2(engine):
                if name not in engine.nodes]
     if not hasattr(comfy.supported_models, "LTXAV") or missing:
         pytest.skip("LTX-2: this ComfyUI has no LTXAV model" + (f" nor {', '.join(missing)}" if missing else ""))
-    model = engine.one("UNETLoader", unet_name=tiny_models.LTX2_FILE, weight_dtype="default")
-    width = 2 * tiny_models.LTX2_TINY_CONFIG["caption_channels"]
+    model = engine.one("UNETLoader", unet_name=LTX2_FILE, weight_dtype="default")
+    width = 2 * LTX2_TINY_CONFIG["caption_channels"]
     positive, negative = (engine.one("CachedSearchTestConditioning", text_seed=seed, tokens=6, pooled=False,
                                      width=width) for seed in (1, 2))
     positive, negative = engine.run("LTXVConditioning", positive=positive, negative=negative, frame_rate=25.0)
     video = engine.one("EmptyLTXVLatentVideo", width=64, height=64, length=9, batch_size=1)
-    audio_vae = engine.one("LTXVAudioVAELoader", ckpt_name=tiny_models.LTX2_CHECKPOINT_FILE)
+    audio_vae = engine.one("LTXVAudioVAELoader", ckpt_name=LTX2_CHECKPOINT_FILE)
     audio = engine.one("LTXVEmptyLatentAudio", frames_number=9, frame_rate=25, batch_size=1, audio_vae=audio_vae)
     return model, positive, negative, engine.one("LTXVConcatAVLatent", video_latent=video, audio_latent=audio)
 

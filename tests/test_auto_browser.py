@@ -3,8 +3,8 @@ with frontend 1.58.1, classic and Nodes 2.0: workflow 04's tiny variant (Calibra
 then workflow 16's tiny variant (Budget and Pruning Plan on auto) queued the same way. The Sampler's panel and the
 Recommit's show what auto bought, each figure as the payload has it: the width, the pruning rounds, the calibration
 (prompts x seeds), the expected gain over full best-of-8 with its interval, and the calls charged against the
-budget. Screenshots: test-artifacts/auto_<frontend>_<renderer>.png with its _sampler and _recommit views, the payload
-and what the panels said beside them (.json)."""
+budget. Screenshots: test-artifacts/comfyui-<version>/auto_<frontend>_<renderer>.png with its _sampler and _recommit
+views, the payload and what the panels said beside them (.json)."""
 
 import json
 
@@ -54,7 +54,7 @@ def test_the_panels_say_what_budget_auto_bought(auto_server, tmp_path, vue_nodes
     workflow_file(auto_server, calibrate, tmp_path / "calibrate.json")
     ids = workflow_file(auto_server, wide, tmp_path / "wide.json")
     keys = {node["class_type"]: key for key, node in wide.items()}
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     combination = f"{frontend_version('newest')}_{'nodes2' if vue_nodes else 'classic'}"
     config = {"calibrate": str(tmp_path / "calibrate.json"), "wide": str(tmp_path / "wide.json"),
               "nodes": {"sampler": ids[keys["CachedSearchSampler"]], "recommit": ids[keys["CachedSearchRecommit"]]},

@@ -27,14 +27,16 @@ from cachedsearch_core.cost_formulas import fewer_calls_factor, skipped_share
 from cachedsearch_core.panels import place_rows
 from conftest import NEWEST_FRONTEND
 from test_workflows import runs_on
-from scripts import node_packs
+from scripts import comfy_runtime, node_packs
 from scripts.subgraph_workflow import subgraph_shape, wrap_in_subgraph
 from scripts.workflow_format import api_to_gui, column_layout, gui_to_api, nodes_by_execution_id, subgraph_definitions
 from report_text import says
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 BROWSER_TESTS = REPO_ROOT / "tests" / "browser"
-ARTIFACTS = REPO_ROOT / "test-artifacts"
+# Screenshots and what the checks saw, in a folder per ComfyUI runtime: scripts/test.sh runs the runtimes side by
+# side, and each keeps its own.
+ARTIFACTS = REPO_ROOT / "test-artifacts" / f"comfyui-{comfy_runtime.comfyui_version()}"
 CHROMIUM = "/usr/bin/chromium"
 CANDIDATES = 3
 FIRST_SEED = 1000
@@ -283,7 +285,7 @@ def shipped_as_saved_after_run(name: str, frames: list[dict]) -> dict:
 
 
 def frontend_version(frontend: str) -> str:
-    """The frontend package's version: screenshots of the whole matrix lie side by side in test-artifacts/."""
+    """The frontend package's version: screenshots of the whole frontend matrix lie side by side in ARTIFACTS."""
     if frontend == "newest":
         return NEWEST_FRONTEND.name.split("-")[1]
     return importlib.metadata.version("comfyui-frontend-package")  # the one this runtime's venv pins
@@ -344,7 +346,7 @@ def check_ui(server, tmp_path, frontend: str, full: bool, vue_nodes: bool, live_
                        "live": True, "screenshot": str(ARTIFACTS / f"layout_{LIVE_LAYOUT_WORKFLOW}_{combination}_live.png")})
     for name, workflow in files.items():
         (tmp_path / f"{name}.json").write_text(json.dumps(workflow))
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shipped = [str(REPO_ROOT / "workflows" / f"{name}.json") for name in SHIPPED if runs_on(name, object_info)]
     # The missing-node check must see what this server lacks: an unknown type, and ComfyUI-Distributed's collector
     # (not installed on these servers).
@@ -563,7 +565,7 @@ def test_shipped_workflows_fit_after_a_live_run(request, tmp_path, frontend, vue
                     "(CACHEDSEARCH_LIVE_LAYOUT)")
     server = request.getfixturevalue("comfy_server" if frontend == "pinned" else "newest_frontend_server")
     object_info = server.get("/object_info")
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     combination = f"{frontend_version(frontend)}_{'nodes2' if vue_nodes else 'classic'}"
     checks = []
     for name in LAID_OUT:

@@ -3,7 +3,7 @@ frontend and the newest, Nodes 2.0 off and on): before a run the node states its
 widgets, as they change), a stored calibration shows on load, a live one fills the table and its legend and
 Apply Cache's line, the same graph queued again with every result reused shows the table again; on the pinned
 frontend in classic mode Cancel stops a calibration and the next one completes.
-Screenshots: test-artifacts/calibrate_*.png."""
+Screenshots: test-artifacts/comfyui-<version>/calibrate_*.png."""
 
 import json
 
@@ -65,7 +65,7 @@ def workflow_files(server, tmp_path, live=None, stored_result=None, calibrate_bo
 
 def run_check(server, tmp_path, files: dict, config: dict, vue_nodes: bool) -> dict:
     """check_calibrate.mjs on ``files`` (the live and stored workflows) with ``config``: what it saw."""
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     server.reset_caches()  # the live calibration runs every node, whatever ran on this server before
     seen = run_browser_script("check_calibrate.mjs", server, {**files, **config}, tmp_path / "config.json", vue_nodes,
                               timeout=1200)

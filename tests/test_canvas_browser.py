@@ -4,7 +4,8 @@ workflows: the Pruning Plan's title follows a schedule and a schedule whose roun
 anything runs (item 5); Calibrate's cost line refuses a cache window that leaves nothing to skip and a stored
 calibration in which no tau skipped recommends none and says why (item 2); the Sampler's "cost details" opens its
 help page as a page (item 4), and its panel names the cache (ComfyUI's EasyCache too) and says why a search cost
-more than full best-of-N (items 6, 7); a live search's wait cancelled leaves nothing stale (item 1). Screenshots: test-artifacts/canvas_<frontend>_<renderer>_*.png."""
+more than full best-of-N (items 6, 7); a live search's wait cancelled leaves nothing stale (item 1). Screenshots:
+test-artifacts/comfyui-<version>/canvas_<frontend>_<renderer>_*.png."""
 
 import copy
 import json
@@ -13,6 +14,7 @@ import pytest
 from cachedsearch_core import Draft, SearchCost
 from test_browser import (
     ARTIFACTS,
+    REPO_ROOT,
     browser_available,
     frontend_version,
     run_browser_script,
@@ -29,7 +31,6 @@ from scripts.workflow_format import api_to_gui, column_layout
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not browser_available(), reason="needs Debian's chromium and `npm ci` in tests/browser")]
 
-REPO_ROOT = ARTIFACTS.parent
 # A calibration whose warmup and cooldown covered every step: each tau skipped nothing and kept every ranking.
 NOTHING_SKIPPED = {"rows": [dict(row, skipped=0.0, call_speedup=1.0, calls=24, computed_calls=24, meets_target=True,
                                  recommended=False, capture=[1.0, 1.0, 1.0]) for row in STORED_ROWS],
@@ -66,7 +67,7 @@ def check_canvas(server, tmp_path, frontend: str, vue_nodes: bool) -> dict:
     shipped = json.loads((REPO_ROOT / "workflows" / "05 Calibrate a model family.json").read_text())
     (config["calibrate_width"],) = {node["size"][0] for node in shipped["nodes"] if node["type"] == "CachedSearchCalibrate"}
     combination = f"{frontend_version(frontend)}_{'nodes2' if vue_nodes else 'classic'}"
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     config["screenshot"] = str(ARTIFACTS / f"canvas_{combination}.png")
     seen = run_browser_script("check_canvas.mjs", server, config, tmp_path / "config.json", vue_nodes, timeout=900)
     recommit_inputs = object_info["CachedSearchRecommit"]["input"]["optional"]

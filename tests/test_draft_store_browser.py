@@ -1,6 +1,6 @@
 """The Sampler's panel in headless Chromium after a restart: a search cancelled in one server process and queued
 again from the GUI in a fresh one on the same base directory says how many of its drafts it reused.
-Screenshot: test-artifacts/drafts_reused.png."""
+Screenshot: test-artifacts/comfyui-<version>/drafts_reused.png."""
 
 import json
 import subprocess
@@ -38,7 +38,7 @@ def test_after_a_restart_the_samplers_panel_says_how_many_drafts_were_reused(bas
     layout = {key: (40 + 420 * (index % 4), 60 + 360 * (index // 4), 380, 300) for index, key in enumerate(graph)}
     workflow = tmp_path / "workflow.json"
     workflow.write_text(json.dumps(api_to_gui(graph, object_info, layout, seed_control="fixed")))
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"workflow": str(workflow), "screenshot": str(ARTIFACTS / "drafts_reused.png")}))
 

@@ -1,7 +1,7 @@
 """LTX-2 (ComfyUI 0.33's LTXAV): one transformer denoises a video and an audio latent together, packed by
 LTXVConcatAVLatent; the transformer gets and returns the list [video, audio].
 
-The tiny transformer (scripts/tiny_models.py) loads through UNETLoader and is detected as LTXAV; the tiny official
+The tiny transformer (scripts/tiny_ltx2.py) loads through UNETLoader and is detected as LTXAV; the tiny official
 checkpoint holds it and the audio VAE, which LTXVAudioVAELoader reads. The cache keeps a
 state per part of every branch and skips the whole call or none of it. The tests named as test_families.py's are the
 LTX-2 row of docs/works-with.md (``scripts/works_with.py`` reads this module's JUnit report beside that one's).
@@ -13,15 +13,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from scripts import tiny_models
+from scripts.tiny_ltx2 import LTX2_CHECKPOINT_FILE, LTX2_DISTILLED_LORA_FILE, LTX2_FILE, LTX2_TINY_CONFIG
 from test_families import Family
 
 STEPS = 8
 CFG = 3.0
 CACHE = dict(mode="adaptive", tau=0.5, warmup_steps=2, cooldown_steps=2, static_interval=2)
 # The LTX-2 row of the works-with table (scripts/works_with.py reads labels and file formats from here).
-FAMILIES = {"ltx2": Family("LTX-2.3 (video + audio)", tiny_models.LTX2_FILE, "LTXAV", CFG,
-                           dict(width=2 * tiny_models.LTX2_TINY_CONFIG["caption_channels"]), prepare=None)}
+FAMILIES = {"ltx2": Family("LTX-2.3 (video + audio)", LTX2_FILE, "LTXAV", CFG,
+                           dict(width=2 * LTX2_TINY_CONFIG["caption_channels"]), prepare=None)}
 ROW = pytest.mark.parametrize("family", ["ltx2"])
 SETUP = "tiny LTX-2 search"  # the drafts' setup where a test keeps them (``saving_drafts_in``)
 
@@ -61,7 +61,7 @@ def test_checkpoint_is_detected_as_its_family(tiny_ltx2, family):
     diffusion_model = model.model.diffusion_model
     assert type(diffusion_model).__name__ == "LTXAVModel"
     # The widths came from the file's metadata, as the official files carry them.
-    assert diffusion_model.audio_num_attention_heads == tiny_models.LTX2_TINY_CONFIG["audio_num_attention_heads"]
+    assert diffusion_model.audio_num_attention_heads == LTX2_TINY_CONFIG["audio_num_attention_heads"]
     video, audio = tiny_ltx2[3]["samples"].unbind()
     assert video.shape == (1, 128, 2, 2, 2) and audio.shape == (1, 8, 9, 16)
 
@@ -149,7 +149,7 @@ def test_a_search_without_cache_delivers_its_winners_draft_as_the_stock_sampler_
     """Uncached drafts are the stock KSampler's for each seed, both parts; the commit is free and the same. The
     preview_vae (the checkpoint's video VAE) shows each draft's picture on the panel, as VAE Decode of its video."""
     model, positive, negative, latent = tiny_ltx2
-    _, _, vae = engine.run("CheckpointLoaderSimple", ckpt_name=tiny_models.LTX2_CHECKPOINT_FILE)
+    _, _, vae = engine.run("CheckpointLoaderSimple", ckpt_name=LTX2_CHECKPOINT_FILE)
     watched = engine.output("CachedSearchSampler", model=model, positive=positive, negative=negative,
                             latent_image=latent, seed=30, num_candidates=2, steps=STEPS, cfg=CFG, sampler_name="euler",
                             scheduler="simple", denoise=1.0, preview_vae=vae)
@@ -212,7 +212,7 @@ def test_the_checkpoints_audio_vae_decodes_the_sampled_sound(engine, tiny_ltx2):
     """The tiny checkpoint holds LTX-2's audio VAE as the official one does: LTXVAudioVAELoader reads it, and
     LTXVAudioVAEDecode turns the audio part of a sampled latent into 16 kHz stereo."""
     _, audio_part = ksampler(engine, tiny_ltx2)
-    audio_vae = engine.one("LTXVAudioVAELoader", ckpt_name=tiny_models.LTX2_CHECKPOINT_FILE)
+    audio_vae = engine.one("LTXVAudioVAELoader", ckpt_name=LTX2_CHECKPOINT_FILE)
     sound = engine.one("LTXVAudioVAEDecode", samples={"samples": audio_part, "type": "audio"}, audio_vae=audio_vae)
     assert sound["sample_rate"] == 16000
     waveform = sound["waveform"]
@@ -222,7 +222,7 @@ def test_the_checkpoints_audio_vae_decodes_the_sampled_sound(engine, tiny_ltx2):
 def test_the_checkpoint_loads_as_the_templates_load_it_and_its_video_vae_decodes_the_picture(engine, tiny_ltx2):
     """CheckpointLoaderSimple on the tiny official checkpoint: the same LTX-2 transformer (the same sampling) and
     LTX-2's video VAE, which decodes the video part of a sampled latent into frames."""
-    model, clip, vae = engine.run("CheckpointLoaderSimple", ckpt_name=tiny_models.LTX2_CHECKPOINT_FILE)
+    model, clip, vae = engine.run("CheckpointLoaderSimple", ckpt_name=LTX2_CHECKPOINT_FILE)
     assert clip is None  # the templates load the Gemma text encoder beside it
     for from_checkpoint, from_unet_loader in zip(ksampler(engine, tiny_ltx2, model), ksampler(engine, tiny_ltx2),
                                                  strict=True):
@@ -240,12 +240,12 @@ def test_the_distilled_lora_patches_every_layer_it_names_at_the_templates_streng
     import folder_paths
     from scripts.ltx_workflow import DISTILLED_LORA_STRENGTH
 
-    path = folder_paths.get_full_path("loras", tiny_models.LTX2_DISTILLED_LORA_FILE)
+    path = folder_paths.get_full_path("loras", LTX2_DISTILLED_LORA_FILE)
     with safe_open(path, "pt") as lora:
         layers = {key.removeprefix("diffusion_model.").removesuffix(".lora_A.weight") + ".weight"
                   for key in lora.keys() if key.endswith(".lora_A.weight")}
     assert any("audio_attn1" in layer for layer in layers) and any("video_to_audio" in layer for layer in layers)
-    patched = engine.one("LoraLoaderModelOnly", model=tiny_ltx2[0], lora_name=tiny_models.LTX2_DISTILLED_LORA_FILE,
+    patched = engine.one("LoraLoaderModelOnly", model=tiny_ltx2[0], lora_name=LTX2_DISTILLED_LORA_FILE,
                          strength_model=DISTILLED_LORA_STRENGTH)
     assert {key.removeprefix("diffusion_model.") for key in patched.patches} == layers
     with_lora, without = ksampler(engine, tiny_ltx2, patched), ksampler(engine, tiny_ltx2)
@@ -292,8 +292,8 @@ def test_the_verifier_judges_the_pictures_and_the_delivered_result_keeps_its_sou
     drafts' decoded video and its panel says the sound is not judged; the Recommit's packed latent, separated and
     decoded, is the stock SamplerCustomAdvanced pipeline's picture and sound for the winning seed, bit for bit."""
     model, positive, negative, latent = tiny_ltx2
-    _, _, vae = engine.run("CheckpointLoaderSimple", ckpt_name=tiny_models.LTX2_CHECKPOINT_FILE)
-    audio_vae = engine.one("LTXVAudioVAELoader", ckpt_name=tiny_models.LTX2_CHECKPOINT_FILE)
+    _, _, vae = engine.run("CheckpointLoaderSimple", ckpt_name=LTX2_CHECKPOINT_FILE)
+    audio_vae = engine.one("LTXVAudioVAELoader", ckpt_name=LTX2_CHECKPOINT_FILE)
     sampler = engine.one("KSamplerSelect", sampler_name="euler")
     sigmas = engine.one("BasicScheduler", model=model, scheduler="simple", steps=STEPS, denoise=1.0)
     guider = engine.one("CFGGuider", model=apply_cache(engine, model), positive=positive, negative=negative, cfg=CFG)

@@ -18,7 +18,7 @@ from test_browser import ARTIFACTS, browser_available, frontend_version, run_bro
 from report_text import numbers
 from test_workflows import load
 
-from scripts import tiny_models
+from scripts.tiny_ltx2 import LTX2_CHECKPOINT_FILE, LTX2_FILE, LTX2_TINY_CONFIG
 from scripts.graphs import tiny_workflow_variant
 from scripts.ltx_workflow import FIRST_STAGE_SIGMAS, REFINE_SIGMAS
 from scripts.workflow_format import api_to_gui, column_layout
@@ -35,10 +35,10 @@ def ltx2_search(seed: int) -> dict:
     """The tiny LTX-2 search (API format): the loaders and latents of tests/conftest.py's ``tiny_ltx2`` graph,
     Apply Cache, the Sampler with the checkpoint's video VAE for its panel, the Verifier (tiny CLIP) on the drafts'
     decoded video, the Recommit, and its latent separated, decoded and saved as one video with its sound."""
-    checkpoint = tiny_models.LTX2_CHECKPOINT_FILE
-    width = 2 * tiny_models.LTX2_TINY_CONFIG["caption_channels"]
+    checkpoint = LTX2_CHECKPOINT_FILE
+    width = 2 * LTX2_TINY_CONFIG["caption_channels"]
     return {
-        "unet": {"class_type": "UNETLoader", "inputs": {"unet_name": tiny_models.LTX2_FILE, "weight_dtype": "default"}},
+        "unet": {"class_type": "UNETLoader", "inputs": {"unet_name": LTX2_FILE, "weight_dtype": "default"}},
         "checkpoint": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": checkpoint}},
         "audio_vae": {"class_type": "LTXVAudioVAELoader", "inputs": {"ckpt_name": checkpoint}},
         "text": {"class_type": "CachedSearchTestConditioning",
@@ -115,7 +115,7 @@ def test_ltx2_panels_after_a_live_run(ltx2_server, tmp_path, vue_nodes, seed):
     layout, _ = column_layout(graph, COLUMNS, object_info)
     workflow = tmp_path / "workflow.json"
     workflow.write_text(json.dumps(api_to_gui(graph, object_info, layout, seed_control="fixed")))
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     combination = f"{frontend_version('newest')}_{'nodes2' if vue_nodes else 'classic'}"
     config = {"workflow": str(workflow), "candidates": CANDIDATES,
               "nodes": {"sampler": ids["search"], "verifier": ids["verifier"], "recommit": ids["recommit"]},
@@ -172,7 +172,7 @@ def test_workflow_15_panels_after_a_live_run(ltx2_server, tmp_path, vue_nodes):
     layout, _ = column_layout(graph, depth_columns(graph), object_info)
     workflow = tmp_path / "workflow.json"
     workflow.write_text(json.dumps(api_to_gui(graph, object_info, layout, seed_control="fixed")))
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     combination = f"{frontend_version('newest')}_{'nodes2' if vue_nodes else 'classic'}"
     names = {"sampler": "CachedSearchSamplerAdvanced", "verifier": "CachedSearchVerifier",
              "recommit": "CachedSearchRecommit"}

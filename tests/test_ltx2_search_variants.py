@@ -15,7 +15,7 @@ import torch
 from report_text import line_of, numbers, refusal
 from test_ltx2 import CFG, STEPS, apply_cache, assert_parts_equal, ksampler
 
-from scripts import tiny_models
+from scripts.tiny_ltx2 import LTX2_CHECKPOINT_FILE, LTX2_TINY_CONFIG
 
 pytestmark = pytest.mark.slow  # in process, about a minute of tiny LTX-2 rollouts
 
@@ -33,13 +33,13 @@ class GemmaStandIn:
 
     def encode_from_tokens_scheduled(self, text: str) -> list:
         generator = torch.Generator().manual_seed(sum(map(ord, text)))
-        width = 2 * tiny_models.LTX2_TINY_CONFIG["caption_channels"]
+        width = 2 * LTX2_TINY_CONFIG["caption_channels"]
         return [[torch.randn((1, 8, width), generator=generator), {}]]
 
 
 @pytest.fixture(scope="module")
 def vae_and_verifier(engine):
-    _, _, vae = engine.run("CheckpointLoaderSimple", ckpt_name=tiny_models.LTX2_CHECKPOINT_FILE)
+    _, _, vae = engine.run("CheckpointLoaderSimple", ckpt_name=LTX2_CHECKPOINT_FILE)
     return vae, engine.one("CachedSearchLoadClipVerifier", model_folder="tiny-clip", dtype="fp32")
 
 

@@ -4,7 +4,7 @@ Sampler (Advanced) drafts the first stage (8 sigmas, CFG 1), the Verifier ranks 
 Recommit's output goes through the latent upsampler and the refine pass (LTXVCropGuides, 3 sigmas from 0.85, its
 own fixed noise seed), whose picture and sound equal the stock pipeline's run for the winning seed, bit for bit.
 Tiny stand-ins: the tiny LTX-2 transformer without the distilled LoRA, synthetic conditioning for Gemma, the tiny
-spatial upscaler (scripts/tiny_models.py); T2V's bypassed image-to-video nodes left out. ComfyUI 0.3.75 has no
+spatial upscaler (scripts/tiny_ltx2.py); T2V's bypassed image-to-video nodes left out. ComfyUI 0.3.75 has no
 LTX-2: the tiny_ltx2 fixture skips there."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from report_text import line_of, numbers
 from test_browser import ARTIFACTS
 from test_ltx2 import apply_cache, observed, sound_and_picture
 
-from scripts import tiny_models
+from scripts.tiny_ltx2 import LTX2_CHECKPOINT_FILE, LTX2_UPSAMPLER_FILE
 from scripts.comfy_runtime import REPO_ROOT
 # The official template's sigmas: the distilled first stage, then the refine pass after the x2 upsampling.
 from scripts.ltx_workflow import FIRST_STAGE_SIGMAS, REFINE_SIGMAS
@@ -51,10 +51,10 @@ def refined(engine, stage_one: dict, loaded: dict, refine_calls: list) -> tuple:
 @pytest.fixture(scope="module")
 def loaded(engine, tiny_ltx2) -> dict:
     model, positive, negative, latent = tiny_ltx2
-    _, _, vae = engine.run("CheckpointLoaderSimple", ckpt_name=tiny_models.LTX2_CHECKPOINT_FILE)
+    _, _, vae = engine.run("CheckpointLoaderSimple", ckpt_name=LTX2_CHECKPOINT_FILE)
     return {"model": model, "positive": positive, "negative": negative, "latent": latent, "vae": vae,
-            "audio_vae": engine.one("LTXVAudioVAELoader", ckpt_name=tiny_models.LTX2_CHECKPOINT_FILE),
-            "upscaler": engine.one("LatentUpscaleModelLoader", model_name=tiny_models.LTX2_UPSAMPLER_FILE),
+            "audio_vae": engine.one("LTXVAudioVAELoader", ckpt_name=LTX2_CHECKPOINT_FILE),
+            "upscaler": engine.one("LatentUpscaleModelLoader", model_name=LTX2_UPSAMPLER_FILE),
             "sampler": engine.one("KSamplerSelect", sampler_name="euler"),
             "sigmas": engine.one("ManualSigmas", sigmas=FIRST_STAGE_SIGMAS)}
 
@@ -102,7 +102,7 @@ def test_only_the_winner_is_upsampled_and_refined_and_it_is_the_stock_pipelines_
     second_stage = numbers(line_of(report, "second stage"))
     assert second_stage[:6] == [search["refine"], sum(search.values()), sum(full.values()), CANDIDATES, first_stage,
                                 search["refine"]]  # the whole pipeline's calls as N x (first stage + second stage)
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / "ltx2_two_stage_calls.json").write_text(json.dumps({"candidates": CANDIDATES, "search": search,
                                                                     "full_pipeline_runs": full}))
 

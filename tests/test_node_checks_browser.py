@@ -4,7 +4,7 @@ the real server, on the runtime's pinned frontend (1.32.9 on 0.3.75, 1.49.6 on 0
 line goes once it is fixed); Calibrate's refused cache window says, under each input ComfyUI files it, that only
 warmup_steps and cooldown_steps need changing; "cost details" opens the Sampler's doc page as a page that reloads and
 whose links open the other pages (outside web/ too) with their images. Screenshots:
-test-artifacts/node_checks_<frontend>_<renderer>_*.png."""
+test-artifacts/comfyui-<version>/node_checks_<frontend>_<renderer>_*.png."""
 
 import json
 import re
@@ -12,6 +12,7 @@ import re
 import pytest
 from test_browser import (
     ARTIFACTS,
+    REPO_ROOT,
     browser_available,
     frontend_version,
     run_browser_script,
@@ -27,7 +28,6 @@ from scripts.graphs import tiny_workflow_variant
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not browser_available(), reason="needs Debian's chromium and `npm ci` in tests/browser")]
 
-REPO_ROOT = ARTIFACTS.parent
 FALLING = "10:4, 5:2"
 # ComfyUI files a validate_inputs refusal under every input the method reads (docs/gui.md); the message names the two.
 WINDOW_NOTE = re.compile(r"^warmup_steps, cooldown_steps: got 5 and 5, .*\. Only warmup_steps and cooldown_steps need "
@@ -51,7 +51,7 @@ def test_the_nodes_say_what_they_would_refuse_before_a_run(request, tmp_path, fr
                                             .read_text()), pooled=False)
     stored.write_text(json.dumps(stored_results_workflow(tiny, object_info, write_frames(server))))
     combination = f"{frontend_version(frontend)}_{'nodes2' if vue_nodes else 'classic'}"
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     config = {"pruned_workflow": str(pruned), "calibrate_workflow": workflow_files(server, tmp_path)["live_workflow"],
               "stored_workflow": str(stored),
               "screenshot": str(ARTIFACTS / f"node_checks_{combination}.png")}

@@ -6,18 +6,15 @@ import json
 import os
 import pathlib
 import re
-import shutil
 import subprocess
 import tempfile
 import urllib.request
 
 import pytest
+from test_browser import ARTIFACTS, BROWSER_TESTS, browser_available
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 NODE_DOCS = REPO_ROOT / "web" / "docs"
-BROWSER_TESTS = REPO_ROOT / "tests" / "browser"
-ARTIFACTS = REPO_ROOT / "test-artifacts"
-CHROMIUM = "/usr/bin/chromium"
 README_MAX_LINES = 300
 PANEL_NODE = "CachedSearchSampler"
 
@@ -119,11 +116,6 @@ def test_every_registered_node_has_its_page_served_where_the_docs_panel_reads_it
     assert extra == [], f"web/docs pages for nodes the extension does not register: {extra}"
 
 
-def browser_available() -> bool:
-    return os.path.exists(CHROMIUM) and (BROWSER_TESTS / "node_modules" / "playwright-core").exists() and \
-        shutil.which("node") is not None
-
-
 @pytest.mark.browser
 @pytest.mark.skipif(not browser_available() and os.environ.get("CI") != "true",
                     reason="needs Debian's chromium and `npm ci` in tests/browser (scripts/test.sh installs both)")
@@ -133,7 +125,7 @@ def test_node_docs_panel_shows_the_page(request, frontend):
     server = request.getfixturevalue("comfy_server" if frontend == "pinned" else "newest_frontend_server")
     server.request("POST", "/settings/Comfy.TutorialCompleted", True)
     server.request("POST", "/settings/Comfy.Canvas.SelectionToolbox", True)  # its default; the info button is on it
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     screenshot = ARTIFACTS / f"node_docs_{frontend}.png"
     # The script's temporary folder, where its Chromium profile must not outlive it; short, since Chromium puts a
     # socket in the profile and a socket's path has at most 107 characters.

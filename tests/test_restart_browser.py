@@ -6,7 +6,7 @@ through in the large view, is the frame that run showed for that seed (a frame d
 available, never another picture); "Commit this" on one of its drafts delivers that seed's full-compute video bit for
 bit (a stock KSampler run of the seed), reading the drafts back from disk; the cost lines keep the search's cost
 with the commit beside it; and a search cancelled while it drafts leaves no panel showing the run before as the
-newest. Screenshots: test-artifacts/restart_<frontend>_<renderer>_*.png."""
+newest. Screenshots: test-artifacts/comfyui-<version>/restart_<frontend>_<renderer>_*.png."""
 
 import copy
 import json
@@ -90,7 +90,7 @@ def test_after_a_restart_panels_show_their_own_drafts_and_a_pick_delivers_that_s
     first = comfy_runtime.ComfyServer(base_with_models(f"restart_{combination}"), extra_args=extra)
     second = comfy_runtime.ComfyServer(first.base_dir, extra_args=extra)
     second.port, second.url = first.port, first.url  # the open tab reconnects to the same address
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     try:
         first.start()
         first.request("POST", "/settings/Comfy.TutorialCompleted", True)

@@ -2,7 +2,7 @@
 runtime's pinned frontend) and 1.58.1 (classic and Nodes 2.0): a search whose seed control is randomize, cancelled
 during a draft, offers on its Sampler to resume; one click queues it again with the cancelled run's seed, computes
 only the drafts the store lacks and ends as an uninterrupted run of those seeds does on a fresh server.
-Screenshots: test-artifacts/resume_<frontend>_<renderer>_offer.png and _resumed.png."""
+Screenshots: test-artifacts/comfyui-<version>/resume_<frontend>_<renderer>_offer.png and _resumed.png."""
 
 import io
 import json
@@ -57,7 +57,7 @@ def test_a_cancelled_search_resumes_in_one_click_with_only_the_missing_drafts(re
     layout = {key: (40 + 420 * (index % 4), 60 + 760 * (index // 4), 380, 320) for index, key in enumerate(graph)}
     workflow = tmp_path / "workflow.json"
     workflow.write_text(json.dumps(api_to_gui(graph, object_info, layout, seed_control="randomize")))
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     combination = f"{frontend_version(frontend)}_{'nodes2' if vue_nodes else 'classic'}"
     config = {"workflow": str(workflow), "sampler": ids["search"], "verifier": ids["ranking"], "steps": STEPS,
               "screenshot": str(ARTIFACTS / f"resume_{combination}.png")}

@@ -1,7 +1,7 @@
 """The saved drafts in the artist's hands, in headless Chromium on the pinned frontend (classic) and the newest
 (Nodes 2.0): the cap setting's default is 4 GB and a new value is the cap the server keeps; the settings panel
 finds it; the Saved drafts dialog lists the drafts per model and clears them all. Screenshots:
-test-artifacts/saved_work_<frontend>_{settings,dialog,cleared}.png."""
+test-artifacts/comfyui-<version>/saved_work_<frontend>_{settings,dialog,cleared}.png."""
 
 import json
 import subprocess
@@ -24,7 +24,7 @@ def test_the_cap_setting_and_the_saved_drafts_dialog(request, frontend, vue_node
     assert entry["status"]["status_str"] == "success"
     models = server.get(ROUTE)["drafts"]  # the server is shared: earlier tests may have saved other models' drafts
     drafts = sum(model["drafts"] for model in models)
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     name = f"saved_work_{frontend_version(frontend)}_{'nodes2' if vue_nodes else 'classic'}"
     shots = {shot: str(ARTIFACTS / f"{name}_{shot}.png") for shot in ("settings", "dialog", "cleared")}
     try:
@@ -50,7 +50,7 @@ def test_the_cap_setting_and_the_saved_drafts_dialog(request, frontend, vue_node
 def test_the_samplers_panel_says_when_its_drafts_could_not_be_kept(comfy_server, tmp_path):
     """A search queued from the GUI while the saved folder is a full disk (a one-page tmpfs over it): it delivers,
     and the Sampler's panel says in one line that its drafts were not kept. Screenshot:
-    test-artifacts/saved_work_not_kept.png."""
+    test-artifacts/comfyui-<version>/saved_work_not_kept.png."""
     folder = drafts_folder(comfy_server)
     folder.mkdir(parents=True, exist_ok=True)
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", str(folder)], capture_output=True)
@@ -65,7 +65,7 @@ def test_the_samplers_panel_says_when_its_drafts_could_not_be_kept(comfy_server,
         workflow = tmp_path / "workflow.json"
         workflow.write_text(json.dumps(api_to_gui(graph, comfy_server.get("/object_info"), layout,
                                                   seed_control="fixed")))
-        ARTIFACTS.mkdir(exist_ok=True)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
         seen = run_browser_script("check_drafts_reused.mjs", comfy_server,
                                   {"workflow": str(workflow), "screenshot": str(ARTIFACTS / "saved_work_not_kept.png")},
                                   tmp_path / "config.json", vue_nodes=False, timeout=600)

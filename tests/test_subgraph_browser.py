@@ -4,12 +4,12 @@ server, on the frontend matrix (each runtime's pinned frontend, 1.32.9 on ComfyU
 subgraph as an artist does (Comfy.Graph.ConvertToSubgraph), run live; its panels, drafts, "Commit this"; that
 subgraph converted into another (nested): the wait mode's banner and "Keep this" answering it, "‹ earlier", and what
 the outer subgraph node shows from the top-level graph; a Calibrate in a subgraph shows its table. Screenshots:
-test-artifacts/subgraph_<frontend>_<renderer>_*.png."""
+test-artifacts/comfyui-<version>/subgraph_<frontend>_<renderer>_*.png."""
 
 import json
 
 import pytest
-from test_browser import ARTIFACTS, browser_available, frontend_version, run_browser_script
+from test_browser import ARTIFACTS, REPO_ROOT, browser_available, frontend_version, run_browser_script
 from test_calibrate_browser import workflow_files
 
 from report_text import numbers, says
@@ -19,7 +19,6 @@ from scripts.workflow_format import api_to_gui, column_layout
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not browser_available(), reason="needs Debian's chromium and `npm ci` in tests/browser")]
 
-REPO_ROOT = ARTIFACTS.parent
 SEARCH_NODES = ("CachedSearchSampler", "CachedSearchVerifier", "CachedSearchRecommit")
 # The seeds of each combination's resumed search, apart: a server keeps the drafts an earlier check saved
 RESUME_SEEDS = {("pinned", False): 1000, ("pinned", True): 2000, ("newest", False): 3000, ("newest", True): 4000}
@@ -41,7 +40,7 @@ def check_subgraph(server, tmp_path, frontend: str, vue_nodes: bool) -> dict:
     config = {"tiny_workflow_fixed": str(path), "resume_seed": RESUME_SEEDS[(frontend, vue_nodes)],
               "calibrate_workflow": workflow_files(server, tmp_path)["live_workflow"]}
     combination = f"{frontend_version(frontend)}_{'nodes2' if vue_nodes else 'classic'}"
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     config["screenshot"] = str(ARTIFACTS / f"subgraph_{combination}.png")
     server.reset_caches()  # the first search runs every node, whatever ran on this server before
     seen = run_browser_script("check_subgraph.mjs", server, config, tmp_path / "config.json", vue_nodes, timeout=1500)

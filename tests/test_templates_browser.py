@@ -2,7 +2,7 @@
 Extensions shows this extension by its name, and every shipped workflow's card loads its thumbnail (the frontends
 show nothing else of ours on a card), titled by file names that read as titles, in the order an artist should meet
 them (the start-here search first), and the first card loads a CachedSearch search. Screenshots:
-test-artifacts/template_browser_<frontend>.png."""
+test-artifacts/comfyui-<version>/template_browser_<frontend>.png."""
 
 import json
 import re
@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.browser,
 def test_the_template_browser_shows_every_workflow_with_its_thumbnail(request, frontend):
     server = request.getfixturevalue("comfy_server" if frontend == "pinned" else "newest_frontend_server")
     server.request("POST", "/settings/Comfy.TutorialCompleted", True)  # else 1.5x opens its own first-run templates
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     screenshot = ARTIFACTS / f"template_browser_{frontend_version(frontend)}.png"
     completed = subprocess.run(["node", str(BROWSER_TESTS / "template_browser.mjs"), server.url, str(screenshot)],
                                check=False, capture_output=True, text=True, timeout=300)

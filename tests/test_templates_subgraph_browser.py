@@ -4,7 +4,7 @@ and 1.58.1 (classic and Nodes 2.0): what the frontend queues for it, for it nest
 official template with our nodes inside, is what scripts/workflow_format.py's gui_to_api reads from the file; its
 tiny variant loads without missing nodes or warnings, runs, shows the panels inside the subgraph, delivers a draft
 picked there, says from outside what the search did, and a second queue searches a fresh seed range. Screenshots:
-test-artifacts/shipped_subgraph_<frontend>_<renderer>_*.png."""
+test-artifacts/comfyui-<version>/shipped_subgraph_<frontend>_<renderer>_*.png."""
 
 import copy
 import importlib.util
@@ -68,7 +68,7 @@ def test_the_subgraph_workflow_queues_what_gui_to_api_reads_and_runs_its_loop(re
     for name, workflow in workflows.items():
         (tmp_path / f"{name}.json").write_text(json.dumps(workflow))
     combination = f"{frontend_version(frontend)}_{'nodes2' if vue_nodes else 'classic'}"
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     config = {"prompts": {name: str(tmp_path / f"{name}.json") for name in workflows},
               "tiny_workflow": str(tmp_path / "tiny.json"),
               "screenshot": str(ARTIFACTS / f"shipped_subgraph_{combination}.png")}
