@@ -8,10 +8,9 @@ and verifier time and the final drafts' scoring counted.
 
 1. Calibrate (the node, in process as a server runs it: ``bench.calibration_prompts.WorldCalibrate``) on prompts
    0..P/2-1, full compute and our cache at --tau, --seeds seeds; it records each cached rollout's previews.
-2. For each M, the core's chooser (``policy_chooser.choose_within_budget``) on that calibration, counting calls
-   alone and with each preview weighed at its measured seconds (``weighing_previews``,
-   ``previews.preview_call_equivalents``), read from the rollouts as Calibrate returns them (``recording``); the
-   report says which choice is the one Budget "auto" makes from the calibration memory.
+2. For each M, the core's chooser (``policy_chooser.choose_within_budget``) on the tables Budget "auto" reads of
+   that calibration (Calibrate's entry in the calibration memory, ``auto_policy.PolicyTables``): counting calls
+   alone, and with each preview weighed at its measured seconds (``weighing_previews``: Budget "auto"'s choice).
 3. On prompts P/2..P-1, Budget "auto" as an artist runs it (``auto_budget_runs.SamplerSearches``): Apply Cache,
    Budget (choose "auto", M renders), Pruning Plan (schedule "auto") and CachedSearch Sampler, executed with a
    server's graph as their hidden inputs, so the Sampler reads the calibration memory Calibrate wrote and runs the
@@ -41,53 +40,29 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from bench.auto_budget_runs import HeldOut, Runs, SamplerSearches, extension_module  # noqa: E402
 from bench.calibration_prompts import WorldCalibrate, audit_prompts  # noqa: E402
-from cachedsearch_core.audit import FULL_ARM, tau_arm  # noqa: E402
 from cachedsearch_core.auto_policy import POLICY_FIELD, PolicyTables  # noqa: E402
 from cachedsearch_core.policy_chooser import (  # noqa: E402
     ChosenPolicy, choose_within_budget, fewest_calls, weighing_previews,
 )
-from cachedsearch_core.previews import cached_rollout, preview_call_equivalents  # noqa: E402
 from cachedsearch_core.search_audit import _bootstrap  # noqa: E402
-from cachedsearch_core.search_policy import DRAFT_PREVIEW, FullRollout, Rollouts, full_best_of, replay  # noqa: E402
+from cachedsearch_core.search_policy import DRAFT_PREVIEW, Rollouts, full_best_of, replay  # noqa: E402
 
 REFERENCE_WIDTHS = (8, 16)
 # The issue's "cheaper" question: capture of full best-of-8's gain, and how many times fewer exploration calls.
 CAPTURE_TARGET, BASE_WIDTH, FEWER_CALLS_TARGET = 0.93, 8, 3.5
 
 
-def recording(rollouts_module) -> dict:
-    """Every rollout Calibrate computes or reuses, by (arm, prompt text, seed), as it returns them."""
-    seen, original = {}, rollouts_module.Rollouts._rollout
-
-    def record(self, arm, label, arm_settings, recipe, prompt, seed):
-        rollout = original(self, arm, label, arm_settings, recipe, prompt, seed)
-        seen[arm, prompt.text, seed] = rollout
-        return rollout
-
-    rollouts_module.Rollouts._rollout = record
-    return seen
-
-
-def calibration_tables(seen: dict, texts: list[str], seeds: int, steps: int, tau: float):
-    """The chooser's tables of the calibration, the preview cost in calls and the seconds per computed call."""
-    full = [(index, seed, seen[FULL_ARM, text, seed]) for index, text in enumerate(texts) for seed in range(seeds)]
-    cached = [(index, seed, seen[tau_arm(tau), text, seed]) for index, text in enumerate(texts)
-              for seed in range(seeds)]
-    tables = Rollouts.from_records(
-        [FullRollout(index, seed, rollout.scores[0], rollout.calls) for index, seed, rollout in full],
-        [cached_rollout(index, seed, tau, rollout.scores[0], rollout.calls - rollout.skipped, steps, rollout.previews)
-         for index, seed, rollout in cached])
-    measured = [(r.seconds, r.calls) for _, _, r in full]
-    equivalents = preview_call_equivalents([r.previews for _, _, r in cached], measured)
-    return tables, equivalents, float(np.median([seconds / calls for seconds, calls in measured]))
-
-
-def remembered_tables(steps: int) -> dict[float, Rollouts]:
-    """The chooser's tables as Budget "auto" reads them: Calibrate's entry in the calibration memory (previews
-    weighed at their recorded seconds, ``PolicyTables``)."""
+def remembered(steps: int) -> tuple[dict[float, Rollouts], float, float]:
+    """What Budget "auto" reads of the bench's calibration, Calibrate's entry in the calibration memory
+    (``PolicyTables``): the chooser's tables counting calls alone, a preview's worth in calls (as the node weighs
+    it: ``previews.preview_call_equivalents``) and the full rollouts' median sampling seconds per computed call."""
     entries = extension_module("calibration_graph").calibration_memory().recall_all()
-    entry = next(entry for entry in entries.values() if entry.get(POLICY_FIELD, {}).get("steps") == steps)
-    return dict(PolicyTables.from_record(entry[POLICY_FIELD]).tables)
+    record = next(entry[POLICY_FIELD] for entry in entries.values()
+                  if entry.get(POLICY_FIELD, {}).get("steps") == steps)
+    weighed = PolicyTables.from_record(record).tables
+    # policy_record's full rollouts: [prompt][seed] (score, calls, sampling seconds)
+    per_call = float(np.median([seconds / calls for row in record["full"] for _, calls, seconds in row]))
+    return weighing_previews(weighed, 0.0), next(iter(weighed.values())).preview_cost, per_call
 
 
 def interval(values: np.ndarray) -> str:
@@ -158,11 +133,13 @@ def ledger_line(budget: int, outcome: dict, full_calls: float, best8: dict) -> s
     arm's capture of full best-of-8's gain."""
     payloads = outcome["payloads"]
     narrowed = [note for auto in payloads for note in auto.get("narrowed", [])]
-    matches = sum(auto["spent_calls"] == measured for auto, measured in zip(payloads, outcome["measured"]))
+    # What the ledger charged beyond the drafts' records: a survivor cut mid-way counts as dropped at its last round.
+    beyond = [auto["spent_calls"] - measured for auto, measured in zip(payloads, outcome["measured"])]
     return (f"- M = {budget}: {payloads[0]['line']}. Held out: charged with previews and commit "
             f"{outcome['charged'].mean():.1f} (worst {outcome['charged'].max():.1f}) of {budget * full_calls:.0f}; "
-            f"spent_calls equal to the drafts' computed calls on {matches} of {len(payloads)} prompts; narrowed on "
-            f"{sum(bool(auto.get('narrowed')) for auto in payloads)} prompts" +
+            f"spent_calls equal to the drafts' recorded calls on {beyond.count(0)} of {len(payloads)} prompts" +
+            (f" (at most {max(beyond)} more: survivors cut after their last round)" if max(beyond) else "") +
+            f"; narrowed on {sum(bool(auto.get('narrowed')) for auto in payloads)} prompts" +
             (f" (e.g. \"{narrowed[0]}\")" if narrowed else "") + f"; {capture_text(outcome, best8, full_calls)}")
 
 
@@ -197,7 +174,8 @@ def preview_cost_lines(runs: Runs, held: HeldOut, prompts: range, tables: dict[f
     previews' worth at that cost against the budget."""
     best8, best16 = refs[BASE_WIDTH], refs[2 * BASE_WIDTH]
     lines = [f"## M = {BASE_WIDTH} were a preview to cost c calls (the chooser weighing previews at c; held out "
-             "through the runner)", "", f"| c | chosen | delivered | minus full best-of-{BASE_WIDTH}'s | minus full "
+             "through the runner, which has no ledger: a prompt whose cache skips less than calibrated may pass the "
+             "budget where the node would narrow)", "", f"| c | chosen | delivered | minus full best-of-{BASE_WIDTH}'s | minus full "
              f"best-of-{2 * BASE_WIDTH}'s | calls + previews at c, with the commit (worst) |",
              "|---|---|---|---|---|---|"]
     for cost in costs:
@@ -247,21 +225,18 @@ def preview_step_study(tables: dict[float, Rollouts], budgets: list[int]) -> lis
     return lines
 
 
-def chosen_arms(tables: dict[float, Rollouts], equivalents: float, budgets: list[int], steps: int):
-    """For each budget, the chooser's policy counting calls and counting previews too (said where it is what
-    Budget "auto" chooses from the calibration memory); the lines, and the policies counting calls alone that the
-    node does not choose, by (width, schedule) with the budgets they were chosen for."""
+def chosen_arms(tables: dict[float, Rollouts], equivalents: float, budgets: list[int]):
+    """For each budget, the chooser's policy counting calls alone and with the previews weighed (Budget "auto"'s
+    choice); the lines, and the policies counting calls alone that the node does not choose, by (width, schedule)
+    with the budgets they were chosen for."""
     lines, arms = [], {}
     for m in budgets:
-        remembered = choose_within_budget(remembered_tables(steps), m)
-        for label, weighed in (("calls", tables), ("calls + previews' seconds", weighing_previews(tables,
-                                                                                               equivalents))):
-            chosen = choose_within_budget(weighed, m)
-            same = (chosen.width, chosen.rounds) == (remembered.width, remembered.rounds)
-            lines.append(chosen_line(f"M = {m}, counting {label}", chosen) +
-                         (" (= Budget \"auto\"'s choice from the calibration memory)" if same else ""))
-            if not same:
-                arms.setdefault((chosen.width, chosen.policy.schedule), (chosen, []))[1].append(f"M = {m} ({label})")
+        node = choose_within_budget(weighing_previews(tables, equivalents), m)
+        alone = choose_within_budget(tables, m)
+        lines += [chosen_line(f"M = {m}, counting calls", alone),
+                  chosen_line(f"M = {m}, counting calls + previews' seconds (Budget \"auto\")", node)]
+        if (alone.width, alone.rounds) != (node.width, node.rounds):
+            arms.setdefault((alone.width, alone.policy.schedule), (alone, []))[1].append(f"M = {m} (calls)")
     return lines, arms
 
 
@@ -288,10 +263,9 @@ def main() -> None:
     texts = audit_prompts(args.prompts)
     half = args.prompts // 2
     world = WorldCalibrate(args.out / "user", args.steps, args.window)
-    seen = recording(extension_module("calibration_rollouts"))
     world(texts[:half], args.seeds, f"{args.tau:g}", 0.9)
     calibrated = time.perf_counter() - start
-    tables, equivalents, per_call = calibration_tables(seen, texts[:half], args.seeds, args.steps, args.tau)
+    tables, equivalents, per_call = remembered(args.steps)
     held, runs = HeldOut(world, texts[half:], args.steps, args.tau), Runs(args.out / "runs.jsonl")
     searches = SamplerSearches(world, held, args.tau, args.seeds)
     prompts = range(half, args.prompts)
@@ -304,7 +278,7 @@ def main() -> None:
              f"Calibrate took {calibrated:.0f} s (reused rollouts cost nothing); a computed call {per_call * 1e3:.1f} "
              f"ms of sampling (median), a preview (decode + verifier) {equivalents:.2f} calls' worth.", "",
              "## Chosen", ""]
-    chosen_lines, arms = chosen_arms(tables, equivalents, args.budgets, args.steps)
+    chosen_lines, arms = chosen_arms(tables, equivalents, args.budgets)
     lines += chosen_lines
     lines += ["", f"## Held out (prompts {half}-{args.prompts - 1}; each search on seeds 0..N-1)", "",
               "| arm | delivered | minus full best-of-8's | calls with the commit | seconds (sampling, previews, "
