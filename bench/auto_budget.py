@@ -69,11 +69,15 @@ def interval(values: np.ndarray) -> str:
     return str(_bootstrap({"v": values}, lambda parts: {"v": float(parts["v"].mean())}, 2000, 0)["v"])
 
 
-def arm_row(name: str, delivered: np.ndarray, calls: np.ndarray, seconds: np.ndarray, best8: np.ndarray,
-            best8_calls: float, best8_seconds: float) -> str:
-    return (f"| {name} | {interval(delivered)} | {interval(delivered - best8)} | {calls.mean():.1f} (worst "
-            f"{calls.max():.0f}; {best8_calls / calls.mean():.2f}x fewer than best-of-8) | {seconds.mean():.2f} "
-            f"({best8_seconds / seconds.mean():.2f}x fewer) |")
+def arm_row(name: str, outcome: dict, refs: dict[int, dict]) -> str:
+    """An arm's row: delivered, its differences to full best-of-8's and -16's, calls with the commit (worst prompt)
+    and seconds, each against full best-of-8's."""
+    best8, best16 = refs[BASE_WIDTH], refs[2 * BASE_WIDTH]
+    calls, seconds = outcome["calls"], outcome["seconds"]
+    return (f"| {name} | {interval(outcome['delivered'])} | {interval(outcome['delivered'] - best8['delivered'])} | "
+            f"{interval(outcome['delivered'] - best16['delivered'])} | {calls.mean():.1f} (worst {calls.max():.0f}; "
+            f"{best8['calls'].mean() / calls.mean():.2f}x fewer than best-of-8) | {seconds.mean():.2f} "
+            f"({best8['seconds'].mean() / seconds.mean():.2f}x fewer) |")
 
 
 def references(runs: Runs, held: HeldOut, prompts: range) -> dict[int, dict]:
@@ -175,8 +179,9 @@ def preview_cost_lines(runs: Runs, held: HeldOut, prompts: range, tables: dict[f
     best8, best16 = refs[BASE_WIDTH], refs[2 * BASE_WIDTH]
     lines = [f"## M = {BASE_WIDTH} were a preview to cost c calls (the chooser weighing previews at c; held out "
              "through the runner, which has no ledger: a prompt whose cache skips less than calibrated may pass the "
-             "budget where the node would narrow)", "", f"| c | chosen | delivered | minus full best-of-{BASE_WIDTH}'s | minus full "
-             f"best-of-{2 * BASE_WIDTH}'s | calls + previews at c, with the commit (worst) |",
+             "budget where the node would narrow)", "",
+             f"| c | chosen | delivered | minus full best-of-{BASE_WIDTH}'s | minus full best-of-{2 * BASE_WIDTH}'s | "
+             "calls + previews at c, with the commit (worst) |",
              "|---|---|---|---|---|---|"]
     for cost in costs:
         chosen = choose_within_budget(weighing_previews(tables, cost), BASE_WIDTH)
@@ -281,26 +286,22 @@ def main() -> None:
     chosen_lines, arms = chosen_arms(tables, equivalents, args.budgets)
     lines += chosen_lines
     lines += ["", f"## Held out (prompts {half}-{args.prompts - 1}; each search on seeds 0..N-1)", "",
-              "| arm | delivered | minus full best-of-8's | calls with the commit | seconds (sampling, previews, "
-              "scoring, commit) |", "|---|---|---|---|---|"]
+              "| arm | delivered | minus full best-of-8's | minus full best-of-16's | calls with the commit | seconds "
+              "(sampling, previews, scoring, commit) |", "|---|---|---|---|---|---|"]
     for width in REFERENCE_WIDTHS:
-        ref = refs[width]
-        lines.append(arm_row(f"full best-of-{width}", ref["delivered"], ref["calls"], ref["seconds"],
-                             best8["delivered"], best8["calls"].mean(), best8["seconds"].mean()))
+        lines.append(arm_row(f"full best-of-{width}", refs[width], refs))
     full_calls = next(iter(tables.values())).full_calls
     ledger = ["", "## Budget \"auto\"'s ledger (the Sampler's panel payload, held out)", ""]
     for m in args.budgets:
         outcome = node_arm(runs, searches, held, prompts, m)
         auto = outcome["payloads"][0]
         lines.append(arm_row(f"M = {m}, Budget \"auto\" (Sampler node): N = {auto['width']}, "
-                             f"\"{auto['schedule'] or 'no pruning'}\"", outcome["delivered"], outcome["calls"],
-                             outcome["seconds"], best8["delivered"], best8["calls"].mean(), best8["seconds"].mean()))
+                             f"\"{auto['schedule'] or 'no pruning'}\"", outcome, refs))
         ledger.append(ledger_line(m, outcome, full_calls, best8))
     for (width, schedule), (chosen, names) in arms.items():
         outcome = runner_arm(runs, held, prompts, chosen)
         lines.append(arm_row(f"{'; '.join(names)}, through the runner: N = {width}, \"{schedule or 'no pruning'}\"",
-                             outcome["delivered"], outcome["calls"], outcome["seconds"], best8["delivered"],
-                             best8["calls"].mean(), best8["seconds"].mean()))
+                             outcome, refs))
     lines += [*ledger, "", *capture_lines(runs, held, prompts, tables, best8, full_calls)]
     if args.preview_costs:
         lines += ["", *preview_cost_lines(runs, held, prompts, tables, refs, args.preview_costs)]
