@@ -28,7 +28,7 @@ from .cache_patch import attach_step_cache
 from .calibration_graph import EXPERT_INPUTS
 from .calibration_inputs import COMFYUI_CACHE_WINDOW, calibrate_plans, experts_plan, thresholds_input
 from .full_compute import full_compute_model
-from .previews import PreviewScorer, RolloutCapture, ScoredPreviews, cache_windows
+from .previews import PreviewScorer, RolloutCapture, ScoredPreviews, cache_windows, previews_of
 from .pruning_nodes import latent_frames
 from .prompt_graph import upstream
 from .prompt_server import progress_text_sender
@@ -162,7 +162,8 @@ class Rollouts:
     finishes, saves it at once (``saved``: a re-queued calibration reuses it) and keeps only its scores, seconds
     and call counts. An arm's scores of a prompt enter the store once all its seeds ran: a combined verifier
     normalises across them, as Combine Scores normalises across a search's drafts (an arm is a search of S
-    drafts of each prompt)."""
+    drafts of each prompt). The cached rollouts' previews of a prompt are scored together once all its seeds ran
+    and saved with them then: a cancel before loses only that prompt's previews, which the next run completes."""
 
     def __init__(self, node_id, plan: CalibrationPlan | ExpertsPlan, prompts: list[CalibrationPrompt], steps: int,
                  judge: Judge, cost: str, saved: SavedSetup | None, planned_arms: list[dict], rollouts: int):
@@ -195,15 +196,17 @@ class Rollouts:
         for index, prompt in enumerate(self.prompts):
             recipe = recipe_of(prompt)
             where = f"prompt {index + 1} / {len(self.prompts)}, " if len(self.prompts) > 1 else ""
-            rollouts = [self._rollout(arm, f"{label}, {where}", arm_settings, recipe, prompt, seed)
-                        for seed in self.seeds]
+            rollouts = self._with_previews([self._rollout(arm, f"{label}, {where}", arm_settings, recipe, prompt,
+                                                          seed) for seed in self.seeds], prompt)
             for seed, score, rollout in zip(self.seeds, self.judge.combine([r.scores for r in rollouts]), rollouts):
                 self.store.add(arm, index, seed, score, rollout.seconds, calls=rollout.calls, skipped=rollout.skipped)
                 if rollout.previews is not None:
                     self.recorded_previews[arm, index, seed] = rollout.previews
 
     def _rollout(self, arm: str, label: str, arm_settings: dict, recipe: StagedRecipe, prompt: CalibrationPrompt,
-                 seed: int) -> SavedRollout:
+                 seed: int) -> tuple[SavedRollout, str | None, RolloutCapture | None]:
+        """The rollout of ``seed`` (reused, or computed and saved at once), its saved key, and the capture of the
+        previews it still needs (None: it has them, or records none)."""
         self.done += 1
         key = self.saved.key(prompt, seed, arm_settings) if self.saved is not None else None
         found = self.saved.rollouts.get(key) if key is not None else None
@@ -216,22 +219,38 @@ class Rollouts:
             self.progress.skip(recipe.steps)
             self.announce(f"rollout {self.done} / {self.total}: {label}seed {seed}: saved by an earlier run, reused "
                           f"({self.reused} so far)")
-            return found
+            return found, key, None
         if found is not None:  # saved before previews were recorded: completed, its own scores and costs kept
             self.reused += 1
             self.announce(f"rollout {self.done} / {self.total}: {label}seed {seed}: saved by an earlier run, its "
                           f"previews recorded now (to step {steps[-1]})")
-            rollout = dataclasses.replace(found, previews=self._previews_only(recipe, prompt, seed, steps))
-        else:
-            self.announce(f"rollout {self.done} / {self.total}: {label}seed {seed} ({self.reused} reused so far)")
-            rollout = self._computed(arm, recipe, prompt, seed, steps)
+            return found, key, self._captured_only(recipe, seed, steps)
+        self.announce(f"rollout {self.done} / {self.total}: {label}seed {seed} ({self.reused} reused so far)")
+        rollout, capture = self._computed(arm, recipe, prompt, seed, steps)
         if key is not None:
+            # at once (a cancel before the prompt's previews are scored keeps its sampling), again with previews
             self.saved.rollouts.add(key, rollout)
-        return rollout
+        return rollout, key, capture
+
+    def _with_previews(self, started: list[tuple[SavedRollout, str | None, RolloutCapture | None]],
+                       prompt: CalibrationPrompt) -> list[SavedRollout]:
+        """The rollouts of a prompt's seeds, those with a capture completed with its previews (the seeds' estimates
+        decoded together: ``previews_of``) and saved."""
+        captures = [capture for _, _, capture in started if capture is not None]
+        if not captures:
+            return [rollout for rollout, _, _ in started]
+        previews = iter(previews_of(captures, self.judge.previews(prompt.text), self.scored_previews))
+        rollouts = []
+        for rollout, key, capture in started:
+            if capture is not None:
+                rollout = dataclasses.replace(rollout, previews=next(previews))
+                self.saved.rollouts.add(key, rollout)
+            rollouts.append(rollout)
+        return rollouts
 
     def _computed(self, arm: str, recipe: StagedRecipe, prompt: CalibrationPrompt, seed: int,
-                  steps: tuple[int, ...]) -> SavedRollout:
-        """The rollout run and scored, with its previews at ``steps`` (none: no capture)."""
+                  steps: tuple[int, ...]) -> tuple[SavedRollout, RolloutCapture | None]:
+        """The rollout run and scored, and the capture of its x0 estimates at ``steps`` (none: no capture)."""
         full_compute = FullComputeCheck(_MODEL_INPUTS[len(recipe.stages)], _FULL_ARM_ADVICE) \
             if arm == FULL_ARM else None
         capture = RolloutCapture(recipe, steps) if steps else None
@@ -239,23 +258,18 @@ class Rollouts:
         (state,) = run_stages(capture.recipe() if capture else recipe, [CandidateState.start(seed, recipe.latent)],
                               self.progress, hooks=hooks)
         draft = state.draft
-        previews = self._scored(capture, prompt) if capture else None
         return SavedRollout(self.judge.score(state.latent, prompt.text), draft.seconds, draft.calls,
-                            draft.calls_skipped, previews)
+                            draft.calls_skipped), capture
 
-    def _previews_only(self, recipe: StagedRecipe, prompt: CalibrationPrompt, seed: int,
-                       steps: tuple[int, ...]) -> RolloutPreviews:
-        """A saved rollout's previews: its trajectory sampled again only to the last preview step (cut there as a
-        pruned search cuts it, so every step before it is sampled as in the whole rollout) and scored."""
+    def _captured_only(self, recipe: StagedRecipe, seed: int, steps: tuple[int, ...]) -> RolloutCapture:
+        """A saved rollout's x0 estimates at ``steps``: its trajectory sampled again only to the last of them (cut
+        there as a pruned search cuts it, so every step before it is sampled as in the whole rollout)."""
         split = split_recipe(recipe, (steps[-1],))
         capture = RolloutCapture(split.recipe, steps)
         run_stages(capture.recipe(), [CandidateState.start(seed, recipe.latent)], self.progress,
                    range(split.resume_indices[0]), RunHooks(on_computed_call=capture.on_computed_call))
         self.progress.skip(recipe.steps - steps[-1])
-        return self._scored(capture, prompt)
-
-    def _scored(self, capture: RolloutCapture, prompt: CalibrationPrompt) -> RolloutPreviews:
-        return capture.previews(self.judge.previews(prompt.text), self.scored_previews)
+        return capture
 
     def finish(self) -> None:
         """Fills the bar when fewer rollouts ran than it was sized for (the picks were not measured together)."""

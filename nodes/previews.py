@@ -84,11 +84,18 @@ class PreviewScorer:
     judges: tuple[FrameJudge, ...]
     frames: int
 
+    def decode(self, model, estimates: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Per estimate in ``model``'s sampling space, its decoded preview frames, all in one decode call."""
+        comfy.model_management.throw_exception_if_processing_interrupted()
+        return decode_previews(self.vae, model, estimates, self.frames)
+
+    def judged(self, frames: torch.Tensor) -> tuple[float, ...]:
+        """Each judge's score of one preview's decoded frames."""
+        return tuple(judge.score(frames)[0] for judge in self.judges)
+
     def score(self, model, estimates: list[torch.Tensor]) -> list[tuple[tuple[float, ...], torch.Tensor]]:
         """Per estimate, each judge's score of its preview and the decoded frames."""
-        comfy.model_management.throw_exception_if_processing_interrupted()
-        decoded = decode_previews(self.vae, model, estimates, self.frames)
-        return [(tuple(judge.score(frames)[0] for judge in self.judges), frames) for frames in decoded]
+        return [(self.judged(frames), frames) for frames in self.decode(model, estimates)]
 
 
 def content_digest(tensor: torch.Tensor) -> str:
@@ -97,14 +104,20 @@ def content_digest(tensor: torch.Tensor) -> str:
     return hashlib.sha256(f"{tensor.dtype} {tuple(tensor.shape)} ".encode() + data.tobytes()).hexdigest()
 
 
+# At most this many x0 estimates are decoded in one VAE call by Calibrate: its decoded frames stay in memory until
+# judged (K frames of 832x480 each 4.8 MB, so 8 estimates at K = 4 hold 153 MB), and the VAE's fixed cost per call is
+# already shared 8 ways.
+DECODED_TOGETHER = 8
+
+
 class ScoredPreviews:
     """The previews one calibration has scored, by all a score depends on: the scorer (VAE, judges with their prompt,
     frames), the latent format the estimate is decoded from and the estimate's exact content. Every tau of a seed
     samples the warmup alike, and one that skips nothing before a prune step samples it as a smaller tau does, so
     many cached rollouts reach a prune step with bit-identical x0 estimates: each is decoded and judged once. Each
-    keeps the seconds its scoring took, so a rollout's record prices every preview as a pruned search pays for it (a
-    search shares none); ``previews`` counts those recorded, ``verifier_calls`` and ``seconds`` what the calibration
-    really spent on them."""
+    keeps the seconds a pruned search would pay for it (a search shares none), so a rollout's record prices every
+    preview as a search does; ``previews`` counts those recorded, ``verifier_calls`` and ``seconds`` what the
+    calibration really spent on them."""
 
     def __init__(self):
         self._scored: dict[tuple, tuple[tuple[float, ...], float]] = {}
@@ -113,19 +126,31 @@ class ScoredPreviews:
 
     def scores(self, scorer: PreviewScorer, model, estimates: list[torch.Tensor]
                ) -> list[tuple[tuple[float, ...], float]]:
-        """Per estimate in ``model``'s sampling space, each judge's score and the seconds scoring it took when it was
-        scored; the estimates not scored before are decoded in one call and judged."""
+        """Per estimate in ``model``'s sampling space, each judge's score and the seconds a pruned search pays for
+        it; the estimates not scored before are decoded together (a few VAE calls instead of one each) and judged."""
         start = time.perf_counter()
         keys = [(scorer, type(model.latent_format), content_digest(estimate)) for estimate in estimates]
         unseen = {key: estimate for key, estimate in zip(keys, estimates) if key not in self._scored}
         if unseen:
-            scored = scorer.score(model, list(unseen.values()))
-            each = (time.perf_counter() - start) / len(unseen)  # one decode call shared, a verifier call each
-            self._scored.update((key, (scores, each)) for key, (scores, _) in zip(unseen, scored))
-            self.verifier_calls += sum(len(scores) for scores, _ in scored)
+            self._score(scorer, model, unseen)
         self.previews += len(keys)
         self.seconds += time.perf_counter() - start
         return [self._scored[key] for key in keys]
+
+    def _score(self, scorer: PreviewScorer, model, unseen: dict[tuple, torch.Tensor]) -> None:
+        estimates = list(unseen.values())
+        # A pruned search decodes each candidate's estimate in a call of its own: the first estimate is decoded alone,
+        # and what that call took, with each preview's own verifier calls, is the price of every preview here.
+        start = time.perf_counter()
+        decoded = scorer.decode(model, estimates[:1])
+        alone = time.perf_counter() - start
+        for first in range(1, len(estimates), DECODED_TOGETHER):
+            decoded += scorer.decode(model, estimates[first:first + DECODED_TOGETHER])
+        for key, frames in zip(unseen, decoded, strict=True):
+            start = time.perf_counter()
+            scores = scorer.judged(frames)
+            self._scored[key] = (scores, alone + time.perf_counter() - start)
+            self.verifier_calls += len(scores)
 
 
 class RolloutCapture:
@@ -155,26 +180,35 @@ class RolloutCapture:
             self.calls.append((step, self._computed))
             self._computed = 0
             if step + 1 in self.steps:
-                self.estimates[step + 1] = args["denoised"].detach().clone()
+                # kept off the GPU while it waits for the other seeds of the prompt (scored together)
+                self.estimates[step + 1] = args["denoised"].detach().to(
+                    comfy.model_management.intermediate_device(), copy=True)
         return keep
-
-    def _by_stage(self) -> list[list[int]]:
-        stages: dict[int, list[int]] = {}
-        for step in self.steps:
-            stages.setdefault(self._recipe.stage_at(step), []).append(step)
-        return list(stages.values())
 
     def computed_before(self, step: int) -> int:
         return sum(computed for call_step, computed in self.calls if call_step < step)
 
-    def previews(self, scorer: PreviewScorer, scored: ScoredPreviews) -> RolloutPreviews:
-        """Every captured step's preview scored, each content once in the calibration (``scored``): one decode call
-        per stage, one verifier call per step and judge. Its seconds: every step's, as when it was scored."""
-        results = []
-        # One decode call for every step's preview: the steps of one stage share its model's sampling space.
-        for stage_steps in self._by_stage():
-            results += scored.scores(scorer, preview_model(self._recipe, stage_steps[0]),
-                                     [self.estimates[step] for step in stage_steps])
-        return RolloutPreviews(X0_PREVIEW.name, self.steps, tuple(scores for scores, _ in results),
-                               tuple(self.computed_before(step) for step in self.steps),
-                               sum(seconds for _, seconds in results))
+    def model_at(self, step: int):
+        """The model whose sampling space the estimate at ``step`` is in."""
+        return preview_model(self._recipe, step)
+
+
+def previews_of(captures: list[RolloutCapture], scorer: PreviewScorer, scored: ScoredPreviews
+                ) -> list[RolloutPreviews]:
+    """Each capture's previews (a prompt's seeds on one arm), each content scored once in the calibration
+    (``scored``): the estimates of all the captures decoded together, per model (the steps of one stage share its
+    sampling space), and judged one at a time, as a pruned search judges them. A record's seconds: what a pruned
+    search pays for its previews."""
+    by_model: dict[object, list[tuple[int, int]]] = {}  # the (capture, step) pairs of each model
+    for number, capture in enumerate(captures):
+        for step in capture.steps:
+            by_model.setdefault(capture.model_at(step), []).append((number, step))
+    results = {}
+    for model, points in by_model.items():
+        estimates = [captures[number].estimates[step] for number, step in points]
+        results.update(zip(points, scored.scores(scorer, model, estimates), strict=True))
+    return [RolloutPreviews(X0_PREVIEW.name, capture.steps,
+                            tuple(results[number, step][0] for step in capture.steps),
+                            tuple(capture.computed_before(step) for step in capture.steps),
+                            sum(results[number, step][1] for step in capture.steps))
+            for number, capture in enumerate(captures)]

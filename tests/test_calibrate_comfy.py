@@ -468,15 +468,18 @@ def test_over_http_a_cancelled_calibration_resumes_in_a_fresh_server_with_only_t
         base_with_models):
     """Cancel a calibration after a few rollouts, stop the server, start a new server process on the same base
     directory and queue the same graph: the new process computes exactly the rollouts the saved file lacks (counted
-    from the progress bar's steps, independently of the report's own count) and ends with the table of the same
-    graph run uninterrupted."""
+    from the progress bar's steps, independently of the report's own count), completes the previews of those saved
+    before their prompt's previews were scored, and ends with the table of the same graph run uninterrupted."""
     steps, rollouts = 6, 9  # calibrate_wan: 3 seeds x (full + 2 taus)
     graph = calibrate_wan(seed=21, capture_target=0.9, steps=steps)
     base = base_with_models("calibrate_restart")
     saved = base / "user" / "cachedsearch" / "saved" / "index.jsonl"  # the rollouts (and the graph's drafts) saved
 
-    def saved_rollouts() -> list[str]:
-        return [line for line in saved.read_text().splitlines()[1:] if json.loads(line)["kind"] == "rollout"]
+    def saved_rollouts() -> dict[str, dict]:
+        """Each saved rollout's last record by its key, in the order first saved (a cached rollout is saved as it
+        finishes and again with its previews once its prompt's seeds all ran)."""
+        records = [json.loads(line) for line in saved.read_text().splitlines()[1:]]
+        return {record["key"]: record for record in records if record["kind"] == "rollout"}
 
     def run(server, cancel_in_rollout=None):
         events = []
@@ -502,6 +505,10 @@ def test_over_http_a_cancelled_calibration_resumes_in_a_fresh_server_with_only_t
     lines = saved_rollouts()
     kept = len(lines)  # the rollouts that finished before Cancel stopped the run
     assert 4 <= kept < rollouts and computed_rollouts(events, steps) >= set(range(kept))
+    # the full arm's 3 rollouts come first and record no previews; a cached one whose prompt's previews were not
+    # scored yet is saved without them, and the next run samples it again to its last preview step
+    without_previews = {index for index, record in enumerate(lines.values()) if index >= 3 and "previews" not in record}
+    assert without_previews
 
     second = comfy_runtime.ComfyServer(base)
     try:
@@ -510,13 +517,16 @@ def test_over_http_a_cancelled_calibration_resumes_in_a_fresh_server_with_only_t
     finally:
         second.stop()
     assert resumed["status"]["status_str"] == "success", resumed["status"]
-    assert computed_rollouts(events, steps) == set(range(kept, rollouts))
+    assert computed_rollouts(events, steps) == set(range(kept, rollouts)) | without_previews
     report = resumed["outputs"]["calibrate"]["text"][0]
     (shown,) = resumed["outputs"]["calibrate"]["cachedsearch_calibration"]
     assert (shown["reused_rollouts"], shown["rollouts"]) == (kept, rollouts)
     assert numbers(line_of(report, "saved rollouts:"))[:3] == [kept, rollouts, rollouts - kept]  # reused, all, now
     after = saved_rollouts()
-    assert after[:len(lines)] == lines and len(after) == rollouts  # appended the missing ones, nothing twice
+    assert list(after)[:kept] == list(lines) and len(after) == rollouts  # appended the missing ones
+    assert all(after[key] == record for index, (key, record) in enumerate(lines.items())
+               if index not in without_previews)  # nothing computed twice
+    assert all("previews" in record for record in list(after.values())[3:])
     (table,), (uninterrupted,) = (entry["outputs"]["calibrate"]["cachedsearch_calibration"]
                                   for entry in (resumed, alone))
     assert [{key: row[key] for key in MEASURED} for row in table["rows"]] == \
