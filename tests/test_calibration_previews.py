@@ -5,6 +5,7 @@ its last preview step, its own scores kept), so is a rollout a cancel left witho
 names the previews' verifier calls."""
 
 import dataclasses
+import statistics
 import time
 
 import pytest
@@ -276,8 +277,9 @@ def _default_sweep(engine, world, folder, every_preview: bool = False):
 def test_the_cost_before_the_run_names_the_preview_calls_the_run_makes(engine, world, tmp_path, node_run):
     """The canvas's cost line (``planned_preview_cost``) bounds the verifier calls Calibrate's default sweep (4
     seeds, 5 taus) makes for previews: a preview several taus of a seed reach alike is scored once, and each
-    rollout's record still prices it as a search pays it. Prints the measured cost beside what scoring every preview
-    costs, in the same run (seconds are not asserted)."""
+    rollout's record still prices it as a search pays it. Prints the measured cost and a preview's price beside
+    scoring every preview, each decoded alone (what a pruned search pays), in the same run (seconds are not
+    asserted)."""
     rollouts_module = engine.extension.nodes.calibration_rollouts
     taus = engine.extension.cachedsearch_core.calibration.DEFAULT_TAUS
     inputs = {"seeds": 4, "first_seed": 0, "capture_target": 0.9, "steps": STEPS, "warmup_steps": WARMUP,
@@ -309,7 +311,11 @@ def test_the_cost_before_the_run_names_the_preview_calls_the_run_makes(engine, w
 
     def added(run, run_seconds):
         spent = run.scored_previews
+        # what the chooser weighs a preview at (preview_call_equivalents' median)
+        priced = statistics.median(previews.seconds / len(previews.steps)
+                                   for previews in run.recorded_previews.values())
         return (f"previews {spent.seconds:.2f} s of {run_seconds:.2f} s "
-                f"({spent.seconds / (run_seconds - spent.seconds):.1%} added), {spent.verifier_calls} verifier calls")
+                f"({spent.seconds / (run_seconds - spent.seconds):.1%} added), {spent.verifier_calls} verifier calls, "
+                f"a preview priced {priced * 1000:.0f} ms")
     print(f"\n[preview cost] each preview scored once: {added(rollouts, seconds)}; every preview scored: "
           f"{added(every, every_seconds)}; steps {planned.steps}")
