@@ -104,9 +104,9 @@ def content_digest(tensor: torch.Tensor) -> str:
     return hashlib.sha256(f"{tensor.dtype} {tuple(tensor.shape)} ".encode() + data.tobytes()).hexdigest()
 
 
-# At most this many x0 estimates are decoded in one VAE call by Calibrate: its decoded frames stay in memory until
-# judged (K frames of 832x480 each 4.8 MB, so 8 estimates at K = 4 hold 153 MB), and the VAE's fixed cost per call is
-# already shared 8 ways.
+# At most this many x0 estimates are decoded in one VAE call by Calibrate, each call's frames judged before the next:
+# the frames held stay bounded whatever the seeds (K frames of 832x480, 4.8 MB each, so 153 MB for 8 estimates at
+# K = 4), and the VAE's fixed cost per call is already shared 8 ways.
 DECODED_TOGETHER = 8
 
 
@@ -138,18 +138,24 @@ class ScoredPreviews:
         return [self._scored[key] for key in keys]
 
     def _score(self, scorer: PreviewScorer, model, unseen: dict[tuple, torch.Tensor]) -> None:
-        estimates = list(unseen.values())
-        # A pruned search decodes each candidate's estimate in a call of its own: the first estimate is decoded alone,
-        # and what that call took, with each preview's own verifier calls, is the price of every preview here.
+        keys, estimates = list(unseen), list(unseen.values())
+        # A pruned search decodes each candidate's estimate in a call of its own: the first estimate is decoded
+        # alone, and that call's seconds, with each preview's own verifier calls, price every preview here.
         start = time.perf_counter()
         decoded = scorer.decode(model, estimates[:1])
         alone = time.perf_counter() - start
+        self._judge(scorer, keys[:1], decoded, alone)
         for first in range(1, len(estimates), DECODED_TOGETHER):
-            decoded += scorer.decode(model, estimates[first:first + DECODED_TOGETHER])
-        for key, frames in zip(unseen, decoded, strict=True):
+            together = slice(first, first + DECODED_TOGETHER)
+            self._judge(scorer, keys[together], scorer.decode(model, estimates[together]), alone)
+
+    def _judge(self, scorer: PreviewScorer, keys: list[tuple], decoded: list[torch.Tensor],
+               decode_seconds: float) -> None:
+        """Each decoded preview judged and kept, priced at ``decode_seconds`` and its own verifier calls' seconds."""
+        for key, frames in zip(keys, decoded, strict=True):
             start = time.perf_counter()
             scores = scorer.judged(frames)
-            self._scored[key] = (scores, alone + time.perf_counter() - start)
+            self._scored[key] = (scores, decode_seconds + time.perf_counter() - start)
             self.verifier_calls += len(scores)
 
 
