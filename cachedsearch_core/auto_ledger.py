@@ -68,6 +68,13 @@ class AutoLedger:
             calls += reaching * self.phase_calls[index + 1]
         return max(calls * self.skip_ratio() + previews * self.preview_cost, self.worst_after(round_index))
 
+    def planned(self, width: int) -> float:
+        """What drafting ``width`` candidates and finishing the first round's keep needs when this prompt's cache
+        skips as calibrated: the sum ``draft_call`` holds to the allowance at the last draft's last call. A policy
+        whose ``planned`` passes the allowance is narrowed at run time even on a calibrated prompt, so the chooser
+        does not buy it (``auto_policy.runs_as_chosen``)."""
+        return width * (self.phase_calls[0] + self.preview_cost) + self.expected_rest(0, min(self.keeps[0], width))
+
     def draft_call(self) -> None:
         """Before a computed call of a draft to the first round's step: raises ``BudgetSpent`` (stop drafting) when
         it, the draft's preview and what the first round's keep needs to finish would not fit."""

@@ -16,11 +16,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from .auto_ledger import AutoLedger
 from .cost import SearchCost
 from .cost_formulas import ExtraWork
 from .policy_chooser import ChosenPolicy, choose_within_budget, weighing_previews
 from .previews import RolloutPreviews, cached_rollout, preview_call_equivalents
-from .search_policy import FullRollout, Rollouts
+from .search_policy import FullRollout, Policy, Rollouts
 
 # The memory entry's field holding a calibration's tables for the chooser.
 POLICY_FIELD = "policy"
@@ -177,10 +178,8 @@ def choose_auto(entry: dict | None, setup: PolicySetup, wired_tau: float | None,
                           f"uses {shown}; the budget drafts as today")
     table = tables.tables[tau] if setup.prunes else without_previews(tables.tables[tau])
     try:
-        chosen = choose_within_budget({tau: table}, budget_rollouts, max_width)
-        if chosen.rounds and not ends_within(table, len(chosen.rounds), budget_rollouts):
-            table = without_previews(table)
-            chosen = choose_within_budget({tau: table}, budget_rollouts, max_width)
+        chosen = choose_within_budget({tau: table}, budget_rollouts, max_width,
+                                      lambda table, policy: runs_as_chosen(table, policy, budget_rollouts))
     except ValueError as error:
         return AutoChoice(None, f"auto: {error}; the budget drafts as today")
     prompts = f"{tables.prompts} prompt{'s' if tables.prompts > 1 else ''}"
@@ -194,11 +193,24 @@ def choose_auto(entry: dict | None, setup: PolicySetup, wired_tau: float | None,
     return AutoChoice(chosen, line, table)
 
 
-def ends_within(table: Rollouts, rounds: int, budget_rollouts: int) -> bool:
-    """Whether one candidate computing every call and scored at every round fits beside the commit: what the run-time
-    ledger reserves so that a pruned search always delivers one, whatever the cache skips (``AutoLedger``). Previews
-    dear against the budget fail it, and the search is then chosen without pruning."""
-    return table.full_calls + rounds * table.preview_cost <= (budget_rollouts - 1) * table.full_calls
+def auto_ledger(table: Rollouts, rounds: Sequence[tuple[int, int]], budget_rollouts: int) -> AutoLedger:
+    """The run-time ledger of a search pruning at ``rounds`` ((step, keep), ...) on ``table``'s calibration, within
+    ``budget_rollouts`` full renders less the commit's calls."""
+    steps = [step for step, _ in rounds]
+    return AutoLedger((budget_rollouts - 1) * table.full_calls, table.full_calls, table.steps, steps,
+                      [keep for _, keep in rounds], phase_calls(table, steps), table.preview_cost)
+
+
+def runs_as_chosen(table: Rollouts, policy: Policy, budget_rollouts: int) -> bool:
+    """Whether a search running ``policy`` drafts its whole width on a prompt whose cache skips as calibrated. The
+    ledger reserves one candidate's every remaining call and preview, so that a pruned search always delivers one
+    whatever the cache skips; a policy that fits the budget on the calibration's calls but not beside that reserve
+    would be narrowed at run time, so it is not chosen. A policy without rounds drafts under today's ledger, which
+    its calls fit."""
+    if not policy.rounds:
+        return True
+    ledger = auto_ledger(table, [(prune.step, prune.keep) for prune in policy.rounds], budget_rollouts)
+    return ledger.planned(policy.width) <= ledger.allowance
 
 
 def without_previews(table: Rollouts) -> Rollouts:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 import numpy as np
@@ -171,15 +171,18 @@ def weighing_previews(tables: Mapping[float, Rollouts], call_equivalents: float)
     return {tau: dataclasses.replace(table, preview_cost=call_equivalents) for tau, table in tables.items()}
 
 
-def choose_within_budget(tables: Mapping[float, Rollouts], budget_rollouts: int, max_width: int | None = None
-                         ) -> ChosenPolicy:
+def choose_within_budget(tables: Mapping[float, Rollouts], budget_rollouts: int, max_width: int | None = None,
+                         runs: Callable[[Rollouts, Policy], bool] | None = None) -> ChosenPolicy:
     """The policy (tau, width, rounds on the x0 preview) with the best expected delivered score whose exploration
     and commit fit ``budget_rollouts`` full renders on every prompt; ``tables`` by tau
-    (``Rollouts.from_records``), ``max_width`` the most candidates the search may draft."""
+    (``Rollouts.from_records``), ``max_width`` the most candidates the search may draft, ``runs`` (where given)
+    whether the search that runs a policy would run it as chosen (its tau's table, the policy)."""
     widest = _checked(tables, budget_rollouts, "budget_rollouts", max_width)
     commit = next(iter(tables.values())).full_calls
     budget = budget_rollouts * commit
-    chosen = best_within(_scored(tables, widest, budget - commit), commit, budget)
+    scored = [((tau, policy), outcome) for (tau, policy), outcome in _scored(tables, widest, budget - commit)
+              if runs is None or runs(tables[tau], policy)]
+    chosen = best_within(scored, commit, budget)
     return _summary(tables, chosen, budget_rollouts)
 
 

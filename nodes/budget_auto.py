@@ -8,8 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..cachedsearch_core import candidate_seeds
-from ..cachedsearch_core.auto_ledger import AutoLedger
-from ..cachedsearch_core.auto_policy import AutoChoice, AutoOutcome, PolicySetup, choose_auto, phase_calls
+from ..cachedsearch_core.auto_policy import AutoChoice, AutoOutcome, PolicySetup, auto_ledger, choose_auto
 from ..cachedsearch_core.budget import BudgetPlan
 from ..cachedsearch_core.calibration_memory import setup_difference, setup_key
 from ..cachedsearch_core.pruning import PruneRound, PruningPlan
@@ -67,9 +66,7 @@ def auto_search(recipe: StagedRecipe, seed: int, budget: BudgetPlan, pruning, an
         return _plain_search(recipe, seed, budget, choice, announce, saved)
     table = choice.tables
     plan = _chosen_plan(choice, pruning.preview_frames)
-    ledger = AutoLedger((budget.rollouts - 1) * table.full_calls, table.full_calls, table.steps, plan.round_steps,
-                        [prune.keep for prune in plan.rounds], phase_calls(table, plan.round_steps),
-                        table.preview_cost)
+    ledger = auto_ledger(table, choice.chosen.rounds, budget.rollouts)
     candidates = pruning.search(recipe, candidate_seeds(seed, choice.chosen.width), announce, saved, plan=plan,
                                 ledger=ledger)
     outcome = AutoOutcome(choice, budget.rollouts, table.full_calls, len(candidates.pruning.seeds), ledger.calls,

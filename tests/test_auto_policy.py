@@ -9,7 +9,8 @@ from report_text import says
 
 from cachedsearch_core.auto_ledger import AutoLedger
 from cachedsearch_core.auto_policy import (
-    NO_CALIBRATION, POLICY_FIELD, PolicySetup, PolicyTables, choose_auto, phase_calls, policy_record,
+    NO_CALIBRATION, POLICY_FIELD, PolicySetup, PolicyTables, auto_ledger, choose_auto, phase_calls,
+    policy_record,
 )
 from cachedsearch_core.budget import BudgetSpent
 from cachedsearch_core.calibration_memory import setup_difference, setup_key
@@ -64,27 +65,41 @@ def test_without_a_pruning_plan_only_the_width_is_chosen_from_the_calibrated_ski
 
 def test_previews_dear_in_gpu_time_buy_a_narrower_search_and_the_line_says_what_they_cost():
     free = choose_auto(remembered(), SETUP, 0.1, 3, 16)
-    # 4 previews in 1 s: 0.25 s each, 2.5 calls' time (0.1 s a call): 3 drafts scored at step 1 (3 + 7.5 calls),
-    # the best on (5), the commit (8); 4 would not fit.
-    dear = choose_auto(remembered(preview_seconds=1.0), SETUP, 0.1, 3, 16)
-    assert dear.chosen.preview_cost == pytest.approx(2.5) and free.chosen.preview_cost == 0
+    # 4 previews in 0.8 s: 0.2 s each, 2 calls' time (0.1 s a call): 3 drafts scored at step 1 (3 + 6 calls), the
+    # best on (5), the commit (8); 4 would not fit.
+    dear = choose_auto(remembered(preview_seconds=0.8), SETUP, 0.1, 3, 16)
+    assert dear.chosen.preview_cost == pytest.approx(2.0) and free.chosen.preview_cost == 0
     assert (dear.chosen.width, dear.chosen.rounds) == (3, ((1, 1),)) and free.chosen.width > 3
-    assert dear.chosen.cost == pytest.approx(3 + 7.5 + 5 + STEPS) and dear.chosen.cost <= dear.chosen.budget_calls
-    assert "(16 computed, previews worth 7.5)" in dear.line
-    assert dear.as_dict()["preview_cost"] == pytest.approx(2.5)
+    assert dear.chosen.cost == pytest.approx(3 + 6 + 5 + STEPS) and dear.chosen.cost <= dear.chosen.budget_calls
+    assert "(16 computed, previews worth 6.0)" in dear.line
+    assert dear.as_dict()["preview_cost"] == pytest.approx(2.0)
     # Previews dearer still (5 calls each) buy no pruning at all: the widest plain cached search.
     assert choose_auto(remembered(preview_seconds=2.0), SETUP, 0.1, 3, 16).chosen.rounds == ()
 
 
-def test_pruning_is_chosen_only_where_one_candidates_every_call_and_preview_fits_beside_the_commit():
-    # Drafts computing 2 of 8 calls (1 before step 1), previews of 0.5 calls' time: expected, 4 drafts pruned to 1
-    # at step 1 cost 4 + 2 + 1 of the 8 calls M = 2 leaves for exploration; but a candidate that computes all 8
-    # calls and its preview (8.5) would not fit, so the search is chosen without pruning.
+def drafted_as_calibrated(table, chosen, budget_rollouts: int) -> tuple[int, list[str]]:
+    """How many of ``chosen``'s width its run-time ledger drafts on a prompt computing the calibrated calls in each
+    phase, and the ledger's notes."""
+    ledger = auto_ledger(table, chosen.rounds, budget_rollouts)
+    phases = [round(calls) for calls in phase_calls(table, [step for step, _ in chosen.rounds])]
+    drafted, _ = emulated_search(ledger, chosen.width, phases)
+    return drafted, ledger.notes
+
+
+def test_a_pruned_policy_is_chosen_only_where_the_ledger_drafts_its_whole_width_on_a_calibrated_prompt():
+    # Drafts computing 2 of 8 calls (1 before step 1, 1 before step 7), previews of 0.5 calls' time, M = 2: 8 calls
+    # for exploration. On the calibration's calls, 4 drafts pruned to 1 at step 1 fit (4 + 2 + 1); but the ledger
+    # reserves beside the drafts one candidate's every remaining call (7), so it would narrow that search on every
+    # prompt. Pruning at step 7, where one candidate's rest is 1 call, it drafts the whole width.
     entry = remembered(preview_seconds=0.2, computed=2, before=(1, 1, 1, 1))
-    tables = PolicyTables.from_record(entry[POLICY_FIELD]).tables
-    assert choose_within_budget(tables, 2, 16).rounds == ((1, 1),)
-    assert choose_auto(entry, SETUP, 0.1, 2, 16).chosen.rounds == ()
-    assert choose_auto(entry, SETUP, 0.1, 3, 16).chosen.rounds  # 8.5 fits beside the commit in 3 full renders
+    table = PolicyTables.from_record(entry[POLICY_FIELD]).tables[0.1]
+    on_calls_alone = choose_within_budget({0.1: table}, 2, 16)
+    assert on_calls_alone.rounds == ((1, 1),)
+    drafted, notes = drafted_as_calibrated(table, on_calls_alone, 2)
+    assert drafted < on_calls_alone.width and notes
+    chosen = choose_auto(entry, SETUP, 0.1, 2, 16).chosen
+    assert chosen.rounds == ((7, 1),)
+    assert drafted_as_calibrated(table, chosen, 2) == (chosen.width, [])
 
 
 def test_the_chooser_prunes_only_on_the_tau_the_search_is_wired_with():

@@ -9,8 +9,9 @@ says so):
 - 48 steps with a cache that skips little (tau 0.02): a draft to the first prune step (step 3) computes 3 of a full
   draft's ~36 calls, so even at the tiny models' dear previews (a preview's decoding and judging measures 3-4.5
   calls' time) pruning buys about three times the width (N = 7, prune 3:1, against 2 seeds unpruned). The choice
-  weighs the measured seconds, and it prunes on this calibration while a preview costs up to 13 calls: a margin of
-  three times the measured cost, so a loaded machine does not turn it;
+  weighs the measured seconds; on this calibration it prunes while a preview costs up to 10 calls (N = 7 up to 5,
+  narrower beyond, since the ledger reserves one candidate's 45 remaining calls beside the drafts): a margin of
+  twice the measured cost, so a loaded machine does not turn it;
 - a one-frame video: a preview decodes the frame the final render decodes, so the x0 preview tells the seeds apart.
   On the tiny 9-frame video a latent frame decoded alone is not that frame decoded in its clip, the random
   verifier's previews say nothing of the final score, and the chooser rightly prunes nowhere.
