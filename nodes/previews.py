@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import statistics
 import time
 
 import comfy.model_management
@@ -108,6 +109,8 @@ def content_digest(tensor: torch.Tensor) -> str:
 # the frames held stay bounded whatever the seeds (K frames of 832x480, 4.8 MB each, so 153 MB for 8 estimates at
 # K = 4), and the VAE's fixed cost per call is already shared 8 ways.
 DECODED_TOGETHER = 8
+# The estimates of a batch decoded one per call first, each timed: the median prices the batch's previews.
+TIMED_ALONE = 5
 
 
 class ScoredPreviews:
@@ -139,15 +142,20 @@ class ScoredPreviews:
 
     def _score(self, scorer: PreviewScorer, model, unseen: dict[tuple, torch.Tensor]) -> None:
         keys, estimates = list(unseen), list(unseen.values())
-        # A pruned search decodes each candidate's estimate in a call of its own: the first estimate is decoded
-        # alone, and that call's seconds, with each preview's own verifier calls, price every preview here.
-        start = time.perf_counter()
-        decoded = scorer.decode(model, estimates[:1])
-        alone = time.perf_counter() - start
-        self._judge(scorer, keys[:1], decoded, alone)
-        for first in range(1, len(estimates), DECODED_TOGETHER):
+        # A pruned search decodes each candidate's estimate in a call of its own: the first few estimates are decoded
+        # alone, and the median of those calls' seconds, with each preview's own verifier calls, prices every
+        # preview here. A median of several: one timed call takes whatever else the machine ran at that moment (on a
+        # shared machine one call priced a calibration's previews at three times their usual cost).
+        decoded, alone = [], []
+        for estimate in estimates[:TIMED_ALONE]:
+            start = time.perf_counter()
+            decoded += scorer.decode(model, [estimate])
+            alone.append(time.perf_counter() - start)
+        price = statistics.median(alone)
+        self._judge(scorer, keys[:TIMED_ALONE], decoded, price)
+        for first in range(TIMED_ALONE, len(estimates), DECODED_TOGETHER):
             together = slice(first, first + DECODED_TOGETHER)
-            self._judge(scorer, keys[together], scorer.decode(model, estimates[together]), alone)
+            self._judge(scorer, keys[together], scorer.decode(model, estimates[together]), price)
 
     def _judge(self, scorer: PreviewScorer, keys: list[tuple], decoded: list[torch.Tensor],
                decode_seconds: float) -> None:

@@ -146,10 +146,11 @@ def _cached_arm(engine, world):
 def test_recorded_previews_are_the_pruned_search_previews_of_the_same_seeds(engine, long_world, tmp_path,
                                                                             node_run, monkeypatch):
     """Of a Pruning Plan at its default preview frames, whatever K Calibrate judges its rollouts on: Budget "auto"
-    then applies at the Pruning Plan's default. The seeds' 4 estimates decoded 2 a call after the first alone, so
-    in calls of 1, 2 and 1: each preview stays with its seed and step across the calls."""
+    then applies at the Pruning Plan's default. The seeds' 4 estimates decoded 2 a call after the first alone (timed
+    to price them), so in calls of 1, 2 and 1: each preview stays with its seed and step across the calls."""
     search = engine.extension.nodes
     monkeypatch.setattr(search.previews, "DECODED_TOGETHER", 2)
+    monkeypatch.setattr(search.previews, "TIMED_ALONE", 1)
     settings, recipe_of = _cached_arm(engine, long_world)
     rollouts = _rollouts(engine, long_world, tmp_path)
     assert rollouts.judge.preview_frames == PREVIEW_FRAMES != FRAMES  # what the memory records
