@@ -100,6 +100,11 @@ try {
     step = "the Verifier's page";
     await opened.goto(new URL("page.html?doc=web/docs/CachedSearchVerifier.md", result.docPage.url).href);
     result.imagePage = await seenOn(opened);
+    // read once every image has loaded (up to 2 minutes: a loaded machine serves them late), or as they stand then
+    await opened.waitForFunction(() => {
+      const images = [...document.querySelectorAll("main img")];
+      return images.length > 0 && images.every((image) => image.complete && image.naturalWidth > 0);
+    }, null, { timeout: 120000 }).catch(() => {});
     result.images = await opened.$$eval("main img", (images) => images.map((image) => ({
       src: image.getAttribute("src"), loaded: image.complete && image.naturalWidth > 0 })));
     await opened.close();
