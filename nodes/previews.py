@@ -109,7 +109,7 @@ def content_digest(tensor: torch.Tensor) -> str:
 # the frames held stay bounded whatever the seeds (K frames of 832x480, 4.8 MB each, so 153 MB for 8 estimates at
 # K = 4), and the VAE's fixed cost per call is already shared 8 ways.
 DECODED_TOGETHER = 8
-# The estimates of a batch decoded one per call first, each timed: the median prices the batch's previews.
+# A calibration's first estimates decoded one per call, each timed: their median prices every preview.
 TIMED_ALONE = 5
 
 
@@ -124,6 +124,7 @@ class ScoredPreviews:
 
     def __init__(self):
         self._scored: dict[tuple, tuple[tuple[float, ...], float]] = {}
+        self._alone: list[float] = []  # the seconds of each estimate decoded alone, which price every preview
         self.previews = self.verifier_calls = 0
         self.seconds = 0.0
 
@@ -142,18 +143,20 @@ class ScoredPreviews:
 
     def _score(self, scorer: PreviewScorer, model, unseen: dict[tuple, torch.Tensor]) -> None:
         keys, estimates = list(unseen), list(unseen.values())
-        # A pruned search decodes each candidate's estimate in a call of its own: the first few estimates are decoded
-        # alone, and the median of those calls' seconds, with each preview's own verifier calls, prices every
-        # preview here. A median of several: one timed call takes whatever else the machine ran at that moment (on a
-        # shared machine one call priced a calibration's previews at three times their usual cost).
-        decoded, alone = [], []
-        for estimate in estimates[:TIMED_ALONE]:
+        # A pruned search decodes each candidate's estimate in a call of its own: the calibration's first few
+        # estimates are decoded alone and timed, and the median of those calls' seconds, with each preview's own
+        # verifier calls, prices every preview. A median of several: one timed call takes whatever else the machine
+        # ran at that moment (on a shared machine one call priced a calibration's previews at three times their
+        # usual cost).
+        alone = min(len(estimates), max(TIMED_ALONE - len(self._alone), 0))
+        decoded = []
+        for estimate in estimates[:alone]:
             start = time.perf_counter()
             decoded += scorer.decode(model, [estimate])
-            alone.append(time.perf_counter() - start)
-        price = statistics.median(alone)
-        self._judge(scorer, keys[:TIMED_ALONE], decoded, price)
-        for first in range(TIMED_ALONE, len(estimates), DECODED_TOGETHER):
+            self._alone.append(time.perf_counter() - start)
+        price = statistics.median(self._alone)
+        self._judge(scorer, keys[:alone], decoded, price)
+        for first in range(alone, len(estimates), DECODED_TOGETHER):
             together = slice(first, first + DECODED_TOGETHER)
             self._judge(scorer, keys[together], scorer.decode(model, estimates[together]), price)
 
