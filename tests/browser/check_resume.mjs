@@ -5,7 +5,7 @@
 // computed draft moves it over its steps, a reused one moves nothing). Prints one JSON object with what it saw.
 // Usage: node check_resume.mjs URL CONFIG.json
 import { readFileSync } from "node:fs";
-import { openChromium, openWorkflow, recordExtensionErrors, settled } from "./chromium.mjs";
+import { openChromium, openWorkflow, recordExtensionErrors, settled, showNodeById } from "./chromium.mjs";
 
 const [url, configPath] = process.argv.slice(2);
 const config = JSON.parse(readFileSync(configPath, "utf8"));
@@ -57,17 +57,6 @@ async function earlierDisabled(id) {
   return page.evaluate(`${disabled}?.disabled ?? null`);
 }
 
-async function showSampler(sampler) {
-  await page.evaluate((sampler) => {
-    const node = window.app.graph.getNodeById(Number(sampler));
-    const canvas = window.app.canvas;
-    canvas.ds.scale = 1;
-    canvas.ds.offset = [80 - node.pos[0], 120 - node.pos[1]];
-    canvas.setDirty(true, true);
-  }, sampler);
-  await settled(page, "the view on the Sampler");
-}
-
 try {
   Object.assign(result, await openWorkflow(page, url, config.workflow));
   const sampler = config.sampler;
@@ -78,7 +67,7 @@ try {
     .then(() => page.$eval(".cachedsearch-resume", (line) => ({ seed: Number(line.dataset.seed), text: line.textContent })))
     .catch(() => null);
   if (result.offered) {
-    await showSampler(sampler);
+    await showNodeById(page, sampler);
     await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_offer.png") });
     result.resumed = await run(sampler, config.steps, ".cachedsearch-resume button");
     result.afterResume = await seedState(sampler);
@@ -88,7 +77,7 @@ try {
     result.summaries = await page.$$eval(".cachedsearch-summary", (lines) => lines.map((line) => line.textContent));
     result.pickNote = await page.$eval(".cachedsearch-pick-note", (line) => line.textContent).catch(() => null);
     result.earlierDisabledAfterResume = await earlierDisabled(config.verifier);
-    await showSampler(sampler);
+    await showNodeById(page, sampler);
     await page.screenshot({ path: config.screenshot.replace(/\.png$/, "_resumed.png") });
   }
 } finally {
